@@ -1,0 +1,341 @@
+"""Registry of side-by-side benchmark cases: sbtf (SB2 API on TF2) against stable-baselines3.
+
+This module is imported by the harness (``run_benchmarks.py``) and by the worker
+(``worker.py``) in *both* interpreters (the sbtf one and the SB3 venv), so it must
+stay standard-library only and describe everything as plain data.
+
+Adding a case is a few lines: add a ``Case`` to ``CASES`` with
+
+* ``env_id``, ``n_envs`` (a ``DummyVecEnv`` of that many Monitor-wrapped envs is
+  built on both sides with ``make_vec_env``), ``total_timesteps``;
+* ``sb3``: a ``Side`` naming the SB3 class (``module`` defaults to
+  ``stable_baselines3``; use ``sb3_contrib`` for TRPO & co) and its keyword
+  arguments;
+* ``sbtf``: a ``Side`` naming the sbtf class (``module`` defaults to ``sbtf``) and
+  the *same* hyperparameters under their stable-baselines 2 names;
+* ``notes``: every place where the two sides cannot be made identical.
+
+Both sides always get ``verbose=0`` and ``seed=<run seed>`` from the worker; the
+sbtf side also gets ``n_cpu_tf_sess=<threads>`` and the SB3 side ``device="cpu"``.
+Action noise is given as data (``("normal", sigma)`` or
+``("ornstein_uhlenbeck", sigma)``) and built by the worker with each library's
+own noise class. In ``policy_kwargs``, activation functions may be given by name
+(``"activation_fn": "relu"`` for SB3, ``"act_fun": "relu"`` for sbtf).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Tuple
+
+LIBS = ("sbtf", "sb3")
+LIB_LABELS = {"sbtf": "sbtf", "sb3": "SB3"}
+DEFAULT_MODULES = {"sbtf": "sbtf", "sb3": "stable_baselines3"}
+
+
+@dataclass
+class Side:
+    """How one library builds and trains the model of a case."""
+
+    algo: str
+    kwargs: dict = field(default_factory=dict)
+    policy: str = "MlpPolicy"
+    module: Optional[str] = None
+    action_noise: Optional[Tuple[str, float]] = None
+    learn_kwargs: dict = field(default_factory=dict)
+
+    def module_name(self, lib: str) -> str:
+        return self.module or DEFAULT_MODULES[lib]
+
+    def to_dict(self, lib: str) -> dict:
+        return {
+            "module": self.module_name(lib),
+            "algo": self.algo,
+            "policy": self.policy,
+            "kwargs": self.kwargs,
+            "action_noise": list(self.action_noise) if self.action_noise else None,
+            "learn_kwargs": self.learn_kwargs,
+        }
+
+    def call_string(self, lib: str) -> str:
+        """The constructor call as one line of Python, for the docs."""
+        parts = [repr(self.policy), "env"]
+        parts += [f"{k}={_fmt(v)}" for k, v in self.kwargs.items()]
+        if self.action_noise:
+            kind, sigma = self.action_noise
+            cls = {"normal": "NormalActionNoise", "ornstein_uhlenbeck": "OrnsteinUhlenbeckActionNoise"}[kind]
+            parts.append(f"action_noise={cls}(mean=0, sigma={sigma})")
+        return f"{self.module_name(lib)}.{self.algo}({', '.join(parts)})"
+
+
+@dataclass
+class Case:
+    name: str
+    description: str
+    env_id: str
+    n_envs: int
+    total_timesteps: int
+    sbtf: Side
+    sb3: Side
+    notes: Tuple[str, ...] = ()
+    eval_episodes: int = 10
+
+    def side(self, lib: str) -> Side:
+        return {"sbtf": self.sbtf, "sb3": self.sb3}[lib]
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "env_id": self.env_id,
+            "n_envs": self.n_envs,
+            "total_timesteps": self.total_timesteps,
+            "eval_episodes": self.eval_episodes,
+            "sbtf": self.sbtf.to_dict("sbtf"),
+            "sb3": self.sb3.to_dict("sb3"),
+            "notes": list(self.notes),
+        }
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        text = repr(value)
+        if "e" not in text and abs(value) > 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
+            text = f"{value:.0e}"
+        return text
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
+        return f"{value:_}"
+    if isinstance(value, dict):
+        return "dict(" + ", ".join(f"{k}={_fmt(v)}" for k, v in value.items()) + ")"
+    if isinstance(value, list):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    return repr(value)
+
+
+_VF_CLIP_NOTE = (
+    "SB2's `cliprange_vf=None` (its default) clips the value function with `cliprange`; SB3's "
+    "`clip_range_vf=None` does not clip it. The sbtf side passes `cliprange_vf=-1`, SB2's way of "
+    "turning value clipping off, so both run the same loss."
+)
+_PPO_TIMESTEPS_NOTE = (
+    "SB3 rounds `total_timesteps` up to whole rollouts, SB2's PPO2 rounds it down, so the two "
+    "sides do slightly different numbers of steps; steps/s is computed from each model's actual "
+    "`num_timesteps`."
+)
+
+CASES: dict[str, Case] = {}
+
+
+def _add(case: Case) -> None:
+    assert case.name not in CASES, case.name
+    CASES[case.name] = case
+
+
+# --------------------------------------------------------------------------- PPO
+_add(Case(
+    name="ppo_cartpole_zoo",
+    description="PPO on CartPole-v1 with the RL-zoo hyperparameters (constant learning rate and clip range), "
+                "8 envs in a DummyVecEnv, MLP 64x64 tanh with separate policy and value networks.",
+    env_id="CartPole-v1",
+    n_envs=8,
+    total_timesteps=100_000,
+    sb3=Side("PPO", dict(
+        n_steps=32, batch_size=256, n_epochs=20, gae_lambda=0.8, gamma=0.98, learning_rate=1e-3,
+        clip_range=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
+    )),
+    sbtf=Side("PPO2", dict(
+        n_steps=32, nminibatches=1, noptepochs=20, lam=0.8, gamma=0.98, learning_rate=1e-3,
+        cliprange=0.2, cliprange_vf=-1, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
+    )),
+    notes=(
+        "Minibatch: SB3 `batch_size=256` = SB2 `n_steps * n_envs / nminibatches` = 32 * 8 / 1.",
+        _VF_CLIP_NOTE,
+        _PPO_TIMESTEPS_NOTE,
+    ),
+))
+
+_add(Case(
+    name="ppo_cartpole_sb3_defaults",
+    description="PPO on CartPole-v1 with SB3's default hyperparameters, one env, "
+                "MLP 64x64 tanh with separate policy and value networks.",
+    env_id="CartPole-v1",
+    n_envs=1,
+    total_timesteps=50_000,
+    sb3=Side("PPO", dict(
+        n_steps=2048, batch_size=64, n_epochs=10, learning_rate=3e-4, gamma=0.99, gae_lambda=0.95,
+        clip_range=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
+    )),
+    sbtf=Side("PPO2", dict(
+        n_steps=2048, nminibatches=32, noptepochs=10, learning_rate=3e-4, gamma=0.99, lam=0.95,
+        cliprange=0.2, cliprange_vf=-1, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
+    )),
+    notes=(
+        "Minibatch: SB3 `batch_size=64` = SB2 `n_steps * n_envs / nminibatches` = 2048 / 32.",
+        _VF_CLIP_NOTE,
+        _PPO_TIMESTEPS_NOTE,
+    ),
+))
+
+# --------------------------------------------------------------------------- A2C
+_add(Case(
+    name="a2c_cartpole",
+    description="A2C on CartPole-v1 with SB3's default hyperparameters, 8 envs in a DummyVecEnv, "
+                "MLP 64x64 tanh with separate policy and value networks.",
+    env_id="CartPole-v1",
+    n_envs=8,
+    total_timesteps=100_000,
+    sb3=Side("A2C", dict(
+        n_steps=5, learning_rate=7e-4, gamma=0.99, gae_lambda=1.0, ent_coef=0.0, vf_coef=0.5,
+        max_grad_norm=0.5, rms_prop_eps=1e-5, use_rms_prop=True, normalize_advantage=False,
+    )),
+    sbtf=Side("A2C", dict(
+        n_steps=5, learning_rate=7e-4, gamma=0.99, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
+        alpha=0.99, epsilon=1e-5, lr_schedule="constant",
+    )),
+    notes=(
+        "SB3 is run with its defaults as they are: PyTorch's RMSprop (alpha 0.99, eps 1e-5) adds eps "
+        "outside the square root, SB2/TF's RMSprop inside it. SB3 only matches TF when asked with "
+        "`policy_kwargs=dict(optimizer_class=RMSpropTFLike, optimizer_kwargs=dict(eps=1e-5))`, which "
+        "this case does not do.",
+        "SB3's `gae_lambda=1.0` gives plain n-step returns, which is what SB2's A2C computes (it has no GAE).",
+    ),
+))
+
+# --------------------------------------------------------------------------- DQN
+_add(Case(
+    name="dqn_cartpole",
+    description="DQN on CartPole-v1 with SB3's default hyperparameters except `learning_starts=1000`, one env, "
+                "MLP 64x64 ReLU Q-network, no double-Q, no dueling, no prioritised replay.",
+    env_id="CartPole-v1",
+    n_envs=1,
+    total_timesteps=50_000,
+    sb3=Side("DQN", dict(
+        learning_rate=1e-4, buffer_size=1_000_000, learning_starts=1000, batch_size=32, tau=1.0, gamma=0.99,
+        train_freq=4, gradient_steps=1, target_update_interval=10_000, exploration_fraction=0.1,
+        exploration_initial_eps=1.0, exploration_final_eps=0.05, max_grad_norm=10,
+    )),
+    sbtf=Side("DQN", dict(
+        learning_rate=1e-4, buffer_size=1_000_000, learning_starts=1000, batch_size=32, gamma=0.99,
+        train_freq=4, target_network_update_freq=10_000, exploration_fraction=0.1,
+        exploration_initial_eps=1.0, exploration_final_eps=0.05, double_q=False,
+        prioritized_replay=False, param_noise=False,
+        policy_kwargs=dict(layers=[64, 64], dueling=False),
+    )),
+    notes=(
+        "SB2's DQN defaults to double-Q and a dueling head; both are switched off to match SB3's DQN.",
+        "SB2's DQN clips gradients at norm 10 internally, which is SB3's `max_grad_norm=10`; "
+        "SB3's `tau=1.0` is SB2's hard target update.",
+    ),
+))
+
+# --------------------------------------------------------------------------- SAC
+_add(Case(
+    name="sac_pendulum",
+    description="SAC on Pendulum-v1 with SB3's default hyperparameters except `learning_starts=1000`, one env, "
+                "MLP 256x256 ReLU, automatic entropy coefficient.",
+    env_id="Pendulum-v1",
+    n_envs=1,
+    total_timesteps=10_000,
+    sb3=Side("SAC", dict(
+        learning_rate=3e-4, buffer_size=1_000_000, learning_starts=1000, batch_size=256, tau=0.005, gamma=0.99,
+        train_freq=1, gradient_steps=1, ent_coef="auto", target_update_interval=1, target_entropy="auto",
+    )),
+    sbtf=Side("SAC", dict(
+        learning_rate=3e-4, buffer_size=1_000_000, learning_starts=1000, batch_size=256, tau=0.005, gamma=0.99,
+        train_freq=1, gradient_steps=1, ent_coef="auto", target_update_interval=1, target_entropy="auto",
+        policy_kwargs=dict(layers=[256, 256]),
+    )),
+    notes=(
+        "SB2's SAC is the first SAC paper's: twin Q-networks plus a state-value network and its target; "
+        "SB3's has twin Q-networks and their targets, no value network. So SB2 trains one more network "
+        "per gradient step.",
+    ),
+))
+
+# --------------------------------------------------------------------------- TD3
+_add(Case(
+    name="td3_pendulum",
+    description="TD3 on Pendulum-v1 with SB3's default hyperparameters and Gaussian action noise (sigma 0.1), "
+                "one env, MLP 400x300 ReLU.",
+    env_id="Pendulum-v1",
+    n_envs=1,
+    total_timesteps=10_000,
+    sb3=Side("TD3", dict(
+        learning_rate=1e-3, buffer_size=1_000_000, learning_starts=100, batch_size=256, tau=0.005, gamma=0.99,
+        train_freq=1, gradient_steps=1, policy_delay=2, target_policy_noise=0.2, target_noise_clip=0.5,
+    ), action_noise=("normal", 0.1)),
+    sbtf=Side("TD3", dict(
+        learning_rate=1e-3, buffer_size=1_000_000, learning_starts=100, batch_size=256, tau=0.005, gamma=0.99,
+        train_freq=1, gradient_steps=1, policy_delay=2, target_policy_noise=0.2, target_noise_clip=0.5,
+        policy_kwargs=dict(layers=[400, 300]),
+    ), action_noise=("normal", 0.1)),
+    notes=(
+        "SB2's TD3 defaults differ a lot from SB3's (train_freq=100, gradient_steps=100, batch 128, 64x64 net); "
+        "the sbtf side is given SB3's values.",
+    ),
+))
+
+# --------------------------------------------------------------------------- DDPG
+_add(Case(
+    name="ddpg_pendulum",
+    description="DDPG on Pendulum-v1 with SB3's default hyperparameters and Gaussian action noise (sigma 0.1), "
+                "one env, MLP 400x300 ReLU.",
+    env_id="Pendulum-v1",
+    n_envs=1,
+    total_timesteps=10_000,
+    sb3=Side("DDPG", dict(
+        learning_rate=1e-3, buffer_size=1_000_000, learning_starts=100, batch_size=256, tau=0.005, gamma=0.99,
+        train_freq=1, gradient_steps=1,
+    ), action_noise=("normal", 0.1)),
+    sbtf=Side("DDPG", dict(
+        gamma=0.99, nb_rollout_steps=1, nb_train_steps=1, batch_size=256, tau=0.005, actor_lr=1e-3,
+        critic_lr=1e-3, buffer_size=1_000_000, normalize_observations=False, normalize_returns=False,
+        critic_l2_reg=0.0, clip_norm=None, policy_kwargs=dict(layers=[400, 300]),
+    ), action_noise=("normal", 0.1)),
+    notes=(
+        "SB3's `train_freq=1, gradient_steps=1` is SB2's `nb_rollout_steps=1, nb_train_steps=1`.",
+        "SB2's DDPG has no `learning_starts`: it acts with the noisy policy from the first step and trains "
+        "once the buffer holds `batch_size` (256) transitions; SB3 acts uniformly at random for the first "
+        "100 steps and trains from then on.",
+        "SB2's DDPG critic feeds the action in after the first hidden layer, SB3's at the input.",
+    ),
+))
+
+# --------------------------------------------------------------------------- TRPO
+_TRPO_SB3 = dict(
+    learning_rate=1e-3, n_steps=2048, batch_size=128, gamma=0.99, cg_max_steps=15, cg_damping=0.1,
+    line_search_shrinking_factor=0.8, line_search_max_iter=10, n_critic_updates=10, gae_lambda=0.95,
+    normalize_advantage=True, target_kl=0.01, sub_sampling_factor=1,
+)
+_TRPO_SBTF = dict(
+    timesteps_per_batch=2048, gamma=0.99, max_kl=0.01, cg_iters=15, cg_damping=0.1, lam=0.95, entcoeff=0.0,
+    vf_stepsize=1e-3, vf_iters=10,
+)
+_TRPO_NOTES = (
+    "SB2's TRPO always uses value-function minibatches of 128 (sb3-contrib `batch_size=128`), halves the "
+    "step in its line search up to 10 times (sb3-contrib shrinks by 0.8, up to 10 times), accepts a step with "
+    "KL up to 1.5 * `max_kl`, and computes Fisher-vector products on every 5th sample "
+    "(sb3-contrib `sub_sampling_factor=1`: on all samples). None of these is a parameter in SB2.",
+    "SB2's TRPO is written for MPI; one process (no `mpirun`) is used here.",
+)
+_add(Case(
+    name="trpo_cartpole",
+    description="TRPO on CartPole-v1 with sb3-contrib's default hyperparameters, one env, "
+                "MLP 64x64 tanh with separate policy and value networks.",
+    env_id="CartPole-v1",
+    n_envs=1,
+    total_timesteps=50_000,
+    sb3=Side("TRPO", dict(_TRPO_SB3), module="sb3_contrib"),
+    sbtf=Side("TRPO", dict(_TRPO_SBTF)),
+    notes=_TRPO_NOTES,
+))
+_add(Case(
+    name="trpo_pendulum",
+    description="TRPO on Pendulum-v1 with sb3-contrib's default hyperparameters, one env, "
+                "MLP 64x64 tanh with separate policy and value networks, state-independent log-std.",
+    env_id="Pendulum-v1",
+    n_envs=1,
+    total_timesteps=50_000,
+    sb3=Side("TRPO", dict(_TRPO_SB3), module="sb3_contrib"),
+    sbtf=Side("TRPO", dict(_TRPO_SBTF)),
+    notes=_TRPO_NOTES,
+))

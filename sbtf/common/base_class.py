@@ -1,0 +1,784 @@
+"""Model base classes with the stable-baselines 2.x API.
+
+``BaseRLModel`` owns what every algorithm shares: the environment, seeding, callbacks,
+saving/loading (sbtf format, see ``save_util``; stable-baselines 2.x files through
+``sbtf_converters.legacy``), parameters by SB2 name, ``predict`` rules, ``pretrain`` (behaviour
+cloning) and TensorBoard logging.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import warnings
+from abc import ABC, abstractmethod
+from collections import OrderedDict, deque
+from typing import Any, Optional
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from sbtf.common import save_util
+from sbtf.common.policies import ActorCriticPolicy, BasePolicy, get_policy_from_name
+
+
+class SetVerbosity:
+    """Context manager kept for SB2 compatibility: sets TF's log level from ``verbose`` (2 = TF debug)."""
+
+    def __init__(self, verbose: int = 0):
+        self.verbose = verbose
+
+    def __enter__(self):
+        self._old_tf_level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0")
+        if self.verbose >= 2:
+            os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = self._old_tf_level
+
+
+class TensorboardLogger:
+    """What ``TensorboardWriter`` yields: a ``tf.summary`` writer with ``add_scalar``/``add_histogram``."""
+
+    def __init__(self, log_dir: str):
+        self.log_dir = log_dir
+        self.writer = tf.summary.create_file_writer(log_dir)
+
+    def add_scalar(self, tag: str, value: float, step: int) -> None:
+        with self.writer.as_default():
+            tf.summary.scalar(tag, float(value), step=int(step))
+
+    def add_scalars(self, values: dict, step: int) -> None:
+        with self.writer.as_default():
+            for tag, value in values.items():
+                tf.summary.scalar(tag, float(value), step=int(step))
+
+    def add_histogram(self, tag: str, values, step: int) -> None:
+        with self.writer.as_default():
+            tf.summary.histogram(tag, values, step=int(step))
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class TensorboardWriter:
+    """
+    SB2's ``TensorboardWriter(graph, tensorboard_log_path, tb_log_name, new_tb_log=True)`` context manager.
+
+    Writes to ``<tensorboard_log_path>/<tb_log_name>_<N>`` (a new N for a new run, the last one when
+    continuing); yields a ``TensorboardLogger`` or None when no path is set. ``graph`` is ignored.
+    """
+
+    def __init__(self, graph, tensorboard_log_path: Optional[str], tb_log_name: str, new_tb_log: bool = True):
+        self.tensorboard_log_path = tensorboard_log_path
+        self.tb_log_name = tb_log_name
+        self.new_tb_log = new_tb_log
+        self.writer: Optional[TensorboardLogger] = None
+
+    def _get_latest_run_id(self) -> int:
+        max_run_id = 0
+        for path in glob.glob(f"{self.tensorboard_log_path}/{glob.escape(self.tb_log_name)}_[0-9]*"):
+            suffix = path.split("_")[-1]
+            if suffix.isdigit():
+                max_run_id = max(max_run_id, int(suffix))
+        return max_run_id
+
+    def __enter__(self) -> Optional[TensorboardLogger]:
+        if self.tensorboard_log_path is not None:
+            latest = self._get_latest_run_id()
+            if self.new_tb_log:
+                latest += 1
+            self.writer = TensorboardLogger(os.path.join(self.tensorboard_log_path, f"{self.tb_log_name}_{latest}"))
+        return self.writer
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        if self.writer is not None:
+            self.writer.flush()
+            self.writer.close()
+
+
+def _is_vectorized_observation(observation: np.ndarray, observation_space: gym.Space) -> bool:
+    """
+    Whether ``observation`` is a batch (True) or a single observation (False); raises a ValueError
+    naming the expected shapes otherwise (SB2 rules).
+    """
+    if isinstance(observation_space, gym.spaces.Box):
+        if observation.shape == observation_space.shape:
+            return False
+        if observation.shape[1:] == observation_space.shape:
+            return True
+        raise ValueError(f"Error: Unexpected observation shape {observation.shape} for Box environment, please use "
+                         f"{observation_space.shape} or (n_env, {', '.join(map(str, observation_space.shape))}) "
+                         "for the observation shape.")
+    if isinstance(observation_space, gym.spaces.Discrete):
+        if observation.shape == ():
+            return False
+        if len(observation.shape) == 1:
+            return True
+        raise ValueError(f"Error: Unexpected observation shape {observation.shape} for Discrete environment, please "
+                         "use () or (n_env,) for the observation shape.")
+    if isinstance(observation_space, gym.spaces.MultiDiscrete):
+        n = len(observation_space.nvec)
+        if observation.shape == (n,):
+            return False
+        if len(observation.shape) == 2 and observation.shape[1] == n:
+            return True
+        raise ValueError(f"Error: Unexpected observation shape {observation.shape} for MultiDiscrete environment, "
+                         f"please use ({n},) or (n_env, {n}) for the observation shape.")
+    if isinstance(observation_space, gym.spaces.MultiBinary):
+        n = observation_space.n
+        if observation.shape == (n,):
+            return False
+        if len(observation.shape) == 2 and observation.shape[1] == n:
+            return True
+        raise ValueError(f"Error: Unexpected observation shape {observation.shape} for MultiBinary environment, "
+                         f"please use ({n},) or (n_env, {n}) for the observation shape.")
+    raise ValueError(f"Error: Cannot determine if the observation is vectorized with the space type "
+                     f"{observation_space}.")
+
+
+def _unsupported_space_error(algo: str, space: gym.Space, kind: str, supported: str) -> NotImplementedError:
+    return NotImplementedError(f"Error: {algo} does not support {kind} space {space!r} "
+                               f"({type(space).__name__}); supported {kind} spaces: {supported}.")
+
+
+class BaseRLModel(ABC):
+    """
+    The base RL model (SB2 signature).
+
+    :param policy: (BasePolicy or str) policy class or registered name
+    :param env: (gymnasium.Env, old gym env, VecEnv or str) the environment (None when loading)
+    :param verbose: (int) 0 none, 1 training information, 2 debug
+    :param requires_vec_env: (bool) wrap a single env in a DummyVecEnv
+    :param policy_base: (BasePolicy) the base policy class used to look names up
+    :param policy_kwargs: (dict) extra arguments for the policy
+    :param seed: (int) seed for python, numpy, TF and the env
+    :param n_cpu_tf_sess: (int) threads for TensorFlow ops (set once per process, before TF starts)
+    """
+
+    #: hyperparameter attributes written by save() (in addition to the common ones)
+    _save_attrs: tuple = ()
+    #: observation / action space types the algorithm accepts
+    _supported_action_spaces: tuple = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
+                                       gym.spaces.MultiBinary)
+
+    def __init__(self, policy, env, verbose: int = 0, *, requires_vec_env: bool = True, policy_base=None,
+                 policy_kwargs: Optional[dict] = None, seed: Optional[int] = None,
+                 n_cpu_tf_sess: Optional[int] = None):
+        if isinstance(policy, str) and policy_base is not None:
+            self.policy = get_policy_from_name(policy_base, policy)
+        else:
+            self.policy = policy
+        self.env = None
+        self.verbose = verbose
+        self._requires_vec_env = requires_vec_env
+        self.policy_kwargs = {} if policy_kwargs is None else dict(policy_kwargs)
+        self.observation_space: Optional[gym.Space] = None
+        self.action_space: Optional[gym.Space] = None
+        self.n_envs: Optional[int] = None
+        self._vectorize_action = False
+        self.num_timesteps = 0
+        self.graph = None
+        self.sess = None
+        self.params = None
+        self.seed = seed
+        self.n_cpu_tf_sess = n_cpu_tf_sess
+        self.episode_reward = None
+        self.ep_info_buf: Optional[deque] = None
+        self.policy_tf: Optional[BasePolicy] = None
+        self._apply_n_cpu(n_cpu_tf_sess)
+        if env is not None:
+            self._attach_env(env)
+
+    # ------------------------------------------------------------------ environment
+    def _make_vec_env(self, env):
+        """Turn an env id / gymnasium env / old gym env / VecEnv into a VecEnv."""
+        from sbtf.common.vec_env import DummyVecEnv, VecEnv
+        from sbtf.common.gym_compat import wrap_env
+
+        if isinstance(env, VecEnv):
+            return env
+        if isinstance(env, str):
+            if self.verbose >= 1:
+                print(f"Creating environment from the given name {env!r}, wrapped in a DummyVecEnv.")
+            env_id = env
+            return DummyVecEnv([lambda: wrap_env(env_id)])
+        single = wrap_env(env)
+        if self.verbose >= 1:
+            print("Wrapping the env in a DummyVecEnv.")
+        return DummyVecEnv([lambda: single])
+
+    def _attach_env(self, env) -> None:
+        env = self._make_vec_env(env)
+        self._check_spaces(env.observation_space, env.action_space)
+        self.env = env
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+        self.n_envs = env.num_envs
+
+    def _check_spaces(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        if not isinstance(action_space, self._supported_action_spaces):
+            names = ", ".join(s.__name__ for s in self._supported_action_spaces)
+            raise _unsupported_space_error(type(self).__name__, action_space, "action", names)
+
+    def _apply_n_cpu(self, n_cpu: Optional[int]) -> None:
+        if n_cpu is None:
+            return
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(int(n_cpu))
+            tf.config.threading.set_inter_op_parallelism_threads(int(n_cpu))
+        except RuntimeError:
+            if self.verbose >= 1:
+                warnings.warn("n_cpu_tf_sess could not be applied: TensorFlow was already initialised in this "
+                              "process (set it on the first model you create).")
+
+    def get_env(self):
+        """Returns the current environment (can be None if not defined)."""
+        return self.env
+
+    def get_vec_normalize_env(self):
+        """The ``VecNormalize`` wrapper of the training env, if any."""
+        from sbtf.common.vec_env import unwrap_vec_normalize
+        return unwrap_vec_normalize(self.env) if self.env is not None else None
+
+    def set_env(self, env) -> None:
+        """
+        Checks the validity of the environment, and if it is coherent, set it as the current environment.
+
+        :param env: (gymnasium.Env, VecEnv or str) the new environment
+        """
+        if env is None and self.env is None:
+            if self.verbose >= 1:
+                print("Loading a model without an environment, this model cannot be trained until it has a valid "
+                      "environment.")
+            return
+        if env is None:
+            raise ValueError("Error: trying to replace the current environment with None")
+        env = self._make_vec_env(env)
+        if self.observation_space is not None and not _spaces_equal(env.observation_space, self.observation_space):
+            raise ValueError(f"Error: the environment passed must have the same observation space as the model was "
+                             f"trained on: expected {self.observation_space}, got {env.observation_space}.")
+        if self.action_space is not None and not _spaces_equal(env.action_space, self.action_space):
+            raise ValueError(f"Error: the environment passed must have the same action space as the model was "
+                             f"trained on: expected {self.action_space}, got {env.action_space}.")
+        if self._requires_same_n_envs() and self.n_envs is not None and env.num_envs != self.n_envs:
+            raise ValueError(f"Error: the environment passed must have the same number of environments as the model "
+                             f"was trained on ({self.n_envs}, got {env.num_envs}); this is required by recurrent "
+                             "policies.")
+        self.env = env
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+        self.n_envs = env.num_envs
+        self.episode_reward = None
+        self.ep_info_buf = None
+        self._on_env_changed()
+
+    def _requires_same_n_envs(self) -> bool:
+        return bool(self.policy is not None and isinstance(self.policy, type)
+                    and getattr(self.policy, "recurrent", False))
+
+    def _on_env_changed(self) -> None:
+        """Hook for algorithms that keep per-env state (runners, batch sizes)."""
+
+    # ------------------------------------------------------------------ seeding
+    def set_random_seed(self, seed: Optional[int]) -> None:
+        """
+        Seed python, numpy and TF random generators, the env and its action space.
+
+        :param seed: (int) the seed; None does nothing
+        """
+        if seed is None:
+            return
+        from sbtf.common.misc_util import set_global_seeds
+
+        set_global_seeds(seed)
+        if self.env is not None:
+            self.env.seed(seed)
+            self.env.action_space.seed(seed)
+        if self.action_space is not None:
+            self.action_space.seed(seed)
+        if self.policy_tf is not None:
+            self._reseed_policy(seed)
+
+    def _reseed_policy(self, seed: int) -> None:
+        for policy in self._policies():
+            policy.np_random = np.random.default_rng(seed)
+            if hasattr(policy, "_tf_gen"):
+                policy._tf_gen.reset_from_seed(seed)
+
+    def _policies(self) -> list:
+        return [self.policy_tf] if self.policy_tf is not None else []
+
+    # ------------------------------------------------------------------ abstract API
+    @abstractmethod
+    def setup_model(self):
+        """Create all the functions and tensorflow graphs necessary to train the model."""
+
+    @abstractmethod
+    def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="run", reset_num_timesteps=True):
+        """Return a trained model."""
+
+    @abstractmethod
+    def predict(self, observation, state=None, mask=None, deterministic=False):
+        """Get the model's action from an observation: (action, next state)."""
+
+    @abstractmethod
+    def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
+        """The action probability for an observation (see SB2 docs)."""
+
+    # ------------------------------------------------------------------ learning helpers
+    def _setup_learn(self) -> None:
+        if self.env is None:
+            raise ValueError("Error: cannot train the model without a valid environment, please set an environment "
+                             "with set_env(self, env) method.")
+        if self.episode_reward is None:
+            self.episode_reward = np.zeros((self.n_envs,))
+        if self.ep_info_buf is None:
+            self.ep_info_buf = deque(maxlen=100)
+
+    def _init_num_timesteps(self, reset_num_timesteps: bool = True) -> bool:
+        if reset_num_timesteps:
+            self.num_timesteps = 0
+        return self.num_timesteps == 0
+
+    def _init_callback(self, callback, progress_bar: bool = False, total_timesteps: Optional[int] = None):
+        """Turn None / a function / a list / a BaseCallback into one BaseCallback bound to this model."""
+        from sbtf.common.callbacks import BaseCallback, CallbackList, ConvertCallback
+
+        if isinstance(callback, list):
+            callback = CallbackList(callback)
+        if not isinstance(callback, BaseCallback):
+            callback = ConvertCallback(callback)
+        if progress_bar:
+            from sbtf.common.callbacks import ProgressBarCallback
+            callback = CallbackList([callback, ProgressBarCallback()])
+        self._total_timesteps = total_timesteps
+        callback.init_callback(self)
+        return callback
+
+    def _update_info_buffer(self, infos: list, dones: Optional[np.ndarray] = None) -> None:
+        for info in infos:
+            maybe_ep_info = info.get("episode")
+            if maybe_ep_info is not None:
+                self.ep_info_buf.append(maybe_ep_info)
+
+    # ------------------------------------------------------------------ parameters
+    def _named_parameters(self) -> "OrderedDict[str, Any]":
+        """``{SB2 name: variable}`` of everything ``save()`` writes (algorithms with several networks extend it)."""
+        return self.policy_tf.named_parameters()
+
+    def get_parameter_list(self) -> list:
+        """The TF variables of the model, in SB2 order (names: see ``get_parameters()``)."""
+        return list(self._named_parameters().values())
+
+    def get_parameters(self) -> "OrderedDict[str, np.ndarray]":
+        """``OrderedDict`` of SB2 parameter name -> value (NumPy)."""
+        return OrderedDict((name, var.numpy()) for name, var in self._named_parameters().items())
+
+    def load_parameters(self, load_path_or_dict, exact_match: bool = True) -> None:
+        """
+        Load model parameters from a file, a dict (name -> array) or a list (in ``get_parameter_list`` order).
+
+        :param load_path_or_dict: (str, file, dict or list)
+        :param exact_match: (bool) every parameter of the model must be given (dict form)
+        """
+        named = self._named_parameters()
+        if isinstance(load_path_or_dict, dict):
+            params = load_path_or_dict
+        elif isinstance(load_path_or_dict, (list, tuple)):
+            warnings.warn("Loading model parameters from a list. This has been replaced with parameter dictionaries "
+                          "with variable names and parameters. If you are loading from a file, consider re-saving "
+                          "the file.", DeprecationWarning)
+            if len(load_path_or_dict) < len(named):
+                raise ValueError(f"Error: {len(load_path_or_dict)} parameters given, the model has {len(named)}.")
+            params = OrderedDict(zip(named.keys(), load_path_or_dict))
+        else:
+            payload = save_util.read_file_bytes(save_util.resolve_load_path(load_path_or_dict))
+            _, params, _ = save_util.load_from_zip_bytes(payload)
+        missing = [name for name in named if name not in params]
+        if exact_match and missing:
+            raise RuntimeError(f"Error: the parameters to load do not contain {missing[:5]}"
+                               f"{' ...' if len(missing) > 5 else ''} (set exact_match=False to load a subset).")
+        for name, var in named.items():
+            if name not in params:
+                continue
+            value = np.asarray(params[name])
+            if tuple(value.shape) != tuple(var.shape):
+                if value.size == int(np.prod(var.shape)) and name.endswith("/b:0") and value.ndim == 4:
+                    value = value.reshape(var.shape)  # SB2 conv bias (1, C, 1, 1)
+                else:
+                    raise ValueError(f"Error: parameter {name} has shape {tuple(value.shape)} in the given "
+                                     f"parameters but {tuple(var.shape)} in the model.")
+            var.assign(value.astype(var.dtype.as_numpy_dtype if hasattr(var.dtype, "as_numpy_dtype") else
+                                    np.float32))
+        self._on_parameters_loaded()
+
+    def _on_parameters_loaded(self) -> None:
+        for policy in self._policies():
+            policy.mark_weights_changed()
+
+    # ------------------------------------------------------------------ save / load
+    def _get_save_data(self) -> dict:
+        data = {name: getattr(self, name) for name in self._save_attrs}
+        data.update({
+            "verbose": self.verbose,
+            "policy": self.policy,
+            "observation_space": self.observation_space,
+            "action_space": self.action_space,
+            "n_envs": self.n_envs,
+            "n_cpu_tf_sess": self.n_cpu_tf_sess,
+            "seed": self.seed,
+            "_vectorize_action": self._vectorize_action,
+            "policy_kwargs": self.policy_kwargs,
+            "num_timesteps": self.num_timesteps,
+        })
+        return data
+
+    def save(self, save_path, cloudpickle: bool = False) -> None:
+        """
+        Save the model to a zip file (atomically). ``.zip`` is appended when the path has no extension.
+
+        :param save_path: (str or file-like) where to save
+        :param cloudpickle: (bool) ignored: sbtf always writes its zip format (SB2's pickle format could run
+            code when opened)
+        """
+        if cloudpickle:
+            warnings.warn("save(cloudpickle=True) is not supported: sbtf writes its safe zip format instead.")
+        save_util.save_to_zip(save_path, self._get_save_data(), self.get_parameters(),
+                              meta={"algo": type(self).__name__})
+
+    @classmethod
+    def _accepted_algos(cls) -> tuple:
+        return (cls.__name__,)
+
+    @classmethod
+    def load(cls, load_path, env=None, custom_objects: Optional[dict] = None, allow_pickle: bool = False,
+             **kwargs):
+        """
+        Load a model from a file saved by sbtf or by stable-baselines 2.x.
+
+        :param load_path: (str or file-like) the saved file (``.zip`` or, for SB2 files, ``.pkl``)
+        :param env: (gymnasium.Env, VecEnv or str) the new environment (None: no env, predict only)
+        :param custom_objects: (dict) values that replace the stored ones, by key (e.g. a custom policy class
+            or a learning-rate function)
+        :param allow_pickle: (bool) allow the file to run code (unpickle functions/objects and import modules).
+            Never do this for a file you do not trust.
+        :param kwargs: extra attributes set on the model before it is built (as SB2)
+        """
+        load_path = save_util.resolve_load_path(load_path)
+        payload = save_util.read_file_bytes(load_path)
+        kind = save_util.inspect_model_bytes(payload)
+        if kind != "sbtf":
+            try:
+                from sbtf_converters.legacy import load_sb2_model
+            except ImportError as exc:
+                raise save_util.ModelFileError(
+                    f"{load_path} is a stable-baselines 2.x file ({kind}); reading it needs sbtf_converters.legacy, "
+                    "which is not available in this installation.") from exc
+            return load_sb2_model(cls, payload, env=env, custom_objects=custom_objects, allow_pickle=allow_pickle,
+                                  **kwargs)
+        data, params, info = save_util.load_from_zip_bytes(payload, custom_objects, allow_pickle)
+        algo = info.get("algo")
+        if algo is not None and algo not in cls._accepted_algos():
+            raise ValueError(f"Error: {load_path} holds a {algo} model; load it with {algo}.load(...) "
+                             f"instead of {cls.__name__}.load(...).")
+        return cls._from_data(data, params, env=env, **kwargs)
+
+    @classmethod
+    def _from_data(cls, data: dict, params, env=None, **kwargs):
+        """Build a model from its data dict and parameters (shared by sbtf and legacy loading)."""
+        if "policy_kwargs" in kwargs and kwargs["policy_kwargs"] != data.get("policy_kwargs"):
+            raise ValueError(f"The specified policy kwargs do not equal the stored policy kwargs. Stored kwargs: "
+                             f"{data.get('policy_kwargs')}, specified kwargs: {kwargs['policy_kwargs']}")
+        model = cls(policy=data["policy"], env=None, _init_setup_model=False)
+        model.__dict__.update(data)
+        model.__dict__.update(kwargs)
+        model.set_env(env)
+        model.setup_model()
+        model.load_parameters(params)
+        return model
+
+    # ------------------------------------------------------------------ behaviour cloning
+    def _pretrain_output(self, obs: tf.Tensor) -> tf.Tensor:
+        """What behaviour cloning fits: logits (Discrete) or the deterministic action (Box)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support pretrain()")
+
+    def _pretrain_variables(self) -> list:
+        return self.policy_tf.trainable_variables
+
+    def pretrain(self, dataset, n_epochs: int = 10, learning_rate: float = 1e-4, adam_epsilon: float = 1e-8,
+                 val_interval: Optional[int] = None):
+        """
+        Pretrain a model using behaviour cloning: supervised learning given an expert dataset.
+
+        :param dataset: (ExpertDataset) dataset manager
+        :param n_epochs: (int) number of iterations on the training set
+        :param learning_rate: (float) learning rate
+        :param adam_epsilon: (float) the epsilon value for the adam optimizer
+        :param val_interval: (int) report training and validation losses every n epochs (default: n_epochs // 10)
+        :return: (BaseRLModel) the pretrained model
+        """
+        from sbtf.common.optimizers import Adam
+
+        continuous = isinstance(self.action_space, gym.spaces.Box)
+        discrete = isinstance(self.action_space, gym.spaces.Discrete)
+        if not (continuous or discrete):
+            raise NotImplementedError(f"Error: pretrain only supports Box and Discrete action spaces, got "
+                                      f"{self.action_space}.")
+        if getattr(self.policy_tf, "recurrent", False):
+            raise NotImplementedError("Error: pretrain is not supported for recurrent policies.")
+        if val_interval is None:
+            val_interval = max(int(n_epochs / 10), 1)
+        variables = self._pretrain_variables()
+        optimizer = Adam(variables, epsilon=adam_epsilon)
+        obs_spec = self.policy_tf.obs_signature()
+        act_spec = tf.TensorSpec((None,) + (self.action_space.shape if continuous else ()),
+                                 tf.float32 if continuous else tf.int64)
+
+        def _loss(obs, actions):
+            out = self._pretrain_output(obs)
+            if continuous:
+                return tf.reduce_mean(tf.square(out - actions))
+            return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=out))
+
+        @tf.function(input_signature=[obs_spec, act_spec, tf.TensorSpec((), tf.float32)])
+        def train_step(obs, actions, lr):
+            with tf.GradientTape() as tape:
+                loss = _loss(obs, actions)
+            optimizer.apply(tape.gradient(loss, variables), lr)
+            return loss
+
+        val_step = tf.function(_loss, input_signature=[obs_spec, act_spec])
+
+        def _prepare(obs, actions):
+            obs = np.asarray(obs).astype(self.policy_tf.obs_dtype).reshape((-1,) + self.policy_tf.obs_shape)
+            if continuous:
+                actions = np.asarray(actions, np.float32).reshape((-1,) + self.action_space.shape)
+            else:
+                actions = np.asarray(actions).astype(np.int64).reshape(-1)
+            return obs, actions
+
+        if self.verbose > 0:
+            print("Pretraining with Behavior Cloning...")
+        lr = tf.constant(learning_rate, tf.float32)
+        for epoch_idx in range(int(n_epochs)):
+            train_loss = 0.0
+            n_train = max(len(dataset.train_loader), 1)
+            for _ in range(len(dataset.train_loader)):
+                obs, actions = _prepare(*dataset.get_next_batch("train"))
+                train_loss += float(train_step(obs, actions, lr))
+            train_loss /= n_train
+            if self.verbose > 0 and (epoch_idx + 1) % val_interval == 0:
+                val_loss = 0.0
+                n_val = max(len(dataset.val_loader), 1)
+                for _ in range(len(dataset.val_loader)):
+                    obs, actions = _prepare(*dataset.get_next_batch("val"))
+                    val_loss += float(val_step(obs, actions))
+                val_loss /= n_val
+                print(f"==== Training progress {100 * (epoch_idx + 1) / n_epochs:.2f}% ====")
+                print(f"Epoch {epoch_idx + 1}")
+                print(f"Training loss: {train_loss:.6f}, Validation loss: {val_loss:.6f}")
+                print()
+        self._on_parameters_loaded()
+        if self.verbose > 0:
+            print("Pretraining done.")
+        return self
+
+    # ------------------------------------------------------------------ predict helpers
+    @staticmethod
+    def _is_vectorized_observation(observation, observation_space) -> bool:
+        return _is_vectorized_observation(np.asarray(observation), observation_space)
+
+    def _check_obs(self, observation) -> tuple[np.ndarray, bool]:
+        if self.observation_space is None:
+            raise ValueError("Error: the model has no observation space; it was not built.")
+        observation = np.asarray(observation)
+        vectorized = _is_vectorized_observation(observation, self.observation_space)
+        return observation.reshape((-1,) + self.observation_space.shape), vectorized
+
+
+def _spaces_equal(a: gym.Space, b: gym.Space) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, gym.spaces.Box):
+        return a.shape == b.shape and np.allclose(a.low, b.low) and np.allclose(a.high, b.high)
+    return a == b
+
+
+class ActorCriticRLModel(BaseRLModel):
+    """
+    The base class for actor-critic models (A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL).
+
+    :param policy: (ActorCriticPolicy or str) policy class or name
+    :param env: the environment (see ``BaseRLModel``)
+    :param _init_setup_model: (bool) build the networks now
+    """
+
+    def __init__(self, policy, env, _init_setup_model, verbose=0, policy_base=ActorCriticPolicy,
+                 requires_vec_env=False, policy_kwargs=None, seed=None, n_cpu_tf_sess=None):
+        super().__init__(policy, env, verbose=verbose, requires_vec_env=requires_vec_env, policy_base=policy_base,
+                         policy_kwargs=policy_kwargs, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
+        self.sess = None
+        self.initial_state = None
+        self.step = None
+        self.proba_step = None
+        self.params = None
+        self._runner = None
+
+    def _make_policy(self, n_env: int, n_steps: int, n_batch: Optional[int]) -> ActorCriticPolicy:
+        if not (isinstance(self.policy, type) and issubclass(self.policy, ActorCriticPolicy)):
+            raise ValueError(f"Error: the input policy for the {type(self).__name__} model must be a subclass of "
+                             f"sbtf.common.policies.ActorCriticPolicy, got {self.policy!r}.")
+        return self.policy(None, self.observation_space, self.action_space, n_env, n_steps, n_batch, reuse=False,
+                           **self.policy_kwargs)
+
+    def _bind_policy(self, policy: ActorCriticPolicy) -> None:
+        """Expose the policy under the attribute names SB2 code used."""
+        self.policy_tf = policy
+        self.step_model = policy
+        self.train_model = policy
+        self.act_model = policy
+        self.step = policy.step
+        self.proba_step = policy.proba_step
+        self.value = policy.value
+        self.initial_state = policy.initial_state
+        self.params = self.get_parameter_list()
+
+    def _pretrain_output(self, obs):
+        flat, _, _, _ = self.policy_tf.forward(obs)
+        if isinstance(self.action_space, gym.spaces.Box):
+            return self.policy_tf.proba_distribution_from_flat(flat).mode()
+        return flat
+
+    def _default_state_and_mask(self, n_obs: int, state, mask):
+        if not getattr(self.policy_tf, "recurrent", False):
+            return None, None
+        if state is None:
+            state = np.zeros((n_obs, self.policy_tf.state_size), dtype=np.float32)
+        if mask is None:
+            mask = np.zeros((n_obs,), dtype=np.float32)
+        state = np.asarray(state, dtype=np.float32)
+        if state.shape[0] != n_obs:
+            raise ValueError(f"Error: the recurrent state has batch {state.shape[0]} but {n_obs} observations were "
+                             "given; pass one observation per environment (n_envs) with its state.")
+        return state, np.asarray(mask, dtype=np.float32).reshape(-1)
+
+    def predict(self, observation, state=None, mask=None, deterministic=False):
+        """
+        Get the model's action(s) from an observation.
+
+        :param observation: (np.ndarray) the input observation (single or batch)
+        :param state: (np.ndarray) the last states (recurrent policies; default zeros)
+        :param mask: (np.ndarray) the last done flags (recurrent policies)
+        :param deterministic: (bool) whether to return the distribution's mode
+        :return: (np.ndarray, np.ndarray) the action(s) and the next state (recurrent policies, else None)
+        """
+        observation, vectorized_env = self._check_obs(observation)
+        state, mask = self._default_state_and_mask(observation.shape[0], state, mask)
+        actions, _, states, _ = self.policy_tf.step(observation, state, mask, deterministic=deterministic)
+        clipped_actions = actions
+        if isinstance(self.action_space, gym.spaces.Box):
+            clipped_actions = np.clip(actions, self.action_space.low, self.action_space.high)
+        if not vectorized_env:
+            clipped_actions = clipped_actions[0]
+        return clipped_actions, states
+
+    def _proba_outputs(self, observation, state, mask):
+        """SB2's probability outputs: softmax / [softmax per component] / sigmoid / [mean, std]."""
+        flat = self.policy_tf.flat_params(observation, state, mask)
+        space = self.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            from sbtf.common.distributions import softmax_np
+            return softmax_np(flat)
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            from sbtf.common.distributions import softmax_np
+            splits = np.cumsum(space.nvec)[:-1]
+            return [softmax_np(p) for p in np.split(flat, splits, axis=-1)]
+        if isinstance(space, gym.spaces.MultiBinary):
+            return 1.0 / (1.0 + np.exp(-flat))
+        n = space.shape[0]
+        return [flat[:, :n], np.exp(flat[:, n:])]
+
+    def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
+        """
+        If ``actions`` is None, the action distribution's parameters for the observation(s); otherwise the
+        probability (density for Box) of the given action(s), shaped (batch, 1) (log with ``logp=True``).
+        """
+        observation, vectorized_env = self._check_obs(observation)
+        state, mask = self._default_state_and_mask(observation.shape[0], state, mask)
+        actions_proba = self._proba_outputs(observation, state, mask)
+        space = self.action_space
+        if actions is None:
+            ret = actions_proba
+            if not vectorized_env:
+                ret = [p[0] for p in ret] if isinstance(ret, list) else ret[0]
+            return ret
+        actions = np.array([actions])
+        prob = logprob = None
+        if isinstance(space, gym.spaces.Discrete):
+            actions = actions.reshape((-1,))
+            self._check_action_batch(observation, actions)
+            prob = actions_proba[np.arange(actions.shape[0]), actions]
+        elif isinstance(space, gym.spaces.MultiDiscrete):
+            actions = actions.reshape((-1, len(space.nvec)))
+            self._check_action_batch(observation, actions)
+            prob = np.prod([proba[np.arange(actions.shape[0]), actions[:, i]]
+                            for i, proba in enumerate(actions_proba)], axis=0)
+        elif isinstance(space, gym.spaces.MultiBinary):
+            actions = actions.reshape((-1, space.n))
+            self._check_action_batch(observation, actions)
+            prob = np.prod(actions_proba * actions + (1 - actions_proba) * (1 - actions), axis=1)
+        else:
+            actions = actions.reshape((-1,) + space.shape)
+            self._check_action_batch(observation, actions)
+            mean, std = actions_proba
+            n_elts = int(np.prod(mean.shape[1:]))
+            log_normalizer = n_elts / 2 * np.log(2 * np.pi) + np.sum(np.log(std), axis=1)
+            logprob = -np.sum(np.square(actions - mean) / (2 * np.square(std)), axis=1) - log_normalizer
+        if logp:
+            ret = logprob if logprob is not None else np.log(prob)
+        else:
+            ret = prob if prob is not None else np.exp(logprob)
+        ret = ret.reshape((-1, 1))
+        if not vectorized_env:
+            ret = ret[0]
+        return ret
+
+    @staticmethod
+    def _check_action_batch(observation, actions) -> None:
+        if observation.shape[0] != actions.shape[0]:
+            raise ValueError(f"Error: batch sizes differ for actions ({actions.shape[0]}) and observations "
+                             f"({observation.shape[0]}).")
+
+
+class OffPolicyRLModel(BaseRLModel):
+    """
+    The base class for off-policy models (DQN, SAC, TD3, DDPG).
+
+    :param replay_buffer: (ReplayBuffer) the replay buffer (None: created by the algorithm)
+    """
+
+    def __init__(self, policy, env, replay_buffer=None, _init_setup_model=False, verbose=0, *, requires_vec_env=False,
+                 policy_base=None, policy_kwargs=None, seed=None, n_cpu_tf_sess=None):
+        super().__init__(policy, env, verbose=verbose, requires_vec_env=requires_vec_env, policy_base=policy_base,
+                         policy_kwargs=policy_kwargs, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
+        self.replay_buffer = replay_buffer
+
+    def save_replay_buffer(self, path) -> None:
+        """Save the replay buffer (atomically) so that training can resume with its experience."""
+        if self.replay_buffer is None:
+            raise ValueError("Error: this model has no replay buffer yet (call learn() first).")
+        self.replay_buffer.save(path)
+
+    def load_replay_buffer(self, path) -> None:
+        """Load a replay buffer saved by ``save_replay_buffer``."""
+        from sbtf.common.buffers import load_buffer
+        self.replay_buffer = load_buffer(path)
+
+
+__all__ = ["BaseRLModel", "ActorCriticRLModel", "OffPolicyRLModel", "SetVerbosity", "TensorboardWriter",
+           "TensorboardLogger"]
+

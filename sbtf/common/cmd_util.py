@@ -1,0 +1,211 @@
+"""Helpers to create (vectorized, monitored) environments and the argument parsers of the example scripts."""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any, Callable, Dict, Optional, Type, Union
+
+import gymnasium
+
+from sbtf.bench import Monitor
+from sbtf.common.atari_wrappers import make_atari, wrap_deepmind
+from sbtf.common.gym_compat import wrap_env
+from sbtf.common.misc_util import mpi_rank_or_zero, set_global_seeds
+from sbtf.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+
+
+def _log_dir() -> Optional[str]:
+    """The current sbtf logger folder (None when the logger is not configured)."""
+    from sbtf import logger  # pylint: disable=import-outside-toplevel
+    return logger.get_dir()
+
+
+def make_vec_env(env_id: Union[str, Callable[..., Any]], n_envs: int = 1, seed: Optional[int] = None,
+                 start_index: int = 0, monitor_dir: Optional[str] = None,
+                 wrapper_class: Optional[Callable[[gymnasium.Env], gymnasium.Env]] = None,
+                 env_kwargs: Optional[Dict[str, Any]] = None, vec_env_cls: Optional[Type[VecEnv]] = None,
+                 vec_env_kwargs: Optional[Dict[str, Any]] = None) -> VecEnv:
+    """
+    Create a wrapped, monitored `VecEnv`.
+    By default it uses a `DummyVecEnv` which is usually faster
+    than a `SubprocVecEnv`.
+
+    :param env_id: (str or Type[gym.Env]) the environment ID, or the environment class (any callable returning an
+        env: gymnasium or old-gym API)
+    :param n_envs: (int) the number of environments you wish to have in parallel
+    :param seed: (int) the initial seed for the random number generator; env ``rank`` is seeded with
+        ``seed + rank`` at the first ``reset()`` (rank = start_index + i)
+    :param start_index: (int) start rank index
+    :param monitor_dir: (str) Path to a folder where the monitor files will be saved.
+        If None, no file will be written, however, the env will still be wrapped
+        in a Monitor wrapper to provide additional information about training.
+    :param wrapper_class: (gym.Wrapper or callable) Additional wrapper to use on the environment.
+        This can also be a function with single argument that wraps the environment in many things.
+    :param env_kwargs: (dict) Optional keyword argument to pass to the env constructor (or to ``gymnasium.make``
+        when ``env_id`` is a string)
+    :param vec_env_cls: (Type[VecEnv]) A custom `VecEnv` class constructor. Default: DummyVecEnv.
+    :param vec_env_kwargs: (dict) Keyword arguments to pass to the `VecEnv` class constructor.
+    :return: (VecEnv) The wrapped environment
+    """
+    env_kwargs = {} if env_kwargs is None else env_kwargs
+    vec_env_kwargs = {} if vec_env_kwargs is None else vec_env_kwargs
+
+    def make_env(rank: int) -> Callable[[], gymnasium.Env]:
+        def _init() -> gymnasium.Env:
+            if isinstance(env_id, str):
+                env = wrap_env(env_id, **env_kwargs)
+            else:
+                env = wrap_env(env_id(**env_kwargs))
+            # Monitor: episode rewards / lengths in info["episode"] (and a monitor.csv file in monitor_dir)
+            monitor_path = os.path.join(monitor_dir, str(rank)) if monitor_dir is not None else None
+            if monitor_path is not None:
+                os.makedirs(monitor_dir, exist_ok=True)
+            env = Monitor(env, filename=monitor_path)
+            if wrapper_class is not None:
+                env = wrapper_class(env)
+            return env
+        return _init
+
+    if vec_env_cls is None:
+        vec_env_cls = DummyVecEnv
+
+    vec_env = vec_env_cls([make_env(i + start_index) for i in range(n_envs)], **vec_env_kwargs)
+    if seed is not None:
+        # gymnasium envs take their seed at reset: env i gets seed + start_index + i at the first reset().
+        vec_env.seed(seed + start_index)
+    return vec_env
+
+
+def make_atari_env(env_id: str, num_env: int, seed: int, wrapper_kwargs: Optional[Dict[str, Any]] = None,
+                   start_index: int = 0, allow_early_resets: bool = True, start_method: Optional[str] = None,
+                   use_subprocess: bool = False) -> VecEnv:
+    """
+    Create a wrapped, monitored VecEnv for Atari.
+
+    :param env_id: (str) the environment ID (a ``NoFrameskip`` id)
+    :param num_env: (int) the number of environment you wish to have in subprocesses
+    :param seed: (int) the initial seed for RNG (env ``rank`` gets ``seed + rank`` at the first reset)
+    :param wrapper_kwargs: (dict) the parameters for wrap_deepmind function
+    :param start_index: (int) start rank index
+    :param allow_early_resets: (bool) allows early reset of the environment
+    :param start_method: (str) method used to start the subprocesses.
+        See SubprocVecEnv doc for more information
+    :param use_subprocess: (bool) Whether to use `SubprocVecEnv` or `DummyVecEnv` when
+        `num_env` > 1, `DummyVecEnv` is usually faster. Default: False
+    :return: (VecEnv) The atari environment
+    """
+    if wrapper_kwargs is None:
+        wrapper_kwargs = {}
+    log_dir = _log_dir()
+
+    def make_env(rank: int) -> Callable[[], gymnasium.Env]:
+        def _thunk() -> gymnasium.Env:
+            env = make_atari(env_id)
+            env = Monitor(env, log_dir and os.path.join(log_dir, str(rank)), allow_early_resets=allow_early_resets)
+            return wrap_deepmind(env, **wrapper_kwargs)
+        return _thunk
+
+    set_global_seeds(seed)
+
+    if num_env == 1 or not use_subprocess:
+        vec_env: VecEnv = DummyVecEnv([make_env(i + start_index) for i in range(num_env)])
+    else:
+        vec_env = SubprocVecEnv([make_env(i + start_index) for i in range(num_env)], start_method=start_method)
+    vec_env.seed(seed + start_index)
+    return vec_env
+
+
+def _seed_single_env(env: gymnasium.Env, seed: int) -> None:
+    """Seed a gymnasium env now (its first reset with the seed), the way ``env.seed(seed)`` did with old gym."""
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+
+
+def make_mujoco_env(env_id: str, seed: int, allow_early_resets: bool = True) -> gymnasium.Env:
+    """
+    Create a wrapped, monitored gym.Env for MuJoCo.
+
+    :param env_id: (str) the environment ID
+    :param seed: (int) the initial seed for RNG (offset by 10000 times the MPI rank)
+    :param allow_early_resets: (bool) allows early reset of the environment
+    :return: (gymnasium.Env) The mujoco environment (already reset once with its seed)
+    """
+    set_global_seeds(seed + 10000 * mpi_rank_or_zero())
+    env = wrap_env(env_id)
+    log_dir = _log_dir()
+    env = Monitor(env, log_dir and os.path.join(log_dir, '0'), allow_early_resets=allow_early_resets)
+    _seed_single_env(env, seed)
+    return env
+
+
+def make_robotics_env(env_id: str, seed: int, rank: int = 0, allow_early_resets: bool = True) -> gymnasium.Env:
+    """
+    Create a wrapped, monitored gym.Env for MuJoCo (goal-based robotics envs: the 'observation' and 'desired_goal'
+    entries of the Dict observation are flattened into one Box).
+
+    :param env_id: (str) the environment ID
+    :param seed: (int) the initial seed for RNG
+    :param rank: (int) the rank of the environment (for logging)
+    :param allow_early_resets: (bool) allows early reset of the environment
+    :return: (gymnasium.Env) The robotic environment (already reset once with its seed)
+    """
+    from gymnasium.wrappers import FilterObservation, FlattenObservation  # pylint: disable=import-outside-toplevel
+
+    set_global_seeds(seed)
+    env = wrap_env(env_id)
+    env = FlattenObservation(FilterObservation(env, ['observation', 'desired_goal']))
+    log_dir = _log_dir()
+    env = Monitor(env, log_dir and os.path.join(log_dir, str(rank)), info_keywords=('is_success',),
+                  allow_early_resets=allow_early_resets)
+    _seed_single_env(env, seed)
+    return env
+
+
+def arg_parser() -> argparse.ArgumentParser:
+    """
+    Create an empty argparse.ArgumentParser.
+
+    :return: (ArgumentParser)
+    """
+    return argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+
+
+def atari_arg_parser() -> argparse.ArgumentParser:
+    """
+    Create an argparse.ArgumentParser for run_atari.py.
+
+    :return: (ArgumentParser) parser {'--env': 'BreakoutNoFrameskip-v4', '--seed': 0, '--num-timesteps': int(1e7)}
+    """
+    parser = arg_parser()
+    parser.add_argument('--env', help='environment ID', default='BreakoutNoFrameskip-v4')
+    parser.add_argument('--seed', help='RNG seed', type=int, default=0)
+    parser.add_argument('--num-timesteps', type=int, default=int(10e6))
+    return parser
+
+
+def mujoco_arg_parser() -> argparse.ArgumentParser:
+    """
+    Create an argparse.ArgumentParser for run_mujoco.py.
+
+    :return:  (ArgumentParser) parser {'--env': 'Reacher-v2', '--seed': 0, '--num-timesteps': int(1e6), '--play':
+        False}
+    """
+    parser = arg_parser()
+    parser.add_argument('--env', help='environment ID', type=str, default='Reacher-v2')
+    parser.add_argument('--seed', help='RNG seed', type=int, default=0)
+    parser.add_argument('--num-timesteps', type=int, default=int(1e6))
+    parser.add_argument('--play', default=False, action='store_true')
+    return parser
+
+
+def robotics_arg_parser() -> argparse.ArgumentParser:
+    """
+    Create an argparse.ArgumentParser for run_mujoco.py.
+
+    :return: (ArgumentParser) parser {'--env': 'FetchReach-v0', '--seed': 0, '--num-timesteps': int(1e6)}
+    """
+    parser = arg_parser()
+    parser.add_argument('--env', help='environment ID', type=str, default='FetchReach-v0')
+    parser.add_argument('--seed', help='RNG seed', type=int, default=None)
+    parser.add_argument('--num-timesteps', type=int, default=int(1e6))
+    return parser

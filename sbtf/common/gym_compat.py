@@ -1,0 +1,271 @@
+"""
+Adapting environments to the gymnasium API.
+
+Inside sbtf every single environment follows the gymnasium API (``reset(seed=None, options=None) -> (obs, info)``,
+``step(action) -> (obs, reward, terminated, truncated, info)``). :func:`wrap_env` is the one entry point that brings
+anything else to that form:
+
+* an env id string is made with ``gymnasium.make`` (ids that gymnasium retired are mapped to their successor, see
+  :data:`RETIRED_ENV_IDS`);
+* a gymnasium env is returned as it is;
+* an env written for the old gym API (``reset() -> obs``, 4-tuple ``step``, ``seed()``, ``gym.spaces`` or duck-typed
+  spaces) is wrapped in :class:`OldGymAPIAdapter`.
+"""
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections import OrderedDict
+from typing import Any, Dict, Optional, Tuple, Union
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+# Old env ids (gym <= 0.21, what stable-baselines 2.x scripts use) that gymnasium no longer registers, mapped to the
+# id gymnasium registers now. Ids that gymnasium still has (CartPole-v0, MountainCar-v0, Acrobot-v1, ...) are not here:
+# they are made as they are. The mapping is only applied when the old id is not registered.
+RETIRED_ENV_IDS: Dict[str, str] = {
+    # classic control
+    "Pendulum-v0": "Pendulum-v1",
+    # box2d
+    "LunarLander-v2": "LunarLander-v3",
+    "LunarLanderContinuous-v2": "LunarLanderContinuous-v3",
+    "BipedalWalker-v2": "BipedalWalker-v3",
+    "BipedalWalkerHardcore-v2": "BipedalWalkerHardcore-v3",
+    "CarRacing-v0": "CarRacing-v3",
+    "CarRacing-v1": "CarRacing-v3",
+    "CarRacing-v2": "CarRacing-v3",
+    # toy text
+    "FrozenLake-v0": "FrozenLake-v1",
+    "FrozenLake8x8-v0": "FrozenLake8x8-v1",
+    "Taxi-v2": "Taxi-v4",
+    "Taxi-v3": "Taxi-v4",
+    "CliffWalking-v0": "CliffWalking-v1",
+    "Blackjack-v0": "Blackjack-v1",
+}
+
+
+def resolve_env_id(env_id: str) -> str:
+    """
+    Map an env id that gymnasium retired to its successor (with a warning naming both).
+
+    :param env_id: (str) an env id, possibly from gym <= 0.21
+    :return: (str) the id to pass to ``gymnasium.make``
+    """
+    if env_id in gymnasium.registry:
+        return env_id
+    successor = RETIRED_ENV_IDS.get(env_id)
+    if successor is None:
+        return env_id
+    warnings.warn("Env id '{}' was retired by gymnasium; using its successor '{}' instead (check that the "
+                  "changes between the versions do not matter for you).".format(env_id, successor), UserWarning,
+                  stacklevel=3)
+    return successor
+
+
+def _space_kind(space: Any) -> Optional[str]:
+    """Name the kind of an old-gym or duck-typed space ('Box', 'Discrete', ...), or None if it is not recognised."""
+    kinds = ("MultiDiscrete", "MultiBinary", "Discrete", "Box", "Dict", "Tuple")
+    for klass in type(space).__mro__:
+        if klass.__name__ in kinds:
+            return klass.__name__
+    # Pure duck typing, by attributes.
+    if hasattr(space, "nvec"):
+        return "MultiDiscrete"
+    if hasattr(space, "low") and hasattr(space, "high"):
+        return "Box"
+    if hasattr(space, "n"):
+        return "Discrete"
+    if isinstance(getattr(space, "spaces", None), dict):
+        return "Dict"
+    if isinstance(getattr(space, "spaces", None), (tuple, list)):
+        return "Tuple"
+    return None
+
+
+def convert_space(space: Any) -> spaces.Space:
+    """
+    Convert an old ``gym.spaces`` space (or a duck-typed one) to the equivalent gymnasium space.
+
+    :param space: (Any) a gymnasium space (returned unchanged), an old gym space, or an object with the same attributes
+    :return: (gymnasium.spaces.Space)
+    """
+    if isinstance(space, spaces.Space):
+        return space
+    kind = _space_kind(space)
+    if kind == "Box":
+        dtype = np.dtype(getattr(space, "dtype", None) or np.float32)
+        low = np.asarray(space.low)
+        high = np.asarray(space.high)
+        shape = tuple(getattr(space, "shape", None) or np.broadcast(low, high).shape)
+        low = np.broadcast_to(low, shape).astype(dtype)
+        high = np.broadcast_to(high, shape).astype(dtype)
+        return spaces.Box(low=low, high=high, dtype=dtype)
+    if kind == "Discrete":
+        return spaces.Discrete(int(space.n), start=int(getattr(space, "start", 0)))
+    if kind == "MultiDiscrete":
+        return spaces.MultiDiscrete(np.asarray(space.nvec, dtype=np.int64))
+    if kind == "MultiBinary":
+        n = space.n
+        return spaces.MultiBinary(list(n) if isinstance(n, (tuple, list, np.ndarray)) else int(n))
+    if kind == "Dict":
+        return spaces.Dict(OrderedDict((key, convert_space(sub)) for key, sub in space.spaces.items()))
+    if kind == "Tuple":
+        return spaces.Tuple(tuple(convert_space(sub) for sub in space.spaces))
+    raise TypeError("Cannot convert the space {!r} (type {}) to a gymnasium space: supported are Box, Discrete, "
+                    "MultiDiscrete, MultiBinary, Dict and Tuple (from gym.spaces, gymnasium.spaces or objects with "
+                    "the same attributes).".format(space, type(space).__qualname__))
+
+
+def is_old_gym_env(env: Any) -> bool:
+    """
+    Tell whether ``env`` is an environment that is not a ``gymnasium.Env`` but looks like a gym env (it has ``reset``,
+    ``step``, ``observation_space`` and ``action_space``), i.e. one that :func:`wrap_env` adapts.
+
+    :param env: (Any)
+    :return: (bool)
+    """
+    if isinstance(env, gymnasium.Env):
+        return False
+    return all(hasattr(env, name) for name in ("reset", "step", "observation_space", "action_space"))
+
+
+def _accepts_keyword(func: Any, name: str) -> bool:
+    try:
+        params = inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+class OldGymAPIAdapter(gymnasium.Env):
+    """
+    Present an env written for the old gym API as a gymnasium env.
+
+    * spaces are converted to gymnasium spaces;
+    * ``reset(seed=s)`` calls ``env.seed(s)`` (when the env has it) and then ``env.reset()``; returns ``(obs, {})``;
+    * a 4-tuple ``(obs, reward, done, info)`` from ``step`` becomes ``(obs, reward, terminated, truncated, info)``
+      where an ``info["TimeLimit.truncated"]`` that is True means truncated (not terminated).
+
+    Envs from gym 0.26 (already 5-tuple ``step`` and ``reset(seed=...) -> (obs, info)``, but not ``gymnasium.Env``
+    instances) are handled too: their results pass through unchanged.
+
+    Attributes the adapter does not have are looked up on the wrapped env (``adapter.ale``, ``adapter.get_action_meanings``).
+
+    :param env: (Any) the old-API environment
+    :param render_mode: (str) the gymnasium ``render_mode`` to report; by default 'rgb_array' when the env's metadata
+        lists it, else None. ``render()`` calls ``env.render(mode=render_mode or 'human')``.
+    """
+
+    def __init__(self, env: Any, render_mode: Optional[str] = None):
+        self.env = env
+        self.observation_space = convert_space(env.observation_space)
+        self.action_space = convert_space(env.action_space)
+        metadata = dict(getattr(env, "metadata", None) or {})
+        render_modes = list(metadata.get("render_modes", metadata.get("render.modes", [])))
+        metadata.setdefault("render_modes", render_modes)
+        self.metadata = metadata
+        if render_mode is None and "rgb_array" in render_modes:
+            render_mode = "rgb_array"
+        self.render_mode = render_mode
+        self.spec = None
+        self.reward_range = getattr(env, "reward_range", (-float("inf"), float("inf")))
+        self._reset_takes_seed = _accepts_keyword(env.reset, "seed")
+        self._reset_returns_info: Optional[bool] = None
+
+    def _split_reset_result(self, result: Any) -> Tuple[Any, Dict[str, Any]]:
+        if self._reset_returns_info is None:
+            # gym 0.26 envs return (obs, info); old ones return only obs. A Tuple observation space could make a
+            # (obs, info) pair ambiguous, so ask the space in that case.
+            looks_new = isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)
+            if looks_new and isinstance(self.observation_space, spaces.Tuple):
+                looks_new = not self.observation_space.contains(result)
+            self._reset_returns_info = looks_new
+        if self._reset_returns_info:
+            return result[0], dict(result[1])
+        return result, {}
+
+    def reset(self, *, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> Tuple[Any, Dict]:
+        super().reset(seed=seed)
+        if seed is not None:
+            self.action_space.seed(seed)
+        kwargs: Dict[str, Any] = {}
+        if seed is not None:
+            if hasattr(self.env, "seed"):
+                self.env.seed(seed)
+            elif self._reset_takes_seed:
+                kwargs["seed"] = seed
+            else:
+                warnings.warn("{} has neither a seed() method nor a seed argument to reset(): the seed {} is "
+                              "ignored".format(type(self.env).__name__, seed))
+        if options is not None and _accepts_keyword(self.env.reset, "options"):
+            kwargs["options"] = options
+        return self._split_reset_result(self.env.reset(**kwargs))
+
+    def step(self, action: Any) -> Tuple[Any, float, bool, bool, Dict[str, Any]]:
+        result = self.env.step(action)
+        if len(result) == 5:
+            return result
+        if len(result) != 4:
+            raise ValueError("{}.step() returned {} values; expected 4 (old gym API: obs, reward, done, info) or 5 "
+                             "(gymnasium API: obs, reward, terminated, truncated, info)".format(
+                                 type(self.env).__name__, len(result)))
+        obs, reward, done, info = result
+        done = bool(done)
+        truncated = done and bool(info.get("TimeLimit.truncated", False))
+        return obs, reward, done and not truncated, truncated, info
+
+    def render(self, mode: Optional[str] = None) -> Any:
+        """
+        Render the wrapped env.
+
+        :param mode: (str) old-gym render mode; defaults to ``render_mode`` or 'human'
+        """
+        return self.env.render(mode=mode or self.render_mode or "human")
+
+    def close(self) -> None:
+        if hasattr(self.env, "close"):
+            self.env.close()
+
+    def seed(self, seed: Optional[int] = None) -> Any:
+        """Old-gym style seeding, forwarded to the wrapped env (gymnasium code seeds through ``reset(seed=...)``)."""
+        return self.env.seed(seed)
+
+    def set_wrapper_attr(self, name: str, value: Any, *, force: bool = True) -> bool:
+        if name not in self.__dict__ and not hasattr(type(self), name) and hasattr(self.env, name):
+            setattr(self.env, name, value)
+            return True
+        return super().set_wrapper_attr(name, value, force=force)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name == "env":
+            raise AttributeError("{!r} object has no attribute {!r}".format(type(self).__name__, name))
+        return getattr(self.env, name)
+
+    def __str__(self) -> str:
+        return "<OldGymAPIAdapter<{}>>".format(self.env)
+
+
+def wrap_env(env_or_id: Any, **make_kwargs: Any) -> gymnasium.Env:
+    """
+    Return a gymnasium env for an env id, a gymnasium env or an old-gym-API env.
+
+    :param env_or_id: (str or Env) an env id (made with ``gymnasium.make``, retired ids are resolved through
+        :data:`RETIRED_ENV_IDS`), a ``gymnasium.Env`` (returned unchanged) or an env with the old gym API (wrapped in
+        :class:`OldGymAPIAdapter`)
+    :param make_kwargs: keyword arguments for ``gymnasium.make`` (only with an env id)
+    :return: (gymnasium.Env)
+    """
+    if isinstance(env_or_id, str):
+        return gymnasium.make(resolve_env_id(env_or_id), **make_kwargs)
+    if make_kwargs:
+        raise ValueError("wrap_env(): keyword arguments {} are only used with an env id, not with an env instance "
+                         "({})".format(sorted(make_kwargs), type(env_or_id).__name__))
+    if isinstance(env_or_id, gymnasium.Env):
+        return env_or_id
+    if is_old_gym_env(env_or_id):
+        return OldGymAPIAdapter(env_or_id)
+    raise TypeError("Expected an env id string, a gymnasium.Env or a gym-style env (with reset, step, "
+                    "observation_space and action_space), got {!r} of type {}".format(
+                        env_or_id, type(env_or_id).__qualname__))

@@ -1,0 +1,85 @@
+"""Small optimizers with TensorFlow 1 semantics, usable inside ``tf.function`` loops.
+
+stable-baselines 2.x trained with ``tf.train.AdamOptimizer`` and ``tf.train.RMSPropOptimizer``;
+these reproduce their update rules exactly (RMSProp's mean-square accumulator starts at 1 and
+epsilon sits inside the square root, as in TF1) and expose ``apply(grads, learning_rate)`` so a
+whole minibatch loop can run in one compiled call.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import tensorflow as tf
+
+
+def _zeros_like_var(var, name: str, init: float = 0.0) -> tf.Variable:
+    return tf.Variable(tf.fill(var.shape, tf.constant(init, dtype=var.dtype)), trainable=False, name=name)
+
+
+class Adam(tf.Module):
+    """
+    Adam (``tf.train.AdamOptimizer``): ``lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t)``,
+    ``var -= lr_t * m / (sqrt(v) + epsilon)``.
+    """
+
+    def __init__(self, variables: Sequence, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8,
+                 name: str = "Adam"):
+        super().__init__(name=name)
+        self.variables_ = list(variables)
+        self.beta1 = beta1
+        self.beta2 = beta2
+        self.epsilon = epsilon
+        self.m = [_zeros_like_var(v, "m") for v in self.variables_]
+        self.v = [_zeros_like_var(v, "v") for v in self.variables_]
+        self.t = tf.Variable(0.0, trainable=False, name="t")
+
+    def apply(self, grads: Sequence[Optional[tf.Tensor]], learning_rate) -> None:
+        t = self.t.assign_add(1.0)
+        lr_t = tf.cast(learning_rate, tf.float32) * tf.sqrt(1.0 - tf.pow(self.beta2, t)) / (1.0 - tf.pow(self.beta1, t))
+        for var, grad, m, v in zip(self.variables_, grads, self.m, self.v):
+            if grad is None:
+                continue
+            m.assign(self.beta1 * m + (1.0 - self.beta1) * grad)
+            v.assign(self.beta2 * v + (1.0 - self.beta2) * tf.square(grad))
+            var.assign_sub(lr_t * m / (tf.sqrt(v) + self.epsilon))
+
+    def reset(self) -> None:
+        for slot in self.m + self.v:
+            slot.assign(tf.zeros_like(slot))
+        self.t.assign(0.0)
+
+
+class RMSProp(tf.Module):
+    """
+    RMSProp (``tf.train.RMSPropOptimizer``): ``ms = decay*ms + (1-decay)*g^2`` (ms starts at 1),
+    ``mom = momentum*mom + lr*g/sqrt(ms + epsilon)``, ``var -= mom``.
+    """
+
+    def __init__(self, variables: Sequence, decay: float = 0.99, epsilon: float = 1e-10, momentum: float = 0.0,
+                 name: str = "RMSProp"):
+        super().__init__(name=name)
+        self.variables_ = list(variables)
+        self.decay = decay
+        self.epsilon = epsilon
+        self.momentum = momentum
+        self.ms = [_zeros_like_var(v, "ms", 1.0) for v in self.variables_]
+        self.mom = [_zeros_like_var(v, "mom") for v in self.variables_] if momentum else []
+
+    def apply(self, grads: Sequence[Optional[tf.Tensor]], learning_rate) -> None:
+        learning_rate = tf.cast(learning_rate, tf.float32)
+        for i, (var, grad) in enumerate(zip(self.variables_, grads)):
+            if grad is None:
+                continue
+            ms = self.ms[i].assign(self.decay * self.ms[i] + (1.0 - self.decay) * tf.square(grad))
+            update = learning_rate * grad * tf.math.rsqrt(ms + self.epsilon)
+            if self.momentum:
+                update = self.mom[i].assign(self.momentum * self.mom[i] + update)
+            var.assign_sub(update)
+
+
+def clip_grads(grads: Sequence[tf.Tensor], max_grad_norm: Optional[float]):
+    """``tf.clip_by_global_norm`` when ``max_grad_norm`` is set; returns (grads, global norm)."""
+    if max_grad_norm is None:
+        return list(grads), tf.linalg.global_norm([g for g in grads if g is not None])
+    clipped, norm = tf.clip_by_global_norm(grads, max_grad_norm)
+    return clipped, norm

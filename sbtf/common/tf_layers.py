@@ -1,0 +1,298 @@
+"""Keras layers that reproduce stable-baselines 2.x network maths and variable names.
+
+Every layer here creates its variables with the names SB2 used inside the layer's scope
+(``w``/``b`` for ``linear`` and ``conv``, ``wx``/``wh``/``b`` for the LSTM, ...), so that a
+policy's ``named_parameters()`` reads ``model/pi_fc0/w:0`` like an SB2 parameter list. The
+``scope`` attribute of a layer is its SB2 scope name.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import keras
+import tensorflow as tf
+
+
+def ortho_init(scale: float = 1.0) -> Callable:
+    """
+    Orthogonal initializer drawn with NumPy's global RNG (as SB2, so ``set_global_seeds`` seeds it).
+
+    :param scale: (float) gain applied to the orthogonal matrix
+    :return: a function ``(shape, dtype=None) -> np.ndarray``
+    """
+
+    def _ortho_init(shape: Sequence[int], dtype=None, **_kwargs) -> np.ndarray:
+        shape = tuple(int(s) for s in shape)
+        if len(shape) == 2:
+            flat_shape = shape
+        elif len(shape) == 4:  # conv kernel (fh, fw, c_in, c_out)
+            flat_shape = (int(np.prod(shape[:-1])), shape[-1])
+        else:
+            raise NotImplementedError(f"ortho_init supports 2-D and 4-D shapes, got {shape}")
+        gaussian_noise = np.random.normal(0.0, 1.0, flat_shape)
+        u, _, v = np.linalg.svd(gaussian_noise, full_matrices=False)
+        weights = u if u.shape == flat_shape else v
+        weights = weights.reshape(shape)
+        return (scale * weights[: shape[0], : shape[1]] if len(shape) == 2 else scale * weights).astype(np.float32)
+
+    return _ortho_init
+
+
+class _NumpyInitializer(keras.initializers.Initializer):
+    """Wraps a NumPy-array initializer function for Keras."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __call__(self, shape, dtype=None):
+        return tf.constant(self.fn(shape), dtype=tf.float32)
+
+
+def _constant(value: float) -> keras.initializers.Initializer:
+    return keras.initializers.Constant(value)
+
+
+class SB2Layer(keras.layers.Layer):
+    """Base for layers whose variables must carry SB2 names. ``scope`` is the SB2 scope."""
+
+    def __init__(self, scope: str, **kwargs):
+        super().__init__(name=kwargs.pop("name", scope.replace("/", "__")), **kwargs)
+        self.scope = scope
+
+    def named_variables(self) -> list[tuple[str, tf.Variable]]:
+        """(SB2 relative name, variable) pairs in creation order, e.g. ``("pi_fc0/w", var)``."""
+        return [(f"{self.scope}/{v.name}", v) for v in self.weights]
+
+
+class Linear(SB2Layer):
+    """``tf_layers.linear``: ``x @ w + b`` with orthogonal ``w`` (gain ``init_scale``)."""
+
+    def __init__(self, scope: str, n_hidden: int, init_scale: float = 1.0, init_bias: float = 0.0, **kwargs):
+        super().__init__(scope, **kwargs)
+        self.n_hidden = int(n_hidden)
+        self.init_scale = init_scale
+        self.init_bias = init_bias
+
+    def build(self, input_shape):
+        n_input = int(input_shape[-1])
+        self.w = self.add_weight(name="w", shape=(n_input, self.n_hidden),
+                                 initializer=_NumpyInitializer(ortho_init(self.init_scale)))
+        self.b = self.add_weight(name="b", shape=(self.n_hidden,), initializer=_constant(self.init_bias))
+
+    def call(self, inputs):
+        return tf.matmul(inputs, self.w) + self.b
+
+
+class GaussianHead(Linear):
+    """The ``pi`` head of a diagonal Gaussian policy: mean ``x @ w + b`` and a free ``logstd`` (1, n)."""
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self.logstd = self.add_weight(name="logstd", shape=(1, self.n_hidden), initializer="zeros")
+
+
+class Conv(SB2Layer):
+    """``tf_layers.conv``: VALID NHWC convolution, orthogonal kernel ``w`` (fh, fw, c_in, n) and bias ``b`` (n,)."""
+
+    def __init__(self, scope: str, n_filters: int, filter_size: int, stride: int, init_scale: float = 1.0,
+                 pad: str = "VALID", **kwargs):
+        super().__init__(scope, **kwargs)
+        self.n_filters = int(n_filters)
+        self.filter_size = int(filter_size)
+        self.stride = int(stride)
+        self.init_scale = init_scale
+        self.pad = pad
+
+    def build(self, input_shape):
+        n_input = int(input_shape[-1])
+        self.w = self.add_weight(name="w", shape=(self.filter_size, self.filter_size, n_input, self.n_filters),
+                                 initializer=_NumpyInitializer(ortho_init(self.init_scale)))
+        self.b = self.add_weight(name="b", shape=(self.n_filters,), initializer="zeros")
+
+    def call(self, inputs):
+        return tf.nn.conv2d(inputs, self.w, strides=self.stride, padding=self.pad) + self.b
+
+
+def layer_norm_np(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, epsilon: float) -> np.ndarray:
+    """NumPy layer normalisation over the last axis (SB2 semantics)."""
+    mean = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + epsilon) * gamma + beta
+
+
+class LayerNorm(SB2Layer):
+    """``tf.contrib.layers.layer_norm``: variables ``beta`` then ``gamma``; epsilon 1e-12 by default (SB2)."""
+
+    def __init__(self, scope: str = "LayerNorm", epsilon: float = 1e-12, **kwargs):
+        super().__init__(scope, **kwargs)
+        self.epsilon = epsilon
+
+    def build(self, input_shape):
+        n = int(input_shape[-1])
+        self.beta = self.add_weight(name="beta", shape=(n,), initializer="zeros")
+        self.gamma = self.add_weight(name="gamma", shape=(n,), initializer="ones")
+
+    def call(self, inputs):
+        mean, var = tf.nn.moments(inputs, axes=[-1], keepdims=True)
+        return (inputs - mean) * tf.math.rsqrt(var + self.epsilon) * self.gamma + self.beta
+
+
+class Lstm(SB2Layer):
+    """
+    ``tf_layers.lstm`` / ``lnlstm``: SB2's LSTM over env-major sequences with done-masks.
+
+    State per env is ``concat[c, h]``; gates are split ``[input, forget, output, candidate]``; with
+    ``layer_norm`` the pre-activations and the cell are normalised with epsilon 1e-5 (SB2 ``_ln``).
+    """
+
+    def __init__(self, scope: str, n_hidden: int, layer_norm: bool = False, init_scale: float = 1.0, **kwargs):
+        super().__init__(scope, **kwargs)
+        self.n_hidden = int(n_hidden)
+        self.layer_norm = layer_norm
+        self.init_scale = init_scale
+
+    def build(self, input_shape):
+        n_input = int(input_shape[-1])
+        n = self.n_hidden
+        ortho = _NumpyInitializer(ortho_init(self.init_scale))
+        self.wx = self.add_weight(name="wx", shape=(n_input, 4 * n), initializer=ortho)
+        self.wh = self.add_weight(name="wh", shape=(n, 4 * n), initializer=ortho)
+        self.b = self.add_weight(name="b", shape=(4 * n,), initializer="zeros")
+        if self.layer_norm:
+            self.gx = self.add_weight(name="gx", shape=(4 * n,), initializer="ones")
+            self.bx = self.add_weight(name="bx", shape=(4 * n,), initializer="zeros")
+            self.gh = self.add_weight(name="gh", shape=(4 * n,), initializer="ones")
+            self.bh = self.add_weight(name="bh", shape=(4 * n,), initializer="zeros")
+            self.gc = self.add_weight(name="gc", shape=(n,), initializer="ones")
+            self.bc = self.add_weight(name="bc", shape=(n,), initializer="zeros")
+
+    @staticmethod
+    def _ln(x, gain, bias, epsilon=1e-5):
+        mean, var = tf.nn.moments(x, axes=[1], keepdims=True)
+        return (x - mean) * tf.math.rsqrt(var + epsilon) * gain + bias
+
+    def cell(self, x_t, mask_t, c, h):
+        """One time step; ``mask_t`` (batch,) is the done flag that resets the state before the step."""
+        keep = 1.0 - tf.expand_dims(mask_t, 1)
+        c = c * keep
+        h = h * keep
+        if self.layer_norm:
+            z = self._ln(tf.matmul(x_t, self.wx), self.gx, self.bx) + self._ln(tf.matmul(h, self.wh), self.gh,
+                                                                              self.bh) + self.b
+        else:
+            z = tf.matmul(x_t, self.wx) + tf.matmul(h, self.wh) + self.b
+        i, f, o, u = tf.split(z, 4, axis=1)
+        i, f, o, u = tf.sigmoid(i), tf.sigmoid(f), tf.sigmoid(o), tf.tanh(u)
+        c = f * c + i * u
+        h = o * tf.tanh(self._ln(c, self.gc, self.bc) if self.layer_norm else c)
+        return c, h
+
+    def call(self, inputs, masks=None, state=None, n_steps: int = 1):
+        """
+        :param inputs: (batch = n_env * n_steps, n_input), env-major
+        :param masks: (batch,) done flags (float)
+        :param state: (n_env, 2 * n_hidden) ``concat[c, h]``
+        :param n_steps: (int) sequence length
+        :return: (outputs (batch, n_hidden), new state (n_env, 2 * n_hidden))
+        """
+        n_input = inputs.shape[-1]
+        xs = tf.reshape(inputs, (-1, n_steps, n_input))
+        ms = tf.reshape(tf.cast(masks, tf.float32), (-1, n_steps))
+        c, h = tf.split(state, 2, axis=1)
+        outputs = []
+        for t in range(n_steps):  # n_steps is static; SB2 unrolls the same way
+            c, h = self.cell(xs[:, t], ms[:, t], c, h)
+            outputs.append(h)
+        out = tf.reshape(tf.stack(outputs, axis=1), (-1, self.n_hidden))
+        return out, tf.concat([c, h], axis=1)
+
+
+class NatureCNN(keras.layers.Layer):
+    """``nature_cnn``: three ReLU convs (c1, c2, c3), flatten, ReLU ``fc1`` of 512 units (gain sqrt(2))."""
+
+    def __init__(self, **kwargs):
+        super().__init__(name=kwargs.pop("name", "nature_cnn"), **kwargs)
+        self.c1 = Conv("c1", 32, 8, 4, init_scale=np.sqrt(2))
+        self.c2 = Conv("c2", 64, 4, 2, init_scale=np.sqrt(2))
+        self.c3 = Conv("c3", 64, 3, 1, init_scale=np.sqrt(2))
+        self.fc1 = Linear("fc1", 512, init_scale=np.sqrt(2))
+
+    def call(self, inputs):
+        x = tf.nn.relu(self.c1(inputs))
+        x = tf.nn.relu(self.c2(x))
+        x = tf.nn.relu(self.c3(x))
+        x = tf.reshape(x, (-1, int(np.prod(x.shape[1:]))))
+        return tf.nn.relu(self.fc1(x))
+
+    def sb2_layers(self) -> list[SB2Layer]:
+        return [self.c1, self.c2, self.c3, self.fc1]
+
+
+def nature_cnn(scaled_images=None, **kwargs):
+    """
+    SB2's CNN feature extractor. Called with no tensor it returns the Keras layer; called with a
+    tensor it builds the layer and applies it (SB2 call form ``nature_cnn(scaled_images)``).
+    """
+    layer = NatureCNN(**kwargs)
+    if scaled_images is None:
+        return layer
+    return layer(scaled_images)
+
+
+# Activations: stored by name in saved files, evaluated in NumPy for fast acting.
+_NP_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "tanh": np.tanh,
+    "relu": lambda x: np.maximum(x, 0),
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
+    "softplus": lambda x: np.logaddexp(0, x),
+    "linear": lambda x: x,
+    "identity": lambda x: x,
+    "leaky_relu": lambda x: np.where(x > 0, x, 0.2 * x),
+    "selu": lambda x: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * np.expm1(np.minimum(x, 0))),
+}
+
+_TF_ACTIVATIONS: dict[str, Callable] = {
+    "tanh": tf.tanh,
+    "relu": tf.nn.relu,
+    "sigmoid": tf.sigmoid,
+    "elu": tf.nn.elu,
+    "softplus": tf.nn.softplus,
+    "linear": tf.identity,
+    "identity": tf.identity,
+    "leaky_relu": tf.nn.leaky_relu,
+    "selu": tf.nn.selu,
+}
+
+
+def activation_name(fn: Callable) -> Optional[str]:
+    """The registered name of a TF/Keras/NumPy activation function, or None for a custom one."""
+    if isinstance(fn, str):
+        return fn if fn in _TF_ACTIVATIONS else None
+    for name, tf_fn in _TF_ACTIVATIONS.items():
+        if fn is tf_fn:
+            return name
+    aliases = {tf.math.tanh: "tanh", tf.nn.tanh: "tanh", tf.math.sigmoid: "sigmoid", tf.nn.sigmoid: "sigmoid",
+               np.tanh: "tanh", keras.activations.tanh: "tanh", keras.activations.relu: "relu",
+               keras.activations.sigmoid: "sigmoid", keras.activations.elu: "elu",
+               keras.activations.softplus: "softplus", keras.activations.selu: "selu"}
+    try:
+        return aliases.get(fn)
+    except TypeError:
+        return None
+
+
+def get_activation(name_or_fn) -> Callable:
+    """The TF function for an activation name (or the function itself)."""
+    if isinstance(name_or_fn, str):
+        if name_or_fn not in _TF_ACTIVATIONS:
+            raise ValueError(f"Unknown activation {name_or_fn!r}; known: {sorted(_TF_ACTIVATIONS)}")
+        return _TF_ACTIVATIONS[name_or_fn]
+    return name_or_fn
+
+
+def numpy_activation(fn) -> Optional[Callable[[np.ndarray], np.ndarray]]:
+    """The NumPy twin of an activation, or None when there is none (custom function)."""
+    name = activation_name(fn)
+    return _NP_ACTIVATIONS.get(name) if name else None
