@@ -98,10 +98,7 @@ class Case:
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
-        text = repr(value)
-        if "e" not in text and abs(value) > 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
-            text = f"{value:.0e}"
-        return text
+        return repr(value)
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
         return f"{value:_}"
     if isinstance(value, dict):

@@ -211,6 +211,11 @@ def aggregate(runs: list, lib: str) -> dict | None:
         return agg
     steps = [r["steps_per_s"] for r in ok]
     evals = [r["eval_mean"] for r in ok]
+
+    def median_of(key):
+        values = [r[key] for r in ok if r.get(key) is not None]
+        return statistics.median(values) if values else None
+
     agg.update({
         "steps_per_s_median": statistics.median(steps),
         "steps_per_s_mean": statistics.fmean(steps),
@@ -222,12 +227,13 @@ def aggregate(runs: list, lib: str) -> dict | None:
         "eval_mean": statistics.fmean(evals),
         "eval_std_over_seeds": statistics.pstdev(evals) if len(evals) > 1 else 0.0,
         "eval_mean_per_seed": {str(r["seed"]): r["eval_mean"] for r in ok},
-        "eval_predict_per_s_median": statistics.median(r["eval_predict_per_s"] for r in ok),
-        "learn_cpu_utilisation_median": statistics.median(r["learn_cpu_utilisation"] for r in ok),
+        "eval_predict_per_s_median": median_of("eval_predict_per_s"),
+        "learn_cpu_utilisation_median": median_of("learn_cpu_utilisation"),
         "learn_cpu_utilisation_min": min(r["learn_cpu_utilisation"] for r in ok),
-        "steps_per_cpu_s_median": statistics.median(r["steps_per_cpu_s"] for r in ok),
-        "others_busy_cores_max": max((r.get("others_busy_cores") or 0.0) for r in ok),
-        "construct_seconds_median": statistics.median(r["construct_seconds"] for r in ok),
+        "steps_per_cpu_s_median": median_of("steps_per_cpu_s"),
+        "others_busy_cores_max": max((r["others_busy_cores"] for r in ok if r.get("others_busy_cores") is not None),
+                                     default=None),
+        "construct_seconds_median": median_of("construct_seconds"),
         "versions": ok[0].get("versions", {}),
         "threads_in_effect": ok[0].get("threads_in_effect", {}),
     })
@@ -307,11 +313,14 @@ def contention_warning(result: dict) -> str | None:
     for run in result["runs"]:
         if not run.get("ok"):
             continue
-        starved = run["learn_cpu_utilisation"] < 0.9 * threads
+        # With one thread, CPU use under 90 % means the run was descheduled; with more, a run may
+        # simply not keep all its threads busy, so only the other processes' load is telling.
+        starved = threads == 1 and run["learn_cpu_utilisation"] < 0.9
         crowded = (run.get("others_busy_cores") or 0.0) > spare + 0.25  # more demand than free cores
         if starved or crowded:
+            others = run.get("others_busy_cores")
             bad.append(f"{LABEL[run['lib']]} seed {run['seed']} (CPU use {run['learn_cpu_utilisation']:.0%}, "
-                       f"other load {run.get('others_busy_cores') or 0.0:.2f} cores)")
+                       f"other load {'n/a' if others is None else f'{others:.2f}'} cores)")
     if not bad:
         return None
     return ("**Warning: other processes competed for the CPU during " + "; ".join(bad) + ".** Wall-clock "
@@ -345,7 +354,7 @@ def case_section(case, result: dict | None) -> str:
         f"`total_timesteps={case.total_timesteps:,}`, evaluation: {case.eval_episodes} deterministic episodes "
         f"on a separate env.",
         "",
-        "| | constructor call (plus `verbose=0, seed=<seed>`) |",
+        "| | constructor call (plus `verbose=0, seed=<seed>`; SB3 `device=\"cpu\"`, sbtf `n_cpu_tf_sess=<threads>`) |",
         "|---|---|",
         f"| sbtf | `{case.sbtf.call_string('sbtf')}` |",
         f"| SB3 | `{case.sb3.call_string('sb3')}` |",
@@ -418,7 +427,10 @@ How the numbers are made, in short:
   `learn()` alone (imports, env and model construction are not timed; TF tracing inside `learn()` is);
 - *eval reward* is the mean return of 10 deterministic episodes on a separate env, averaged over seeds;
   *predict/s* is the single-observation `predict()` rate during that evaluation (env time included);
-- *CPU use* is process CPU time over wall time during `learn()` (100 % = one core busy).
+- *steps per CPU-s* divides by the process CPU time of `learn()` instead of its wall time;
+  *CPU use* is that CPU time over the wall time (100 % = one core busy); *other load* is how many
+  cores other processes kept busy meanwhile (from `/proc/stat`). A table says so when other
+  processes competed for the CPU: its wall-clock numbers are then understated.
 """
 
 
@@ -461,7 +473,9 @@ def load_all_results(results_dir: str) -> dict:
         path = os.path.join(results_dir, f"{name}.json")
         if os.path.exists(path):
             with open(path, encoding="utf-8") as handle:
-                found[name] = json.load(handle)
+                result = json.load(handle)
+            result["summary"] = summarise(result["runs"])  # recomputed: files written by older harnesses
+            found[name] = result
     return found
 
 

@@ -628,6 +628,12 @@ class ActorCriticRLModel(BaseRLModel):
         self.params = None
         self._runner = None
 
+    def _check_spaces(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        from sbtf.common.input import check_obs_space
+
+        check_obs_space(observation_space, type(self).__name__)
+        super()._check_spaces(observation_space, action_space)
+
     def _make_policy(self, n_env: int, n_steps: int, n_batch: Optional[int]) -> ActorCriticPolicy:
         if not (isinstance(self.policy, type) and issubclass(self.policy, ActorCriticPolicy)):
             raise ValueError(f"Error: the input policy for the {type(self).__name__} model must be a subclass of "

@@ -26,26 +26,22 @@ def make_vec_env(env_id: Union[str, Callable[..., Any]], n_envs: int = 1, seed: 
                  env_kwargs: Optional[Dict[str, Any]] = None, vec_env_cls: Optional[Type[VecEnv]] = None,
                  vec_env_kwargs: Optional[Dict[str, Any]] = None) -> VecEnv:
     """
-    Create a wrapped, monitored `VecEnv`.
-    By default it uses a `DummyVecEnv` which is usually faster
-    than a `SubprocVecEnv`.
+    Create ``n_envs`` envs, each wrapped in a ``Monitor``, in a VecEnv (a ``DummyVecEnv`` unless told otherwise,
+    which is usually the fastest).
 
-    :param env_id: (str or Type[gym.Env]) the environment ID, or the environment class (any callable returning an
-        env: gymnasium or old-gym API)
-    :param n_envs: (int) the number of environments you wish to have in parallel
-    :param seed: (int) the initial seed for the random number generator; env ``rank`` is seeded with
-        ``seed + rank`` at the first ``reset()`` (rank = start_index + i)
-    :param start_index: (int) start rank index
-    :param monitor_dir: (str) Path to a folder where the monitor files will be saved.
-        If None, no file will be written, however, the env will still be wrapped
-        in a Monitor wrapper to provide additional information about training.
-    :param wrapper_class: (gym.Wrapper or callable) Additional wrapper to use on the environment.
-        This can also be a function with single argument that wraps the environment in many things.
-    :param env_kwargs: (dict) Optional keyword argument to pass to the env constructor (or to ``gymnasium.make``
-        when ``env_id`` is a string)
-    :param vec_env_cls: (Type[VecEnv]) A custom `VecEnv` class constructor. Default: DummyVecEnv.
-    :param vec_env_kwargs: (dict) Keyword arguments to pass to the `VecEnv` class constructor.
-    :return: (VecEnv) The wrapped environment
+    :param env_id: (str or Type[gym.Env]) an env id, or an env class / any callable returning an env (gymnasium or
+        old-gym API)
+    :param n_envs: (int) how many envs
+    :param seed: (int) base seed: env ``rank`` gets ``seed + rank`` at the first ``reset()`` (rank = start_index + i)
+    :param start_index: (int) rank of the first env
+    :param monitor_dir: (str) folder for the monitor files (``<rank>.monitor.csv``); None writes no file (the
+        Monitor still reports episodes in the infos)
+    :param wrapper_class: (gym.Wrapper or callable) applied to each env after the Monitor (a wrapper class or any
+        function of the env)
+    :param env_kwargs: (dict) keyword arguments for the env class (or for ``gymnasium.make`` with an env id)
+    :param vec_env_cls: (Type[VecEnv]) the VecEnv class (DummyVecEnv by default)
+    :param vec_env_kwargs: (dict) keyword arguments for the VecEnv class
+    :return: (VecEnv) the vectorized environment
     """
     env_kwargs = {} if env_kwargs is None else env_kwargs
     vec_env_kwargs = {} if vec_env_kwargs is None else vec_env_kwargs
@@ -80,19 +76,19 @@ def make_atari_env(env_id: str, num_env: int, seed: int, wrapper_kwargs: Optiona
                    start_index: int = 0, allow_early_resets: bool = True, start_method: Optional[str] = None,
                    use_subprocess: bool = False) -> VecEnv:
     """
-    Create a wrapped, monitored VecEnv for Atari.
+    Create a VecEnv of DeepMind-style Atari envs (``make_atari`` + ``Monitor`` + ``wrap_deepmind``). Monitor files
+    go to the sbtf logger's folder when it is configured.
 
-    :param env_id: (str) the environment ID (a ``NoFrameskip`` id)
-    :param num_env: (int) the number of environment you wish to have in subprocesses
-    :param seed: (int) the initial seed for RNG (env ``rank`` gets ``seed + rank`` at the first reset)
-    :param wrapper_kwargs: (dict) the parameters for wrap_deepmind function
-    :param start_index: (int) start rank index
-    :param allow_early_resets: (bool) allows early reset of the environment
-    :param start_method: (str) method used to start the subprocesses.
-        See SubprocVecEnv doc for more information
-    :param use_subprocess: (bool) Whether to use `SubprocVecEnv` or `DummyVecEnv` when
-        `num_env` > 1, `DummyVecEnv` is usually faster. Default: False
-    :return: (VecEnv) The atari environment
+    :param env_id: (str) a ``NoFrameskip`` env id
+    :param num_env: (int) how many envs
+    :param seed: (int) base seed (env ``rank`` gets ``seed + rank`` at the first reset; also ``set_global_seeds``)
+    :param wrapper_kwargs: (dict) keyword arguments of ``wrap_deepmind``
+    :param start_index: (int) rank of the first env
+    :param allow_early_resets: (bool) let the Monitor accept resets before the end of an episode
+    :param start_method: (str) start method of ``SubprocVecEnv``
+    :param use_subprocess: (bool) use a ``SubprocVecEnv`` (when num_env > 1) instead of the usually faster
+        ``DummyVecEnv``
+    :return: (VecEnv) the Atari VecEnv
     """
     if wrapper_kwargs is None:
         wrapper_kwargs = {}

@@ -23,6 +23,7 @@ def _check_image_input(observation_space: spaces.Box, key: str = "") -> None:
     where = " (key '{}')".format(key) if key else ""
     height, width, channels = observation_space.shape
     if channels not in (1, 3, 4) and height in (1, 3, 4):
+        height, width = width, channels
         warnings.warn("Your observation{} has shape {}, which looks like a channel-first image: sbtf's CNN policies "
                       "expect channel-last images (height, width, channels); transpose the observation (e.g. with "
                       "np.transpose(obs, (1, 2, 0))).".format(where, observation_space.shape))
@@ -150,7 +151,8 @@ def _check_obs(obs: Any, observation_space: spaces.Space, method_name: str, warn
         assert not np.any(np.isnan(cast)), "{} contains NaN: {}".format(where, _describe(cast))
     if not observation_space.contains(cast):
         if isinstance(observation_space, spaces.Box):
-            outside = np.argwhere((cast < observation_space.low) | (cast > observation_space.high))
+            outside = [tuple(int(i) for i in index)
+                       for index in np.argwhere((cast < observation_space.low) | (cast > observation_space.high))]
             raise AssertionError(
                 "{} is not within the observation space: {} value(s) outside [low, high], first at index {} (value "
                 "{}, bounds [{}, {}]). Fix the bounds of the observation space or clip the observation.".format(

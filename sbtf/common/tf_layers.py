@@ -296,3 +296,151 @@ def numpy_activation(fn) -> Optional[Callable[[np.ndarray], np.ndarray]]:
     """The NumPy twin of an activation, or None when there is none (custom function)."""
     name = activation_name(fn)
     return _NP_ACTIVATIONS.get(name) if name else None
+
+
+# --------------------------------------------------------------------------------------------------
+# Dense layers of the off-policy algorithms (DQN, SAC, TD3, DDPG), with SB2's variable names.
+# --------------------------------------------------------------------------------------------------
+def glorot_uniform_init() -> Callable:
+    """
+    Glorot/Xavier uniform initializer drawn with NumPy's global RNG (``set_global_seeds`` seeds it), the
+    default of ``tf.layers.dense`` and ``tf.contrib.layers.fully_connected``: U(-l, l), l = sqrt(6 / (in + out)).
+    """
+
+    def _glorot(shape: Sequence[int], dtype=None, **_kwargs) -> np.ndarray:
+        shape = tuple(int(s) for s in shape)
+        fan_in, fan_out = (shape[0], shape[1]) if len(shape) == 2 else (int(np.prod(shape[:-1])), shape[-1])
+        limit = np.sqrt(6.0 / (fan_in + fan_out))
+        return np.random.uniform(-limit, limit, shape).astype(np.float32)
+
+    return _glorot
+
+
+class Dense(SB2Layer):
+    """
+    ``tf.layers.dense(x, units, name=scope)``: variables ``kernel`` (in, units) and ``bias`` (units,), glorot-uniform
+    kernel, zero bias; ``activation`` (a name or a TF function) is applied to the output.
+    """
+
+    kernel_name = "kernel"
+    bias_name = "bias"
+
+    def __init__(self, scope: str, units: int, activation=None, kernel_initializer: Optional[Callable] = None,
+                 **kwargs):
+        super().__init__(scope, **kwargs)
+        self.units = int(units)
+        self.activation = activation
+        self._act = get_activation(activation) if activation is not None else None
+        self.kernel_initializer = kernel_initializer
+
+    def build(self, input_shape):
+        n_input = int(input_shape[-1])
+        init = self.kernel_initializer if self.kernel_initializer is not None else glorot_uniform_init()
+        self.kernel = self.add_weight(name=self.kernel_name, shape=(n_input, self.units),
+                                      initializer=_NumpyInitializer(init))
+        self.bias = self.add_weight(name=self.bias_name, shape=(self.units,), initializer="zeros")
+
+    def call(self, inputs):
+        out = tf.matmul(inputs, self.kernel) + self.bias
+        return self._act(out) if self._act is not None else out
+
+
+class FullyConnected(Dense):
+    """``tf.contrib.layers.fully_connected(x, n, activation_fn=None)``: variables ``weights`` and ``biases``."""
+
+    kernel_name = "weights"
+    bias_name = "biases"
+
+
+def sb2_layer_norm_scope(index: int) -> str:
+    """The scope ``tf.contrib.layers.layer_norm`` gets for its ``index``-th call in a scope (LayerNorm, LayerNorm_1...)."""
+    return "LayerNorm" if index == 0 else f"LayerNorm_{index}"
+
+
+def sb2_fully_connected_scope(index: int) -> str:
+    """The scope ``fully_connected`` gets for its ``index``-th call in a scope (fully_connected, fully_connected_1...)."""
+    return "fully_connected" if index == 0 else f"fully_connected_{index}"
+
+
+class SB2Mlp(keras.layers.Layer):
+    """
+    A stack of hidden layers with SB2's names, ``act(LN?(dense(x)))`` per layer (layer norm before the activation).
+
+    ``style="mlp"`` is SAC/TD3's ``tf_layers.mlp``: ``fc{i}/kernel``, ``fc{i}/bias``; ``style="fully_connected"`` is
+    DQN's ``tf.contrib.layers.fully_connected`` stack: ``fully_connected{_i}/weights``, ``/biases``. With
+    ``layer_norm``, each dense layer is followed by ``LayerNorm{_i}/beta``, ``/gamma`` (epsilon 1e-12, SB2).
+
+    :param scope: (str) SB2 scope the layer names live in (e.g. ``"pi"`` or ``"action_value"``)
+    :param layers: ([int]) hidden layer sizes
+    :param act_fun: (callable or str) activation
+    :param layer_norm: (bool) layer normalisation after each dense layer
+    :param style: (str) ``"mlp"`` or ``"fully_connected"``
+    """
+
+    def __init__(self, scope: str, layers: Sequence[int], act_fun, layer_norm: bool = False, style: str = "mlp",
+                 **kwargs):
+        super().__init__(name=kwargs.pop("name", (scope.replace("/", "__") or "mlp") + "__mlp"), **kwargs)
+        if style not in ("mlp", "fully_connected"):
+            raise ValueError(f"Unknown SB2Mlp style {style!r}")
+        self.scope = scope
+        self.layer_sizes = [int(n) for n in layers]
+        self.act_fun = act_fun
+        self._act = get_activation(act_fun)
+        self.layer_norm = bool(layer_norm)
+        prefix = f"{scope}/" if scope else ""
+        self.dense_layers = []
+        self.norm_layers = []
+        for i, size in enumerate(self.layer_sizes):
+            if style == "mlp":
+                self.dense_layers.append(Dense(f"{prefix}fc{i}", size))
+            else:
+                self.dense_layers.append(FullyConnected(f"{prefix}{sb2_fully_connected_scope(i)}", size))
+            if self.layer_norm:
+                self.norm_layers.append(LayerNorm(f"{prefix}{sb2_layer_norm_scope(i)}"))
+
+    def build(self, input_shape):
+        n_input = int(input_shape[-1])
+        for i, layer in enumerate(self.dense_layers):
+            layer.build((None, n_input))
+            n_input = layer.units
+            if self.layer_norm:
+                self.norm_layers[i].build((None, n_input))
+
+    def call(self, inputs):
+        x = inputs
+        for i, layer in enumerate(self.dense_layers):
+            x = layer(x)
+            if self.layer_norm:
+                x = self.norm_layers[i](x)
+            x = self._act(x)
+        return x
+
+    def sb2_layers(self) -> list:
+        """The named layers in SB2 creation order (dense, [LayerNorm], dense, ...)."""
+        ordered = []
+        for i, layer in enumerate(self.dense_layers):
+            ordered.append(layer)
+            if self.layer_norm:
+                ordered.append(self.norm_layers[i])
+        return ordered
+
+    def numpy_plan(self) -> list:
+        """[(kernel, bias, (gamma, beta, epsilon) or None)] read from the variables (NumPy copies)."""
+        plan = []
+        for i, layer in enumerate(self.dense_layers):
+            norm = None
+            if self.layer_norm:
+                ln = self.norm_layers[i]
+                norm = (ln.gamma.numpy(), ln.beta.numpy(), ln.epsilon)
+            plan.append((layer.kernel.numpy(), layer.bias.numpy(), norm))
+        return plan
+
+
+def numpy_mlp(x: np.ndarray, plan: list, act: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``SB2Mlp.call`` in NumPy on a plan from ``SB2Mlp.numpy_plan``."""
+    for kernel, bias, norm in plan:
+        x = x @ kernel + bias
+        if norm is not None:
+            x = layer_norm_np(x, norm[0], norm[1], norm[2])
+        x = act(x)
+    return x

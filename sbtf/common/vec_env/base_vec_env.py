@@ -35,7 +35,8 @@ class NotSteppingError(Exception):
 
 def tile_images(img_nhwc: Sequence[np.ndarray]) -> np.ndarray:
     """
-    Tile N images into one big PxQ image, (P,Q) chosen to be as close as possible to a square.
+    Arrange N images in a grid of P rows and Q columns (P = ceil(sqrt(N)), Q = ceil(N / P)), row by row, with black
+    cells for the remainder.
 
     :param img_nhwc: (list or np.ndarray) N images of shape (height, width, channels)
     :return: (np.ndarray) one image of shape (height * P, width * Q, channels)
@@ -74,113 +75,107 @@ class VecEnv(ABC):
     @abstractmethod
     def reset(self) -> Any:
         """
-        Reset all the environments and return an array of observations, or a tuple of observation arrays.
+        Reset every env and return the batch of first observations (an array, or a dict / tuple of arrays for Dict /
+        Tuple spaces). A pending ``step_async`` is abandoned: call ``step_async`` again before ``step_wait``.
 
-        If step_async is still doing work, that work will be cancelled and step_wait() should not be called
-        until step_async() is invoked again.
-
-        :return: ([int] or [float]) observation
+        :return: (np.ndarray, dict or tuple) the observations, batch axis first
         """
         pass
 
     @abstractmethod
     def step_async(self, actions: np.ndarray) -> None:
         """
-        Tell all the environments to start taking a step with the given actions.
-        Call step_wait() to get the results of the step.
+        Start stepping every env with its action (``actions[i]`` for env ``i``); ``step_wait()`` collects the results.
+        Only one step may be pending at a time.
 
-        You should not call this if a step_async run is already pending.
+        :param actions: (np.ndarray) one action per env
         """
         pass
 
     @abstractmethod
     def step_wait(self) -> Any:
         """
-        Wait for the step taken with step_async().
+        Collect the results of the step started by ``step_async()``.
 
-        :return: ([int] or [float], [float], [bool], dict) observation, reward, done, information
+        :return: (np.ndarray, np.ndarray, np.ndarray, [dict]) observations, float32 rewards, bool dones, infos
         """
         pass
 
     @abstractmethod
     def close(self) -> None:
         """
-        Clean up the environment's resources.
+        Release what the envs hold (windows, worker processes, files).
         """
         pass
 
     @abstractmethod
     def get_attr(self, attr_name: str, indices: Indices = None) -> List[Any]:
         """
-        Return attribute from vectorized environment.
+        Read an attribute of the envs (looked up through their gymnasium wrappers).
 
-        :param attr_name: (str) The name of the attribute whose value to return
-        :param indices: (list,int) Indices of envs to get attribute from
-        :return: (list) List of values of 'attr_name' in all environments
+        :param attr_name: (str) the attribute's name
+        :param indices: (list,int) which envs (all by default)
+        :return: (list) the value in each selected env
         """
         pass
 
     @abstractmethod
     def set_attr(self, attr_name: str, value: Any, indices: Indices = None) -> None:
         """
-        Set attribute inside vectorized environments.
+        Set an attribute of the envs (on the wrapper that defines it, else on the outermost one).
 
-        :param attr_name: (str) The name of attribute to assign new value
-        :param value: (obj) Value to assign to `attr_name`
-        :param indices: (list,int) Indices of envs to assign value
-        :return: (NoneType)
+        :param attr_name: (str) the attribute's name
+        :param value: (obj) the new value
+        :param indices: (list,int) which envs (all by default)
         """
         pass
 
     @abstractmethod
     def env_method(self, method_name: str, *method_args: Any, indices: Indices = None, **method_kwargs: Any) -> List[Any]:
         """
-        Call instance methods of vectorized environments.
+        Call a method of the envs.
 
-        :param method_name: (str) The name of the environment method to invoke.
-        :param indices: (list,int) Indices of envs whose method to call
-        :param method_args: (tuple) Any positional arguments to provide in the call
-        :param method_kwargs: (dict) Any keyword arguments to provide in the call
-        :return: (list) List of items returned by the environment's method call
+        :param method_name: (str) the method's name
+        :param indices: (list,int) which envs (all by default)
+        :param method_args: (tuple) positional arguments of the call
+        :param method_kwargs: (dict) keyword arguments of the call
+        :return: (list) what each selected env's method returned
         """
         pass
 
     @abstractmethod
     def seed(self, seed: Optional[int] = None) -> List[Union[None, int]]:
         """
-        Sets the random seeds for all environments, based on a given seed.
-        Each individual environment will still get its own seed, by incrementing the given seed.
+        Seed the envs: env ``i`` gets ``seed + i``. The seeds are used by the next ``reset()`` (gymnasium envs are
+        seeded through ``reset(seed=...)``); the action spaces are seeded at once. With ``seed=None`` a random base
+        seed is drawn from numpy's global generator, so that the envs still get distinct seeds.
 
-        The seeds are used by the next ``reset()`` (env ``i`` is reset with ``seed + i``); the action spaces are
-        seeded at once. With ``seed=None`` a random base seed is drawn from numpy's global generator.
-
-        :param seed: (Optional[int]) The random seed.
-        :return: (List[Union[None, int]]) Returns a list containing the seeds for each individual env.
+        :param seed: (Optional[int]) the base seed
+        :return: (List[Union[None, int]]) the seed of each env
         """
         pass
 
     def step(self, actions: np.ndarray) -> Any:
         """
-        Step the environments with the given action
+        Step every env with its action: ``step_async`` then ``step_wait``.
 
-        :param actions: ([int] or [float]) the action
-        :return: ([int] or [float], [float], [bool], dict) observation, reward, done, information
+        :param actions: (np.ndarray) one action per env
+        :return: (np.ndarray, np.ndarray, np.ndarray, [dict]) observations, float32 rewards, bool dones, infos
         """
         self.step_async(actions)
         return self.step_wait()
 
     def get_images(self) -> Sequence[np.ndarray]:
         """
-        Return RGB images from each environment
+        The current RGB frame of each env (the envs must be made with ``render_mode='rgb_array'``).
         """
         raise NotImplementedError
 
     def render(self, mode: str = 'human') -> Optional[np.ndarray]:
         """
-        Gym environment rendering
+        Render all envs as one image (their frames tiled in a grid).
 
-        :param mode: (str) 'human' shows the tiled images of all envs in a window (needs OpenCV),
-            'rgb_array' returns them as one image
+        :param mode: (str) 'human' shows the image in a window (needs OpenCV), 'rgb_array' returns it
         """
         try:
             imgs = self.get_images()
@@ -212,11 +207,11 @@ class VecEnv(ABC):
             return self
 
     def getattr_depth_check(self, name: str, already_found: bool) -> Optional[str]:
-        """Check if an attribute reference is being hidden in a recursive call to __getattr__
+        """Tell whether a wrapper lookup of ``name`` would hide this VecEnv's own attribute of that name.
 
-        :param name: (str) name of attribute to check for
-        :param already_found: (bool) whether this attribute has already been found in a wrapper
-        :return: (str or None) name of module whose attribute is being shadowed, if any.
+        :param name: (str) the attribute's name
+        :param already_found: (bool) whether a wrapper above already has the attribute
+        :return: (str or None) "module.Class" of the VecEnv whose attribute is hidden, if any
         """
         if hasattr(self, name) and already_found:
             return "{0}.{1}".format(type(self).__module__, type(self).__name__)
@@ -225,10 +220,10 @@ class VecEnv(ABC):
 
     def _get_indices(self, indices: Indices) -> Iterable[int]:
         """
-        Convert a flexibly-typed reference to environment indices to an implied list of indices.
+        Normalise an ``indices`` argument (None = all envs, an int, or an iterable of ints) to an iterable of ints.
 
-        :param indices: (None,int,Iterable) refers to indices of envs.
-        :return: (list) the implied list of indices.
+        :param indices: (None,int,Iterable) the envs meant
+        :return: (Iterable[int]) their indices
         """
         if indices is None:
             indices = range(self.num_envs)
@@ -245,11 +240,12 @@ class VecEnv(ABC):
 
 class VecEnvWrapper(VecEnv):
     """
-    Vectorized environment base class
+    Base class of the wrappers of a VecEnv. Attributes the wrapper does not have are looked up in the wrapped VecEnv
+    (through any number of wrappers; an attribute defined by two wrappers below the one asked is an error).
 
     :param venv: (VecEnv) the vectorized environment to wrap
-    :param observation_space: (gymnasium.spaces.Space) the observation space (can be None to load from venv)
-    :param action_space: (gymnasium.spaces.Space) the action space (can be None to load from venv)
+    :param observation_space: (gymnasium.spaces.Space) the observation space (None: the one of venv)
+    :param action_space: (gymnasium.spaces.Space) the action space (None: the one of venv)
     """
 
     def __init__(self, venv: VecEnv, observation_space: Optional[spaces.Space] = None,
@@ -276,8 +272,8 @@ class VecEnvWrapper(VecEnv):
     def close(self) -> None:
         return self.venv.close()
 
-    def render(self, *args: Any, **kwargs: Any) -> Any:
-        return self.venv.render(*args, **kwargs)
+    def render(self, mode: str = 'human') -> Any:
+        return self.venv.render(mode=mode)
 
     def get_images(self) -> Sequence[np.ndarray]:
         return self.venv.get_images()
@@ -292,10 +288,7 @@ class VecEnvWrapper(VecEnv):
         return self.venv.env_method(method_name, *method_args, indices=indices, **method_kwargs)
 
     def __getattr__(self, name: str) -> Any:
-        """Find attribute from wrapped venv(s) if this wrapper does not have it.
-        Useful for accessing attributes from venvs which are wrapped with multiple wrappers
-        which have unique attributes of interest.
-        """
+        """Look up an attribute this wrapper does not have in the wrapped VecEnv(s)."""
         if name.startswith("__") or name in ("venv", "class_attributes"):
             # Not found by normal lookup: the object is not (or no longer) set up, e.g. during unpickling.
             raise AttributeError("{!r} object has no attribute {!r}".format(type(self).__name__, name))
@@ -309,56 +302,44 @@ class VecEnvWrapper(VecEnv):
         return self.getattr_recursive(name)
 
     def _get_all_attributes(self) -> Dict[str, Any]:
-        """Get all (inherited) instance and class attributes
+        """The instance and class attributes of this wrapper.
 
-        :return: (dict<str, object>) all_attributes
+        :return: (dict<str, object>)
         """
         all_attributes = self.__dict__.copy()
         all_attributes.update(self.class_attributes)
         return all_attributes
 
     def getattr_recursive(self, name: str) -> Any:
-        """Recursively check wrappers to find attribute.
+        """Find ``name`` in this wrapper or, going inwards, in the first wrapped VecEnv that has it.
 
-        :param name (str) name of attribute to look for
-        :return: (object) attribute
+        :param name: (str) the attribute's name
+        :return: (object) the attribute
         """
-        all_attributes = self._get_all_attributes()
-        if name in all_attributes:  # attribute is present in this wrapper
-            attr = getattr(self, name)
-        elif hasattr(self.venv, 'getattr_recursive'):
-            # Attribute not present, child is wrapper. Call getattr_recursive rather than getattr
-            # to avoid a duplicate call to getattr_depth_check.
-            attr = self.venv.getattr_recursive(name)
-        else:  # attribute not present, child is an unwrapped VecEnv
-            attr = getattr(self.venv, name)
-
-        return attr
+        if name in self._get_all_attributes():
+            return getattr(self, name)
+        if hasattr(self.venv, 'getattr_recursive'):
+            # a wrapper: go on with the recursion (plain getattr would redo the depth check)
+            return self.venv.getattr_recursive(name)
+        return getattr(self.venv, name)
 
     def getattr_depth_check(self, name: str, already_found: bool) -> Optional[str]:
         """See base class.
 
-        :return: (str or None) name of module whose attribute is being shadowed, if any.
+        :return: (str or None) "module.Class" of the VecEnv whose attribute is hidden, if any
         """
-        all_attributes = self._get_all_attributes()
-        if name in all_attributes and already_found:
-            # this venv's attribute is being hidden because of a higher venv.
-            shadowed_wrapper_class = "{0}.{1}".format(type(self).__module__, type(self).__name__)
-        elif name in all_attributes and not already_found:
-            # we have found the first reference to the attribute. Now check for duplicates.
-            shadowed_wrapper_class = self.venv.getattr_depth_check(name, True)
-        else:
-            # this wrapper does not have the attribute. Keep searching.
-            shadowed_wrapper_class = self.venv.getattr_depth_check(name, already_found)
-
-        return shadowed_wrapper_class
+        has_it = name in self._get_all_attributes()
+        if has_it and already_found:
+            return "{0}.{1}".format(type(self).__module__, type(self).__name__)
+        # first wrapper with the attribute: look for a second one further in; else keep searching
+        return self.venv.getattr_depth_check(name, already_found or has_it)
 
 
 class CloudpickleWrapper(object):
     """
-    Uses cloudpickle to serialize contents (otherwise multiprocessing tries to use pickle)
+    Pickles its content with cloudpickle (lambdas, closures, classes defined in scripts), for multiprocessing.
 
-    :param var: (Any) the variable you wish to wrap for pickling with cloudpickle
+    :param var: (Any) the object to carry
     """
 
     def __init__(self, var: Any):

@@ -37,14 +37,18 @@ def _render_frame(env: gymnasium.Env, mode: Optional[str] = None) -> Any:
     """Render one env (gymnasium envs render in the mode they were made with; old-gym adapters take a mode)."""
     if isinstance(env.unwrapped, OldGymAPIAdapter):
         return env.unwrapped.render(mode=mode)
+    if mode is not None and getattr(env, "render_mode", None) != mode:
+        raise ValueError("Cannot render in mode {!r} an env made with render_mode={!r}: gymnasium envs render in "
+                         "the mode they were made with; make the envs with render_mode={!r} (e.g. "
+                         "gymnasium.make(env_id, render_mode={!r}))".format(mode, getattr(env, "render_mode", None),
+                                                                          mode, mode))
     return env.render()
 
 
 class DummyVecEnv(VecEnv):
     """
-    Creates a simple vectorized wrapper for multiple environments, calling each environment in sequence on the
-    current Python process. This is useful for computationally simple environments such as ``CartPole-v1``, as the
-    overhead of multiprocessing or multithreading outweighs the environment computation time.
+    Steps its environments one after the other in the current process. The fastest choice for cheap envs
+    (``CartPole-v1`` and the like), where a process or thread per env would cost more than the env itself.
 
     :param env_fns: ([callable]) A list of functions that will create the environments (each call should return a
         new instance; gymnasium envs and old-gym-API envs are accepted, see ``sbtf.common.gym_compat.wrap_env``)
@@ -91,7 +95,6 @@ class DummyVecEnv(VecEnv):
             obs, reward, terminated, truncated, info = env.step(actions[env_idx])
             done = terminated or truncated
             if done:
-                # save final observation where user can get it, then reset
                 info["TimeLimit.truncated"] = bool(truncated and not terminated)
                 info["terminal_observation"] = obs
                 obs, self.reset_infos[env_idx] = env.reset()
@@ -134,10 +137,10 @@ class DummyVecEnv(VecEnv):
 
     def render(self, mode: str = 'human') -> Optional[np.ndarray]:
         """
-        Gym environment rendering. If there are multiple environments, their images are tiled together in one image
-        via `BaseVecEnv.render()`. Envs made with ``render_mode='human'`` draw their own window.
+        Render the envs: with 'rgb_array', one image (the frames tiled; the frame itself for a single env); with
+        'human', envs made with ``render_mode='human'`` draw their own window, others are tiled in an OpenCV window.
 
-        :param mode: (str) The rendering type.
+        :param mode: (str) 'human' or 'rgb_array'
         """
         render_modes = [getattr(env, "render_mode", None) for env in self.envs]
         if mode == "human" and all(render_mode == "human" for render_mode in render_modes):

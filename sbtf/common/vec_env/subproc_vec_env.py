@@ -118,6 +118,8 @@ class SubprocVecEnv(VecEnv):
     def __init__(self, env_fns: List[Callable[[], Any]], start_method: Optional[str] = None):
         self.waiting = False
         self.closed = False
+        self._pending: List[int] = []
+        self._send_errors: List[VecEnvWorkerError] = []
         n_envs = len(env_fns)
         if n_envs == 0:
             raise ValueError("SubprocVecEnv needs at least one env function")
@@ -203,20 +205,44 @@ class SubprocVecEnv(VecEnv):
             raise first_error
         return results
 
-    def _call_all(self, indices: Sequence[int], cmd: str, data: Sequence[Any]) -> List[Any]:
+    def _send_all(self, indices: Sequence[int], cmd: str, data: Sequence[Any]) -> None:
+        """Send one command to each of the given workers; the ones that could not be reached are remembered in
+        ``self._send_errors`` (raised by ``_finish``), the others in ``self._pending``."""
+        self._pending = []
+        self._send_errors = []
         for idx, item in zip(indices, data):
-            self._send(idx, (cmd, item))
-        return self._recv_all(indices)
+            try:
+                self._send(idx, (cmd, item))
+                self._pending.append(idx)
+            except VecEnvWorkerError as exc:
+                self._send_errors.append(exc)
+
+    def _finish(self) -> List[Any]:
+        """Receive the answers of the workers that were sent a command, then raise the first error if any."""
+        pending, send_errors = self._pending, self._send_errors
+        self._pending, self._send_errors = [], []
+        try:
+            results = self._recv_all(pending)
+        except VecEnvWorkerError:
+            if send_errors:
+                raise send_errors[0]
+            raise
+        if send_errors:
+            raise send_errors[0]
+        return results
+
+    def _call_all(self, indices: Sequence[int], cmd: str, data: Sequence[Any]) -> List[Any]:
+        self._send_all(indices, cmd, data)
+        return self._finish()
 
     # ----- VecEnv API -----
     def step_async(self, actions: np.ndarray) -> None:
-        for idx in range(self.num_envs):
-            self._send(idx, ("step", actions[idx]))
+        self._send_all(range(self.num_envs), "step", [actions[idx] for idx in range(self.num_envs)])
         self.waiting = True
 
     def step_wait(self):
         try:
-            results = self._recv_all(range(self.num_envs))
+            results = self._finish()
         finally:
             self.waiting = False
         obs, rews, dones, infos = zip(*results)
@@ -246,7 +272,7 @@ class SubprocVecEnv(VecEnv):
         if graceful:
             if self.waiting:
                 try:
-                    self._recv_all(range(len(self.remotes)))
+                    self._finish()
                 except VecEnvWorkerError:
                     pass
                 self.waiting = False
@@ -290,10 +316,10 @@ class SubprocVecEnv(VecEnv):
 
     def _get_target_remotes(self, indices: Indices) -> List[multiprocessing.connection.Connection]:
         """
-        Get the connection object needed to communicate with the wanted envs that are in subprocesses.
+        The pipes (parent ends) of the workers of the given envs.
 
         :param indices: (None,int,Iterable) refers to indices of envs.
-        :return: ([multiprocessing.Connection]) Connection object to communicate between processes.
+        :return: ([multiprocessing.Connection]) one pipe per env
         """
         indices = self._get_indices(indices)
         return [self.remotes[i] for i in indices]

@@ -34,13 +34,13 @@ def _find_invalid(value: Any, check_inf: bool) -> List[str]:
 
 class VecCheckNan(VecEnvWrapper):
     """
-    NaN and inf checking wrapper for vectorized environment, will raise a warning by default,
-    allowing you to know from what the NaN of inf originated from.
+    Watches actions (from the model) and observations / rewards (from the envs) for NaN and inf values, and says
+    where they came from: a UserWarning by default, a ValueError with ``raise_exception=True``.
 
     :param venv: (VecEnv) the vectorized environment to wrap
-    :param raise_exception: (bool) Whether or not to raise a ValueError, instead of a UserWarning
-    :param warn_once: (bool) Whether or not to only warn once.
-    :param check_inf: (bool) Whether or not to check for +inf or -inf as well
+    :param raise_exception: (bool) raise a ValueError instead of warning
+    :param warn_once: (bool) warn only the first time (the checks stop then, unless raising)
+    :param check_inf: (bool) look for +inf / -inf too, not only NaN
     """
 
     def __init__(self, venv: VecEnv, raise_exception: bool = False, warn_once: bool = True, check_inf: bool = True):

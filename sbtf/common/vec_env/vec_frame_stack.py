@@ -11,12 +11,12 @@ from sbtf.common.vec_env.base_vec_env import VecEnv, VecEnvWrapper
 
 class VecFrameStack(VecEnvWrapper):
     """
-    Frame stacking wrapper for vectorized environment: the observation is the concatenation, along the last axis, of
+    Stacks observations: the observation is the concatenation, along the last axis, of
     the ``n_stack`` most recent observations (oldest first). At the start of an episode the older slots are zeros.
     The ``terminal_observation`` in the infos is stacked the same way.
 
     :param venv: (VecEnv) the vectorized environment to wrap (with a Box observation space)
-    :param n_stack: (int) Number of frames to stack
+    :param n_stack: (int) how many observations to stack
     """
 
     def __init__(self, venv: VecEnv, n_stack: int):
@@ -52,7 +52,7 @@ class VecFrameStack(VecEnvWrapper):
 
     def reset(self):
         """
-        Reset all environments
+        Reset the envs; the history of each env is zeros then the first observation.
         """
         obs = self.venv.reset()
         self.stackedobs[...] = 0

@@ -82,6 +82,9 @@ class _StatsUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in self._NUMPY:
             return _numpy_attr(module + "." + name)
+        if (module, name) == ("_codecs", "encode"):  # how protocol-2 pickles store bytes (array data)
+            import codecs
+            return codecs.encode
         if module == "numpy" and name in ("ndarray", "dtype"):
             return getattr(np, name)
         if module == "numpy" and name in ("float64", "float32", "int64", "int32", "bool_"):
@@ -154,7 +157,7 @@ def _atomic_pickle_dump(obj: Any, path: str) -> None:
 
 class VecNormalize(VecEnvWrapper):
     """
-    A moving average, normalizing wrapper for vectorized environment.
+    Normalises observations and rewards of a VecEnv with running statistics.
 
     Observations are normalised with the running mean / variance of the observations, rewards are divided by the
     running standard deviation of the discounted return. Both are clipped. Normalised observations and rewards are
@@ -164,13 +167,13 @@ class VecNormalize(VecEnvWrapper):
     ``save`` writes the statistics and settings only (never the wrapped venv); ``load`` restores them around a venv.
 
     :param venv: (VecEnv) the vectorized environment to wrap
-    :param training: (bool) Whether to update or not the moving average
-    :param norm_obs: (bool) Whether to normalize observation or not (default: True)
-    :param norm_reward: (bool) Whether to normalize rewards or not (default: True)
-    :param clip_obs: (float) Max absolute value for observation
-    :param clip_reward: (float) Max value absolute for discounted reward
-    :param gamma: (float) discount factor
-    :param epsilon: (float) To avoid division by zero
+    :param training: (bool) update the statistics with the data seen (set False for evaluation)
+    :param norm_obs: (bool) normalise the observations
+    :param norm_reward: (bool) normalise the rewards
+    :param clip_obs: (float) normalised observations are clipped to [-clip_obs, clip_obs]
+    :param clip_reward: (float) normalised rewards are clipped to [-clip_reward, clip_reward]
+    :param gamma: (float) discount factor of the return whose variance scales the rewards
+    :param epsilon: (float) added to variances before the square root
     """
 
     def __init__(self, venv: VecEnv, training: bool = True, norm_obs: bool = True, norm_reward: bool = True,
@@ -231,9 +234,7 @@ class VecNormalize(VecEnvWrapper):
 
     def set_venv(self, venv: VecEnv) -> None:
         """
-        Sets the vector environment to wrap to venv.
-
-        Also sets attributes derived from this such as `num_env`.
+        Wrap ``venv`` with this (unpickled or loaded) VecNormalize; its observation shape must match the statistics.
 
         :param venv: (VecEnv)
         """
@@ -248,10 +249,7 @@ class VecNormalize(VecEnvWrapper):
     # ----- VecEnv API -----
     def step_wait(self):
         """
-        Apply sequence of actions to sequence of environments
-        actions -> (observations, rewards, news)
-
-        where 'news' is a boolean vector indicating whether each element is new.
+        Collect the step results, update the statistics (when training) and return normalised data.
         """
         obs, rews, news, infos = self.venv.step_wait()
         self.old_obs = obs
@@ -279,8 +277,7 @@ class VecNormalize(VecEnvWrapper):
 
     def normalize_obs(self, obs: np.ndarray) -> np.ndarray:
         """
-        Normalize observations using this VecNormalize's observations statistics.
-        Calling this method does not update statistics.
+        Normalise observations with the current statistics (without updating them).
 
         :param obs: (np.ndarray) observations (a batch, or a single observation)
         :return: (np.ndarray) float32 normalised observations (unchanged input if ``norm_obs`` is False)
@@ -292,8 +289,7 @@ class VecNormalize(VecEnvWrapper):
 
     def normalize_reward(self, reward: np.ndarray) -> np.ndarray:
         """
-        Normalize rewards using this VecNormalize's rewards statistics.
-        Calling this method does not update statistics.
+        Scale rewards with the current return statistics (without updating them).
 
         :param reward: (np.ndarray) rewards
         :return: (np.ndarray) float32 normalised rewards (unchanged input if ``norm_reward`` is False)
@@ -305,7 +301,7 @@ class VecNormalize(VecEnvWrapper):
 
     def get_original_obs(self) -> np.ndarray:
         """
-        Returns an unnormalized version of the observations from the most recent step or reset.
+        The raw (not normalised) observations of the last step or reset.
         """
         if self.old_obs is None:
             raise RuntimeError("get_original_obs(): no observation yet, call reset() first")
@@ -313,7 +309,7 @@ class VecNormalize(VecEnvWrapper):
 
     def get_original_reward(self) -> np.ndarray:
         """
-        Returns an unnormalized version of the rewards from the most recent step.
+        The raw (not normalised) rewards of the last step.
         """
         if self.old_rews is None:
             raise RuntimeError("get_original_reward(): no reward yet, call step() first")
@@ -321,7 +317,7 @@ class VecNormalize(VecEnvWrapper):
 
     def reset(self):
         """
-        Reset all environments
+        Reset the envs and the running returns; return normalised observations.
         """
         obs = self.venv.reset()
         self.old_obs = obs
@@ -335,7 +331,7 @@ class VecNormalize(VecEnvWrapper):
     @classmethod
     def load(cls, load_path: str, venv: VecEnv) -> "VecNormalize":
         """
-        Loads a saved VecNormalize object.
+        Restore a VecNormalize saved with ``save`` around ``venv``.
 
         Reads files written by ``save`` and also VecNormalize pickles written by stable-baselines 2 / 3 (only the
         statistics and settings are taken from them; nothing in the file is executed).

@@ -13,7 +13,7 @@ from sbtf.common.vec_env.base_vec_env import VecEnv, VecEnvWrapper
 
 class VecVideoRecorder(VecEnvWrapper):
     """
-    Wraps a VecEnv or VecEnvWrapper object to record rendered images as mp4 video.
+    Records the rendered frames of a VecEnv as videos.
 
     Frames are ``venv.render(mode='rgb_array')`` (the images of all envs, tiled), so the envs must be made with
     ``render_mode='rgb_array'``. A recording starts at ``reset()`` and whenever ``record_video_trigger(step_id)`` is
@@ -22,12 +22,10 @@ class VecVideoRecorder(VecEnvWrapper):
     ``(n_frames, height, width, 3)``, plus ``fps``) and a warning says so.
 
     :param venv: (VecEnv or VecEnvWrapper)
-    :param video_folder: (str) Where to save videos
-    :param record_video_trigger: (func) Function that defines when to start recording.
-                                        The function takes the current number of step,
-                                        and returns whether we should start recording or not.
-    :param video_length: (int)  Length of recorded videos
-    :param name_prefix: (str) Prefix to the video name
+    :param video_folder: (str) the folder the videos are written to (created if needed)
+    :param record_video_trigger: (func) ``f(step_id) -> bool``: start a recording at this step?
+    :param video_length: (int) number of steps in each video
+    :param name_prefix: (str) start of the file names
     """
 
     def __init__(self, venv: VecEnv, video_folder: str, record_video_trigger: Callable[[int], bool],

@@ -1,0 +1,469 @@
+"""Replay buffers with the stable-baselines 2.x API (``common/buffers.py``), stored in preallocated NumPy arrays.
+
+``ReplayBuffer(size)`` is a ring buffer of transitions ``(obs_t, action, reward, obs_tp1, done)``;
+``PrioritizedReplayBuffer(size, alpha)`` samples transitions in proportion to ``priority ** alpha`` and returns
+importance weights (Schaul et al. 2015). Compared with SB2's list of tuples:
+
+* the arrays are allocated on the first ``add`` from the shapes and dtypes of that transition (``np.zeros``,
+  so memory is only committed as the buffer fills); image observations stay ``uint8``;
+* ``sample`` draws all indices at once and gathers each field with one fancy-indexing operation;
+* ``save(path)`` writes the content atomically (temporary file + ``os.replace``) with ``np.savez`` (no pickle),
+  and ``load_buffer(path)`` reads it back (``np.load(..., allow_pickle=False)``), so training can resume with
+  its experience (``model.save_replay_buffer`` / ``model.load_replay_buffer``).
+
+Indices are drawn with NumPy's global generator, so ``set_global_seeds`` makes sampling reproducible.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from sbtf.common.segment_tree import MinSegmentTree, SumSegmentTree
+
+BUFFER_FORMAT = "sbtf_replay_buffer"
+BUFFER_FORMAT_VERSION = 1
+
+
+class ReplayBuffer(object):
+    """
+    A ring buffer (FIFO) of transitions.
+
+    :param size: (int) Max number of transitions to store in the buffer. When the buffer overflows the old
+        memories are dropped.
+    """
+
+    def __init__(self, size: int):
+        size = int(size)
+        if size <= 0:
+            raise ValueError(f"Error: the replay buffer size must be positive, got {size}.")
+        self._maxsize = size
+        self._next_idx = 0
+        self._size = 0
+        self._obs_t: Optional[np.ndarray] = None
+        self._actions: Optional[np.ndarray] = None
+        self._rewards: Optional[np.ndarray] = None
+        self._obs_tp1: Optional[np.ndarray] = None
+        self._dones: Optional[np.ndarray] = None
+
+    # ------------------------------------------------------------------ SB2 properties
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def storage(self) -> list:
+        """[(obs_t, action, reward, obs_tp1, done)]: the content of the replay buffer, in slot order (a copy)."""
+        return [(self._obs_t[i].copy(), self._actions[i].copy(), float(self._rewards[i]), self._obs_tp1[i].copy(),
+                 float(self._dones[i])) for i in range(self._size)]
+
+    @property
+    def buffer_size(self) -> int:
+        """int: Max capacity of the buffer."""
+        return self._maxsize
+
+    @property
+    def next_idx(self) -> int:
+        """int: the slot the next transition is written to."""
+        return self._next_idx
+
+    def can_sample(self, n_samples: int) -> bool:
+        """
+        Check if n_samples samples can be sampled from the buffer.
+
+        :param n_samples: (int)
+        :return: (bool)
+        """
+        return self._size >= n_samples
+
+    def is_full(self) -> bool:
+        """
+        Check whether the replay buffer is full or not.
+
+        :return: (bool)
+        """
+        return self._size == self._maxsize
+
+    # ------------------------------------------------------------------ storage
+    @staticmethod
+    def _storage_dtype(value: np.ndarray, kind: str) -> np.dtype:
+        if kind == "action" and value.dtype == np.float64:
+            return np.dtype(np.float32)
+        if value.dtype == np.bool_ and kind == "obs":
+            return np.dtype(np.bool_)
+        return value.dtype
+
+    def _allocate(self, obs_t: np.ndarray, action: np.ndarray) -> None:
+        """Create the arrays from one (unbatched) transition."""
+        n = self._maxsize
+        obs_dtype = self._storage_dtype(obs_t, "obs")
+        self._obs_t = np.zeros((n,) + obs_t.shape, dtype=obs_dtype)
+        self._obs_tp1 = np.zeros((n,) + obs_t.shape, dtype=obs_dtype)
+        self._actions = np.zeros((n,) + action.shape, dtype=self._storage_dtype(action, "action"))
+        self._rewards = np.zeros((n,), dtype=np.float32)
+        self._dones = np.zeros((n,), dtype=np.float32)
+
+    def add(self, obs_t, action, reward, obs_tp1, done) -> None:
+        """
+        add a new transition to the buffer
+
+        :param obs_t: (Union[np.ndarray, int]) the last observation
+        :param action: (Union[np.ndarray, int]) the action
+        :param reward: (float) the reward of the transition
+        :param obs_tp1: (Union[np.ndarray, int]) the current observation
+        :param done: (bool) is the episode done
+        """
+        if self._obs_t is None:
+            self._allocate(np.asarray(obs_t), np.asarray(action))
+        idx = self._next_idx
+        try:
+            self._obs_t[idx] = obs_t
+            self._obs_tp1[idx] = obs_tp1
+            self._actions[idx] = action
+        except ValueError as exc:
+            raise ValueError(f"Error: transition shapes do not match the replay buffer (observations "
+                             f"{self._obs_t.shape[1:]}, actions {self._actions.shape[1:]}): {exc}") from exc
+        self._rewards[idx] = reward
+        self._dones[idx] = done
+        self._next_idx = (idx + 1) % self._maxsize
+        if self._size < self._maxsize:
+            self._size += 1
+
+    def _extend_indices(self, n_items: int) -> np.ndarray:
+        return (self._next_idx + np.arange(n_items)) % self._maxsize
+
+    def extend(self, obs_t, action, reward, obs_tp1, done) -> None:
+        """
+        add a new batch of transitions to the buffer
+
+        :param obs_t: (Union[Tuple[Union[np.ndarray, int]], np.ndarray]) the last batch of observations
+        :param action: (Union[Tuple[Union[np.ndarray, int]]], np.ndarray]) the batch of actions
+        :param reward: (Union[Tuple[float], np.ndarray]) the batch of the rewards of the transition
+        :param obs_tp1: (Union[Tuple[Union[np.ndarray, int]], np.ndarray]) the current batch of observations
+        :param done: (Union[Tuple[bool], np.ndarray]) terminal status of the batch
+
+        Note: uses the same names as .add to keep compatibility with named argument passing
+            but expects iterables and arrays with more than 1 dimensions
+        """
+        obs_t = np.asarray(obs_t)
+        action = np.asarray(action)
+        reward = np.asarray(reward, dtype=np.float32).reshape(-1)
+        obs_tp1 = np.asarray(obs_tp1)
+        done = np.asarray(done, dtype=np.float32).reshape(-1)
+        n_items = reward.shape[0]
+        if not (obs_t.shape[0] == action.shape[0] == obs_tp1.shape[0] == done.shape[0] == n_items):
+            raise ValueError(f"Error: extend() needs batches of the same length, got {obs_t.shape[0]} observations, "
+                             f"{action.shape[0]} actions, {n_items} rewards, {obs_tp1.shape[0]} next observations and "
+                             f"{done.shape[0]} dones.")
+        if n_items == 0:
+            return
+        if self._obs_t is None:
+            self._allocate(obs_t[0], action[0])
+        if n_items > self._maxsize:  # only the last maxsize transitions survive
+            skip = n_items - self._maxsize
+            self._next_idx = (self._next_idx + skip) % self._maxsize
+            obs_t, action, reward, obs_tp1, done = (x[skip:] for x in (obs_t, action, reward, obs_tp1, done))
+            n_items = self._maxsize
+        idxs = self._extend_indices(n_items)
+        try:
+            self._obs_t[idxs] = obs_t
+            self._obs_tp1[idxs] = obs_tp1
+            self._actions[idxs] = action
+        except ValueError as exc:
+            raise ValueError(f"Error: transition shapes do not match the replay buffer (observations "
+                             f"{self._obs_t.shape[1:]}, actions {self._actions.shape[1:]}): {exc}") from exc
+        self._rewards[idxs] = reward
+        self._dones[idxs] = done
+        self._next_idx = int((self._next_idx + n_items) % self._maxsize)
+        self._size = min(self._size + n_items, self._maxsize)
+
+    # ------------------------------------------------------------------ sampling
+    @staticmethod
+    def _normalize_obs(obs: np.ndarray, env=None) -> np.ndarray:
+        """Helper for normalizing the observation (``env``: a VecNormalize)."""
+        if env is not None:
+            return env.normalize_obs(obs)
+        return obs
+
+    @staticmethod
+    def _normalize_reward(reward: np.ndarray, env=None) -> np.ndarray:
+        """Helper for normalizing the reward (``env``: a VecNormalize)."""
+        if env is not None:
+            return env.normalize_reward(reward)
+        return reward
+
+    def _encode_sample(self, idxes: np.ndarray, env=None):
+        return (self._normalize_obs(self._obs_t[idxes], env),
+                self._actions[idxes],
+                self._normalize_reward(self._rewards[idxes], env),
+                self._normalize_obs(self._obs_tp1[idxes], env),
+                self._dones[idxes])
+
+    def _check_can_sample(self, batch_size: int) -> None:
+        if self._size == 0:
+            raise ValueError("Error: cannot sample from an empty replay buffer.")
+
+    def sample(self, batch_size: int, env=None, **_kwargs):
+        """
+        Sample a batch of experiences (uniformly, with replacement).
+
+        :param batch_size: (int) How many transitions to sample.
+        :param env: (Optional[VecNormalize]) associated VecNormalize to normalize the observations/rewards when
+            sampling
+        :return:
+            - obs_batch: (np.ndarray) batch of observations
+            - act_batch: (numpy float) batch of actions executed given obs_batch
+            - rew_batch: (numpy float) rewards received as results of executing act_batch
+            - next_obs_batch: (np.ndarray) next set of observations seen after executing act_batch
+            - done_mask: (numpy float) done_mask[i] = 1 if executing act_batch[i] resulted in the end of an episode
+                and 0 otherwise.
+        """
+        self._check_can_sample(batch_size)
+        idxes = np.random.randint(0, self._size, size=batch_size)
+        return self._encode_sample(idxes, env=env)
+
+    # ------------------------------------------------------------------ save / load
+    def _state(self) -> dict:
+        state = {
+            "format": np.array(BUFFER_FORMAT),
+            "format_version": np.array(BUFFER_FORMAT_VERSION),
+            "class_name": np.array(type(self).__name__),
+            "maxsize": np.array(self._maxsize),
+            "next_idx": np.array(self._next_idx),
+            "size": np.array(self._size),
+        }
+        if self._obs_t is not None:
+            n = self._size
+            state.update(obs_t=self._obs_t[:n], actions=self._actions[:n], rewards=self._rewards[:n],
+                         obs_tp1=self._obs_tp1[:n], dones=self._dones[:n],
+                         action_shape=np.array(self._actions.shape[1:], dtype=np.int64),
+                         obs_shape=np.array(self._obs_t.shape[1:], dtype=np.int64))
+        return state
+
+    def _restore(self, data: Any) -> None:
+        size = int(data["size"])
+        self._next_idx = int(data["next_idx"])
+        self._size = size
+        if "obs_t" in data:
+            obs_t, actions = data["obs_t"], data["actions"]
+            obs_shape = tuple(int(s) for s in data["obs_shape"])
+            action_shape = tuple(int(s) for s in data["action_shape"])
+            self._obs_t = np.zeros((self._maxsize,) + obs_shape, dtype=obs_t.dtype)
+            self._obs_tp1 = np.zeros((self._maxsize,) + obs_shape, dtype=obs_t.dtype)
+            self._actions = np.zeros((self._maxsize,) + action_shape, dtype=actions.dtype)
+            self._rewards = np.zeros((self._maxsize,), dtype=np.float32)
+            self._dones = np.zeros((self._maxsize,), dtype=np.float32)
+            self._obs_t[:size] = obs_t
+            self._obs_tp1[:size] = data["obs_tp1"]
+            self._actions[:size] = actions
+            self._rewards[:size] = data["rewards"]
+            self._dones[:size] = data["dones"]
+
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        """
+        Save the buffer's content to ``path`` (``np.savez`` format, no pickle), atomically: the data is written to
+        a temporary file in the same folder, which then replaces ``path``.
+
+        :param path: (str or PathLike) the file to write (written exactly there: no extension is added)
+        """
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.savez(handle, **self._state())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp_path, path)
+        except BaseException:
+            if os.path.exists(tmp_path):
+                os.remove(tmp_path)
+            raise
+
+    @classmethod
+    def load(cls, path: Union[str, os.PathLike]) -> "ReplayBuffer":
+        """Load a buffer written by ``save`` (of this class or a subclass)."""
+        buffer = load_buffer(path)
+        if not isinstance(buffer, cls):
+            raise TypeError(f"Error: {path} holds a {type(buffer).__name__}, not a {cls.__name__}.")
+        return buffer
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """
+    Prioritized replay buffer: transition ``i`` is sampled with probability ``p_i ** alpha / sum_k p_k ** alpha``.
+
+    :param size: (int) Max number of transitions to store in the buffer. When the buffer overflows the old memories
+        are dropped.
+    :param alpha: (float) how much prioritization is used (0 - no prioritization, 1 - full prioritization)
+    """
+
+    def __init__(self, size: int, alpha: float):
+        super().__init__(size)
+        if alpha < 0:
+            raise ValueError(f"Error: alpha must be >= 0, got {alpha}.")
+        self._alpha = float(alpha)
+        it_capacity = 1
+        while it_capacity < self._maxsize:
+            it_capacity *= 2
+        self._it_sum = SumSegmentTree(it_capacity)
+        self._it_min = MinSegmentTree(it_capacity)
+        self._max_priority = 1.0
+
+    @property
+    def alpha(self) -> float:
+        return self._alpha
+
+    def add(self, obs_t, action, reward, obs_tp1, done) -> None:
+        """
+        add a new transition to the buffer (with the highest priority seen so far)
+
+        :param obs_t: (Any) the last observation
+        :param action: ([float]) the action
+        :param reward: (float) the reward of the transition
+        :param obs_tp1: (Any) the current observation
+        :param done: (bool) is the episode done
+        """
+        idx = self._next_idx
+        super().add(obs_t, action, reward, obs_tp1, done)
+        priority = self._max_priority ** self._alpha
+        self._it_sum[idx] = priority
+        self._it_min[idx] = priority
+
+    def extend(self, obs_t, action, reward, obs_tp1, done) -> None:
+        """
+        add a new batch of transitions to the buffer (see ``ReplayBuffer.extend``)
+
+        :param obs_t: (Union[Tuple[Union[np.ndarray, int]], np.ndarray]) the last batch of observations
+        :param action: (Union[Tuple[Union[np.ndarray, int]]], np.ndarray]) the batch of actions
+        :param reward: (Union[Tuple[float], np.ndarray]) the batch of the rewards of the transition
+        :param obs_tp1: (Union[Tuple[Union[np.ndarray, int]], np.ndarray]) the current batch of observations
+        :param done: (Union[Tuple[bool], np.ndarray]) terminal status of the batch
+        """
+        n_items = min(len(np.asarray(reward).reshape(-1)), self._maxsize)
+        super().extend(obs_t, action, reward, obs_tp1, done)
+        idxs = (self._next_idx - n_items + np.arange(n_items)) % self._maxsize
+        priority = self._max_priority ** self._alpha
+        self._it_sum[idxs] = priority
+        self._it_min[idxs] = priority
+
+    def _sample_proportional(self, batch_size: int) -> np.ndarray:
+        total = self._it_sum.sum(0, self._size)
+        mass = np.random.random(size=batch_size) * total
+        idx = self._it_sum.find_prefixsum_idx(mass)
+        # floating-point round-off can walk past the last filled leaf: stay inside the buffer
+        return np.minimum(idx, self._size - 1)
+
+    def sample(self, batch_size: int, beta: float = 0, env=None):
+        """
+        Sample a batch of experiences, in proportion to their priorities.
+
+        Compared to ``ReplayBuffer.sample`` it also returns importance weights and the indices of the sampled
+        experiences.
+
+        :param batch_size: (int) How many transitions to sample.
+        :param beta: (float) To what degree to use importance weights (0 - no corrections, 1 - full correction);
+            must be > 0
+        :param env: (Optional[VecNormalize]) associated VecNormalize to normalize the observations/rewards when
+            sampling
+        :return:
+            - obs_batch: (np.ndarray) batch of observations
+            - act_batch: (numpy float) batch of actions executed given obs_batch
+            - rew_batch: (numpy float) rewards received as results of executing act_batch
+            - next_obs_batch: (np.ndarray) next set of observations seen after executing act_batch
+            - done_mask: (numpy float) done_mask[i] = 1 if executing act_batch[i] resulted in the end of an episode
+                and 0 otherwise.
+            - weights: (numpy float) Array of shape (batch_size,) and dtype np.float32 denoting importance weight of
+                each sampled transition: ``(N * P(i)) ** -beta / max_j (N * P(j)) ** -beta``
+            - idxes: (numpy int) Array of shape (batch_size,) indexes in buffer of sampled experiences
+        """
+        if not beta > 0:
+            raise ValueError(f"Error: beta must be > 0 for prioritized sampling, got {beta}.")
+        self._check_can_sample(batch_size)
+        idxes = self._sample_proportional(batch_size)
+        total = self._it_sum.sum()
+        p_min = self._it_min.min() / total
+        max_weight = (p_min * self._size) ** (-beta)
+        p_sample = self._it_sum[idxes] / total
+        weights = ((p_sample * self._size) ** (-beta) / max_weight).astype(np.float32)
+        encoded_sample = self._encode_sample(idxes, env=env)
+        return tuple(list(encoded_sample) + [weights, idxes])
+
+    def update_priorities(self, idxes, priorities) -> None:
+        """
+        Update priorities of sampled transitions: the priority of transition ``idxes[i]`` becomes
+        ``priorities[i]``.
+
+        :param idxes: ([int]) List of idxes of sampled transitions
+        :param priorities: ([float]) List of updated priorities corresponding to transitions at the sampled idxes
+            denoted by variable `idxes`.
+        """
+        idxes = np.asarray(idxes, dtype=np.int64).reshape(-1)
+        priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
+        if idxes.shape != priorities.shape:
+            raise ValueError(f"Error: {idxes.shape[0]} indices but {priorities.shape[0]} priorities.")
+        if idxes.size == 0:
+            return
+        if not np.all(priorities > 0):
+            raise ValueError("Error: priorities must be > 0 (add a small epsilon to the TD errors).")
+        if idxes.min() < 0 or idxes.max() >= self._size:
+            raise ValueError(f"Error: indices must lie in [0, {self._size}).")
+        self._it_sum[idxes] = priorities ** self._alpha
+        self._it_min[idxes] = priorities ** self._alpha
+        self._max_priority = max(self._max_priority, float(np.max(priorities)))
+
+    def _state(self) -> dict:
+        state = super()._state()
+        state.update(alpha=np.array(self._alpha), max_priority=np.array(self._max_priority),
+                     priorities_alpha=self._it_sum.leaves()[:self._size])
+        return state
+
+    def _restore(self, data: Any) -> None:
+        super()._restore(data)
+        self._max_priority = float(data["max_priority"])
+        leaves = np.zeros(self._it_sum.capacity)
+        leaves[:self._size] = data["priorities_alpha"]
+        self._it_sum.set_leaves(leaves)
+        min_leaves = np.full(self._it_min.capacity, np.inf)
+        min_leaves[:self._size] = data["priorities_alpha"]
+        self._it_min.set_leaves(min_leaves)
+
+
+_BUFFER_CLASSES = {"ReplayBuffer": ReplayBuffer, "PrioritizedReplayBuffer": PrioritizedReplayBuffer}
+
+
+def load_buffer(path: Union[str, os.PathLike]) -> ReplayBuffer:
+    """
+    Load a replay buffer written by ``ReplayBuffer.save`` / ``model.save_replay_buffer`` (no pickle is read).
+
+    :param path: (str or PathLike) the file
+    :return: (ReplayBuffer or PrioritizedReplayBuffer) the buffer, with its content, write position and priorities
+    """
+    path = os.fspath(path)
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"Error: {path} is not a replay buffer file written by sbtf ({exc}).") from exc
+    with data:
+        if "format" not in data.files or str(data["format"]) != BUFFER_FORMAT:
+            raise ValueError(f"Error: {path} is not a replay buffer file written by sbtf (no {BUFFER_FORMAT!r} "
+                             "marker).")
+        version = int(data["format_version"])
+        if version > BUFFER_FORMAT_VERSION:
+            raise ValueError(f"Error: {path} was written by a newer sbtf (replay buffer format {version}); "
+                             "upgrade sbtf to read it.")
+        class_name = str(data["class_name"])
+        if class_name not in _BUFFER_CLASSES:
+            raise ValueError(f"Error: {path} holds an unknown replay buffer class {class_name!r}.")
+        maxsize = int(data["maxsize"])
+        if class_name == "PrioritizedReplayBuffer":
+            buffer = PrioritizedReplayBuffer(maxsize, float(data["alpha"]))
+        else:
+            buffer = ReplayBuffer(maxsize)
+        buffer._restore(data)
+    return buffer
+
+
+__all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "load_buffer"]
