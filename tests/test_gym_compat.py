@@ -86,7 +86,8 @@ class Gym026Env(object):
 def test_retired_ids_table():
     for old, new in [("Pendulum-v0", "Pendulum-v1"), ("LunarLander-v2", "LunarLander-v3"),
                      ("LunarLanderContinuous-v2", "LunarLanderContinuous-v3"),
-                     ("BipedalWalker-v2", "BipedalWalker-v3"), ("BipedalWalkerHardcore-v2", "BipedalWalkerHardcore-v3")]:
+                     ("BipedalWalker-v2", "BipedalWalker-v3"),
+                     ("BipedalWalkerHardcore-v2", "BipedalWalkerHardcore-v3")]:
         assert RETIRED_ENV_IDS[old] == new
     # ids gymnasium still has are not remapped
     for kept in ("CartPole-v0", "CartPole-v1", "MountainCar-v0", "Acrobot-v1"):

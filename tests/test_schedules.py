@@ -43,7 +43,7 @@ def test_piecewise_schedule():
         sch.PiecewiseSchedule([(0, 1.0), (10, 0.0)]).value(11)
     with pytest.raises(ValueError):
         sch.PiecewiseSchedule([(10, 1.0), (0, 0.0)])
-    custom = sch.PiecewiseSchedule([(0, 1.0), (10, 0.0)], interpolation=lambda l, r, a: l)
+    custom = sch.PiecewiseSchedule([(0, 1.0), (10, 0.0)], interpolation=lambda left, right, alpha: left)
     assert custom.value(5) == 1.0
     with pytest.raises(TypeError):
         custom.to_dict()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import warnings
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -276,7 +276,9 @@ class ConvertCallback(BaseCallback):
     def __init__(self, callback: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], verbose: int = 0):
         super(ConvertCallback, self).__init__(verbose)
         if callback is not None and not callable(callback):
-            raise TypeError("ConvertCallback expects a function f(locals_, globals_) -> bool, got {!r}".format(callback))
+            raise TypeError(
+                "ConvertCallback expects a function f(locals_, globals_) -> bool, got {!r}".format(callback)
+            )
         self.callback = callback
 
     def _on_step(self) -> bool:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict
 
 import gymnasium
 import numpy as np

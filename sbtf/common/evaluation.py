@@ -128,7 +128,7 @@ def evaluate_policy(
             if not dones[i]:
                 continue
             info = infos[i] if infos is not None and i < len(infos) else {}
-            ep_info = None
+            ep_info = info.get("episode") if isinstance(info, dict) else None
             if episode_counts[i] < episode_count_targets[i]:
                 if ep_info is not None:
                     seen_monitor_info = True

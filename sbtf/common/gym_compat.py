@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections import OrderedDict
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple
 
 import gymnasium
 import numpy as np
@@ -151,7 +151,8 @@ class OldGymAPIAdapter(gymnasium.Env):
     Envs from gym 0.26 (already 5-tuple ``step`` and ``reset(seed=...) -> (obs, info)``, but not ``gymnasium.Env``
     instances) are handled too: their results pass through unchanged.
 
-    Attributes the adapter does not have are looked up on the wrapped env (``adapter.ale``, ``adapter.get_action_meanings``).
+    Attributes the adapter does not have are looked up on the wrapped env (``adapter.ale``,
+    ``adapter.get_action_meanings``).
 
     :param env: (Any) the old-API environment
     :param render_mode: (str) the gymnasium ``render_mode`` to report; by default 'rgb_array' when the env's metadata

@@ -61,7 +61,9 @@ class AdaptiveParamNoiseSpec(object):
     :param adoption_coefficient: (float) the update coefficient for the standard deviation of the noise
     """
 
-    def __init__(self, initial_stddev: float = 0.1, desired_action_stddev: float = 0.1, adoption_coefficient: float = 1.01):
+    def __init__(
+        self, initial_stddev: float = 0.1, desired_action_stddev: float = 0.1, adoption_coefficient: float = 1.01
+    ):
         self.initial_stddev = initial_stddev
         self.desired_action_stddev = desired_action_stddev
         self.adoption_coefficient = adoption_coefficient
@@ -112,7 +114,9 @@ class AdaptiveParamNoiseSpec(object):
         :return: (AdaptiveParamNoiseSpec)
         """
         _check_kind(data, cls)
-        spec = cls(float(data["initial_stddev"]), float(data["desired_action_stddev"]), float(data["adoption_coefficient"]))
+        spec = cls(
+            float(data["initial_stddev"]), float(data["desired_action_stddev"]), float(data["adoption_coefficient"])
+        )
         spec.current_stddev = float(data.get("current_stddev", spec.initial_stddev))
         return spec
 

@@ -35,13 +35,19 @@ class Adam(tf.Module):
 
     def apply(self, grads: Sequence[Optional[tf.Tensor]], learning_rate) -> None:
         t = self.t.assign_add(1.0)
-        lr_t = tf.cast(learning_rate, tf.float32) * tf.sqrt(1.0 - tf.pow(self.beta2, t)) / (1.0 - tf.pow(self.beta1, t))
+        beta1_power = tf.pow(tf.constant(self.beta1, tf.float32), t)
+        beta2_power = tf.pow(tf.constant(self.beta2, tf.float32), t)
+        lr = tf.cast(learning_rate, tf.float32)
+        beta1 = tf.constant(self.beta1, tf.float32)
+        beta2 = tf.constant(self.beta2, tf.float32)
+        epsilon = tf.constant(self.epsilon, tf.float32)
         for var, grad, m, v in zip(self.variables_, grads, self.m, self.v):
             if grad is None:
                 continue
-            m.assign(self.beta1 * m + (1.0 - self.beta1) * grad)
-            v.assign(self.beta2 * v + (1.0 - self.beta2) * tf.square(grad))
-            var.assign_sub(lr_t * m / (tf.sqrt(v) + self.epsilon))
+            # the fused TF1 kernel: one op per variable instead of eight
+            tf.raw_ops.ResourceApplyAdam(var=var.handle, m=m.handle, v=v.handle, beta1_power=beta1_power,
+                                         beta2_power=beta2_power, lr=lr, beta1=beta1, beta2=beta2, epsilon=epsilon,
+                                         grad=grad)
 
     def reset(self) -> None:
         for slot in self.m + self.v:
@@ -63,18 +69,19 @@ class RMSProp(tf.Module):
         self.epsilon = epsilon
         self.momentum = momentum
         self.ms = [_zeros_like_var(v, "ms", 1.0) for v in self.variables_]
-        self.mom = [_zeros_like_var(v, "mom") for v in self.variables_] if momentum else []
+        self.mom = [_zeros_like_var(v, "mom") for v in self.variables_]
 
     def apply(self, grads: Sequence[Optional[tf.Tensor]], learning_rate) -> None:
-        learning_rate = tf.cast(learning_rate, tf.float32)
-        for i, (var, grad) in enumerate(zip(self.variables_, grads)):
+        lr = tf.cast(learning_rate, tf.float32)
+        rho = tf.constant(self.decay, tf.float32)
+        momentum = tf.constant(self.momentum, tf.float32)
+        epsilon = tf.constant(self.epsilon, tf.float32)
+        for var, grad, ms, mom in zip(self.variables_, grads, self.ms, self.mom):
             if grad is None:
                 continue
-            ms = self.ms[i].assign(self.decay * self.ms[i] + (1.0 - self.decay) * tf.square(grad))
-            update = learning_rate * grad * tf.math.rsqrt(ms + self.epsilon)
-            if self.momentum:
-                update = self.mom[i].assign(self.momentum * self.mom[i] + update)
-            var.assign_sub(update)
+            # the fused TF1 kernel (epsilon inside the square root, ms starting at 1)
+            tf.raw_ops.ResourceApplyRMSProp(var=var.handle, ms=ms.handle, mom=mom.handle, lr=lr, rho=rho,
+                                            momentum=momentum, epsilon=epsilon, grad=grad)
 
 
 def clip_grads(grads: Sequence[tf.Tensor], max_grad_norm: Optional[float]):

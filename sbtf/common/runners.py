@@ -79,6 +79,188 @@ class AbstractEnvRunner(ABC):
         return True
 
 
+def _as_single_vec_env(env):
+    """A VecEnv with one environment for ``traj_segment_generator`` (a plain env is wrapped in a DummyVecEnv)."""
+    from sbtf.common.vec_env import DummyVecEnv, VecEnv  # pylint: disable=import-outside-toplevel
+
+    if not isinstance(env, VecEnv):
+        from sbtf.common.gym_compat import wrap_env  # pylint: disable=import-outside-toplevel
+
+        single = wrap_env(env)
+        env = DummyVecEnv([lambda: single])
+    if env.num_envs != 1:
+        raise ValueError(f"Error: traj_segment_generator runs one environment, got a VecEnv with {env.num_envs}; "
+                         "PPO1, TRPO and GAIL collect data in parallel with MPI (mpirun -np N) instead.")
+    return env
+
+
+def traj_segment_generator(policy, env, horizon, reward_giver=None, gail=False, callback=None, *, model=None,
+                           timestep_increment: int = 1):
+    """
+    Collect trajectory segments of ``horizon`` steps from one environment (PPO1, TRPO, GAIL; SB2 semantics).
+
+    Each ``next()`` returns a dict (its arrays are reused by the next segment: copy what you keep):
+
+    - observations: (np.ndarray) observations, shape ``(horizon,) + obs_shape``
+    - rewards: (np.ndarray) rewards (the discriminator's reward when ``gail``)
+    - true_rewards: (np.ndarray) the environment's rewards
+    - vpred: (np.ndarray) value estimates
+    - dones: (np.ndarray) done flags (end of an episode after this step)
+    - episode_starts: (np.ndarray) True on the first step of an episode (used for GAE)
+    - actions: (np.ndarray) actions (as sampled, before clipping)
+    - nextvpred: (float) value of the observation after the segment (0 if an episode just ended)
+    - truncated_values: (np.ndarray) value of the terminal observation where an episode was cut by a time limit
+      (``infos["TimeLimit.truncated"]``), 0 elsewhere: ``add_vtarg_and_adv`` bootstraps from it (an sbtf addition;
+      SB2 treated a time-limit cut as a termination)
+    - ep_rets / ep_lens / ep_true_rets: ([float]) returns (Monitor's when available), lengths and true returns of
+      the episodes that ended in this segment
+    - total_timestep: (int) steps in this segment
+    - continue_training: (bool) False when the callback asked to stop (the segment is then incomplete)
+
+    Unlike SB2, the action that starts a segment is sampled again after the model was updated (SB2 kept the one
+    drawn with the previous parameters, refreshing only the value).
+
+    :param policy: (ActorCriticPolicy) the policy (acts through its NumPy fast path)
+    :param env: (VecEnv or gymnasium.Env) one environment
+    :param horizon: (int) the number of timesteps per segment
+    :param reward_giver: (TransitionClassifier) the reward predicter from observation and action (GAIL)
+    :param gail: (bool) whether the reward comes from ``reward_giver``
+    :param callback: (BaseCallback) called after every step (``on_step``; False stops), ``on_rollout_start/end``
+    :param model: (BaseRLModel) its ``num_timesteps`` is increased by ``timestep_increment`` per step
+    :param timestep_increment: (int) steps counted per local step (the number of MPI workers, which all step
+        together, so that ``num_timesteps`` counts the steps of the whole job)
+    :return: (generator) of segment dicts
+    """
+    if gail and reward_giver is None:
+        raise ValueError("You must pass a reward giver when using GAIL")
+    env = _as_single_vec_env(env)
+    horizon = int(horizon)
+    if horizon <= 0:
+        raise ValueError(f"horizon must be positive, got {horizon}")
+    action_space = env.action_space
+    is_box = isinstance(action_space, gym.spaces.Box)
+    low, high = (action_space.low, action_space.high) if is_box else (None, None)
+    act_shape = tuple(policy.pdtype.sample_shape())
+    act_dtype = np.float32 if isinstance(action_space, (gym.spaces.Box, gym.spaces.MultiBinary)) else np.int64
+
+    observation = env.reset()
+    cur_ep_ret = 0.0  # return in current episode
+    current_it_len = 0  # len of current iteration
+    current_ep_len = 0  # len of current episode
+    cur_ep_true_ret = 0.0
+    ep_true_rets: list = []
+    ep_rets: list = []  # returns of completed episodes in this segment
+    ep_lens: list = []  # episode lengths
+
+    observations = np.zeros((horizon,) + observation.shape[1:], dtype=observation.dtype)
+    true_rewards = np.zeros(horizon, np.float32)
+    rewards = np.zeros(horizon, np.float32)
+    vpreds = np.zeros(horizon, np.float32)
+    truncated_values = np.zeros(horizon, np.float32)
+    episode_starts = np.zeros(horizon, bool)
+    dones = np.zeros(horizon, bool)
+    actions = np.zeros((horizon,) + act_shape, dtype=act_dtype)
+    states = policy.initial_state
+    recurrent = bool(getattr(policy, "recurrent", False))
+    episode_start = True  # marks if we're on first timestep of an episode
+    done_mask = np.zeros(1, np.float32)
+    step = 0
+
+    def _segment(continue_training: bool) -> dict:
+        return {
+            "observations": observations,
+            "rewards": rewards,
+            "dones": dones,
+            "episode_starts": episode_starts,
+            "true_rewards": true_rewards,
+            "vpred": vpreds,
+            "actions": actions,
+            "nextvpred": float(vpred[0]) * (1 - episode_start),
+            "truncated_values": truncated_values,
+            "ep_rets": ep_rets,
+            "ep_lens": ep_lens,
+            "ep_true_rets": ep_true_rets,
+            "total_timestep": current_it_len,
+            "continue_training": continue_training,
+        }
+
+    if callback is not None:
+        callback.on_rollout_start()
+    while True:
+        action, vpred, new_states, _ = policy.step(observation, states, done_mask)
+        # The value at time T is needed before returning segment [0, T-1] (the bootstrap value).
+        if step > 0 and step % horizon == 0:
+            if callback is not None:
+                callback.update_locals(locals())
+                callback.on_rollout_end()
+            yield _segment(True)
+            # The model was updated: act again with the new parameters.
+            action, vpred, new_states, _ = policy.step(observation, states, done_mask)
+            ep_rets = []
+            ep_true_rets = []
+            ep_lens = []
+            current_it_len = 0
+            if callback is not None:
+                callback.on_rollout_start()
+        if recurrent:
+            states = new_states
+        i = step % horizon
+        observations[i] = observation[0]
+        vpreds[i] = vpred[0]
+        actions[i] = action[0]
+        episode_starts[i] = episode_start
+        truncated_values[i] = 0.0
+
+        clipped_action = np.clip(action, low, high) if is_box else action
+        if gail:
+            reward = float(np.asarray(reward_giver.get_reward(observation, clipped_action)).ravel()[0])
+            observation, env_rewards, env_dones, infos = env.step(clipped_action)
+            true_reward = float(env_rewards[0])
+        else:
+            observation, env_rewards, env_dones, infos = env.step(clipped_action)
+            reward = true_reward = float(env_rewards[0])
+        done = bool(env_dones[0])
+        info = infos[0]
+        if model is not None:
+            model.num_timesteps += timestep_increment
+
+        if callback is not None:
+            callback.update_locals(locals())
+            if callback.on_step() is False:
+                yield _segment(False)
+                return
+
+        rewards[i] = reward
+        true_rewards[i] = true_reward
+        dones[i] = done
+        episode_start = done
+        done_mask[0] = float(done)
+
+        cur_ep_ret += reward
+        cur_ep_true_ret += true_reward
+        current_it_len += 1
+        current_ep_len += 1
+        if done:
+            if info.get("TimeLimit.truncated", False) and info.get("terminal_observation") is not None:
+                terminal_obs = np.asarray(info["terminal_observation"])[None]
+                truncated_values[i] = policy.value(terminal_obs, states, np.zeros(1, np.float32))[0]
+            # Retrieve the unnormalized reward if using the Monitor wrapper
+            maybe_ep_info = info.get("episode")
+            if maybe_ep_info is not None:
+                if not gail:
+                    cur_ep_ret = maybe_ep_info["r"]
+                cur_ep_true_ret = maybe_ep_info["r"]
+            ep_rets.append(cur_ep_ret)
+            ep_true_rets.append(cur_ep_true_ret)
+            ep_lens.append(current_ep_len)
+            cur_ep_ret = 0.0
+            cur_ep_true_ret = 0.0
+            current_ep_len = 0
+            if recurrent:
+                states = policy.initial_state
+        step += 1
+
+
 def swap_and_flatten(arr: np.ndarray) -> np.ndarray:
     """(n_steps, n_envs, ...) -> (n_envs * n_steps, ...), env-major (SB2 layout)."""
     shape = arr.shape

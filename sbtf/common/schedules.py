@@ -152,7 +152,9 @@ class PiecewiseSchedule(Schedule):
 
         # t does not belong to any of the pieces, so doom.
         if self._outside_value is None:
-            raise ValueError("step {} is outside the PiecewiseSchedule endpoints and no outside_value is set".format(step))
+            raise ValueError(
+                "step {} is outside the PiecewiseSchedule endpoints and no outside_value is set".format(step)
+            )
         return self._outside_value
 
     def to_dict(self) -> Dict[str, Any]:

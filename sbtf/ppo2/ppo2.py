@@ -197,11 +197,18 @@ class PPO2(ActorCriticRLModel):
             stats = tf.zeros((len(LOSS_NAMES),), tf.float32)
             for _ in tf.range(noptepochs):
                 perm = tf.argsort(self._shuffle_gen.uniform((n_batch,)))
+                s_obs, s_returns, s_actions, s_values, s_neglogpacs = (
+                    tf.gather(x, perm) for x in (obs, returns, actions, values, neglogpacs))
                 for mb in tf.range(nminibatches):
-                    idx = perm[mb * batch_size:(mb + 1) * batch_size]
+                    start = mb * batch_size
+
+                    def take(x):
+                        return tf.slice(x, tf.concat([[start], tf.zeros(len(x.shape) - 1, tf.int32)], 0),
+                                        [batch_size] + list(x.shape[1:]))
+
                     stats += self._apply_minibatch(
-                        tf.gather(obs, idx), tf.gather(returns, idx), None, tf.gather(actions, idx),
-                        tf.gather(values, idx), tf.gather(neglogpacs, idx), None, lr, cliprange, cliprange_vf, 1)
+                        take(s_obs), take(s_returns), None, take(s_actions), take(s_values), take(s_neglogpacs),
+                        None, lr, cliprange, cliprange_vf, 1)
             return stats / float(noptepochs * nminibatches)
 
         return train_epochs

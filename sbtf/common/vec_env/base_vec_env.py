@@ -131,7 +131,8 @@ class VecEnv(ABC):
         pass
 
     @abstractmethod
-    def env_method(self, method_name: str, *method_args: Any, indices: Indices = None, **method_kwargs: Any) -> List[Any]:
+    def env_method(self, method_name: str, *method_args: Any, indices: Indices = None,
+                   **method_kwargs: Any) -> List[Any]:
         """
         Call a method of the envs.
 
@@ -284,7 +285,8 @@ class VecEnvWrapper(VecEnv):
     def set_attr(self, attr_name: str, value: Any, indices: Indices = None) -> None:
         return self.venv.set_attr(attr_name, value, indices)
 
-    def env_method(self, method_name: str, *method_args: Any, indices: Indices = None, **method_kwargs: Any) -> List[Any]:
+    def env_method(self, method_name: str, *method_args: Any, indices: Indices = None,
+                   **method_kwargs: Any) -> List[Any]:
         return self.venv.env_method(method_name, *method_args, indices=indices, **method_kwargs)
 
     def __getattr__(self, name: str) -> Any:

@@ -8,7 +8,7 @@ import gymnasium
 import numpy as np
 
 from sbtf.common.gym_compat import OldGymAPIAdapter, wrap_env
-from sbtf.common.vec_env.base_vec_env import Indices, VecEnv, tile_images
+from sbtf.common.vec_env.base_vec_env import Indices, VecEnv
 from sbtf.common.vec_env.util import copy_obs_dict, dict_to_obs, obs_space_info
 
 
@@ -174,7 +174,8 @@ class DummyVecEnv(VecEnv):
         for env_i in target_envs:
             _set_env_attr(env_i, attr_name, value)
 
-    def env_method(self, method_name: str, *method_args: Any, indices: Indices = None, **method_kwargs: Any) -> List[Any]:
+    def env_method(self, method_name: str, *method_args: Any, indices: Indices = None,
+                   **method_kwargs: Any) -> List[Any]:
         """Call instance methods of vectorized environments."""
         target_envs = self._get_target_envs(indices)
         return [_get_env_attr(env_i, method_name)(*method_args, **method_kwargs) for env_i in target_envs]

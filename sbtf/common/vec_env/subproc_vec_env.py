@@ -309,7 +309,8 @@ class SubprocVecEnv(VecEnv):
         indices = list(self._get_indices(indices))
         self._call_all(indices, "set_attr", [(attr_name, value)] * len(indices))
 
-    def env_method(self, method_name: str, *method_args: Any, indices: Indices = None, **method_kwargs: Any) -> List[Any]:
+    def env_method(self, method_name: str, *method_args: Any, indices: Indices = None,
+                   **method_kwargs: Any) -> List[Any]:
         """Call instance methods of vectorized environments."""
         indices = list(self._get_indices(indices))
         return self._call_all(indices, "env_method", [(method_name, method_args, method_kwargs)] * len(indices))

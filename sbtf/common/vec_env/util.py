@@ -44,7 +44,8 @@ def dict_to_obs(space: spaces.Space, obs_dict: Mapping[ObsKey, np.ndarray]) -> A
     return obs_dict[None]
 
 
-def obs_space_info(obs_space: spaces.Space) -> Tuple[List[ObsKey], Dict[ObsKey, Tuple[int, ...]], Dict[ObsKey, np.dtype]]:
+def obs_space_info(obs_space: spaces.Space
+                   ) -> Tuple[List[ObsKey], Dict[ObsKey, Tuple[int, ...]], Dict[ObsKey, np.dtype]]:
     """
     Get dict-structured information about a space: the keys (Dict keys, Tuple indices, or ``[None]`` for any other
     space) and, per key, the shape and dtype of the sub-space.

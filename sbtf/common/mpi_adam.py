@@ -1,0 +1,129 @@
+"""Adam over MPI on a flat parameter vector (stable-baselines 2.x ``common/mpi_adam.py``).
+
+Every rank computes a local gradient, ``update`` averages it over the ranks (``Allreduce``) and applies the same Adam
+step everywhere, so parameters that start equal stay equal (``sync`` broadcasts rank 0's values, ``check_synced``
+verifies them every 100 updates, as SB2).
+
+The Adam state (first/second moment vectors and the step count) lives in TensorFlow variables so that the same
+optimiser can also be stepped inside a compiled training loop (``apply_flat_grad``) when the job has one process;
+``update`` (NumPy gradient in, one compiled call) and ``apply_flat_grad`` (TF ops) share that state and the maths:
+``step_size = lr * sqrt(1 - beta2^t) / (1 - beta1^t)``, ``theta -= step_size * m / (sqrt(v) + epsilon)``.
+Works without mpirun and without mpi4py (a one-process communicator is used).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from sbtf.common.mpi_util import allreduce_sum, get_comm, sync_check
+from sbtf.common.tf_util import GetFlat, SetFromFlat, assign_add_from_flat, flat_size
+
+
+class MpiAdam:
+    """
+    A parallel MPI implementation of the Adam optimizer (https://arxiv.org/abs/1412.6980) on a flat vector.
+
+    :param var_list: ([tf.Variable]) the variables
+    :param beta1: (float) Adam beta1 parameter
+    :param beta2: (float) Adam beta2 parameter
+    :param epsilon: (float) to help with preventing arithmetic issues
+    :param scale_grad_by_procs: (bool) divide the summed gradient by the number of processes (average)
+    :param comm: (MPI Communicator) if None, MPI.COMM_WORLD (or a one-process stand-in without MPI)
+    :param sess: (None) kept for SB2 compatibility
+    """
+
+    def __init__(self, var_list: Sequence, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-08,
+                 scale_grad_by_procs: bool = True, comm=None, sess=None):
+        self.var_list = list(var_list)
+        if not self.var_list:
+            raise ValueError("MpiAdam needs at least one variable")
+        self.beta1 = float(beta1)
+        self.beta2 = float(beta2)
+        self.epsilon = float(epsilon)
+        self.scale_grad_by_procs = scale_grad_by_procs
+        self.size = flat_size(self.var_list)
+        self.comm = get_comm(comm)
+        # "first moment estimate" m and "second raw moment estimate" v of the paper, and the step count t
+        self._m = tf.Variable(tf.zeros((self.size,), tf.float32), trainable=False, name="mpi_adam_m")
+        self._v = tf.Variable(tf.zeros((self.size,), tf.float32), trainable=False, name="mpi_adam_v")
+        self._t = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="mpi_adam_t")
+        self.getflat = GetFlat(self.var_list)
+        self.setfromflat = SetFromFlat(self.var_list)
+        self._apply_fn = tf.function(self.apply_flat_grad, input_signature=[
+            tf.TensorSpec((self.size,), tf.float32), tf.TensorSpec((), tf.float32)])
+
+    # ------------------------------------------------------------------ state (SB2 attribute names)
+    @property
+    def exp_avg(self) -> np.ndarray:
+        """Exponential moving average of the gradient (m)."""
+        return self._m.numpy()
+
+    @property
+    def exp_avg_sq(self) -> np.ndarray:
+        """Exponential moving average of the squared gradient (v)."""
+        return self._v.numpy()
+
+    @property
+    def step(self) -> int:
+        """Number of updates applied so far."""
+        return int(self._t.numpy())
+
+    def reset(self) -> None:
+        """Zero the moments and the step count."""
+        self._m.assign(tf.zeros_like(self._m))
+        self._v.assign(tf.zeros_like(self._v))
+        self._t.assign(0)
+
+    # ------------------------------------------------------------------ updates
+    def apply_flat_grad(self, flat_grad: tf.Tensor, learning_rate) -> tf.Tensor:
+        """
+        One Adam step with an already averaged flat gradient (TF ops: call it inside a ``tf.function`` to keep a
+        whole minibatch loop in one compiled call). Returns the new step count.
+        """
+        t = self._t.assign_add(1)
+        t_float = tf.cast(t, tf.float64)
+        step_size = (tf.cast(learning_rate, tf.float64) * tf.sqrt(1.0 - tf.pow(tf.constant(self.beta2, tf.float64),
+                                                                               t_float))
+                     / (1.0 - tf.pow(tf.constant(self.beta1, tf.float64), t_float)))
+        flat_grad = tf.cast(flat_grad, tf.float32)
+        m = self._m.assign(self.beta1 * self._m + (1.0 - self.beta1) * flat_grad)
+        v = self._v.assign(self.beta2 * self._v + (1.0 - self.beta2) * tf.square(flat_grad))
+        step = -tf.cast(step_size, tf.float32) * m / (tf.sqrt(v) + self.epsilon)
+        assign_add_from_flat(self.var_list, step)
+        return t
+
+    def update(self, local_grad, learning_rate: float) -> None:
+        """
+        Average ``local_grad`` over the ranks and apply one Adam step.
+
+        :param local_grad: (np.ndarray) this rank's flat gradient
+        :param learning_rate: (float) the learning rate of this update
+        """
+        if self.step % 100 == 0:
+            self.check_synced()
+        local_grad = np.asarray(local_grad, dtype=np.float32).reshape(-1)
+        if local_grad.shape[0] != self.size:
+            raise ValueError(f"MpiAdam.update: expected a gradient of {self.size} values, got {local_grad.shape[0]}")
+        global_grad = allreduce_sum(local_grad, self.comm)
+        if self.scale_grad_by_procs:
+            global_grad /= self.comm.Get_size()
+        self._apply_fn(global_grad, np.float32(learning_rate))
+
+    def sync(self) -> None:
+        """Broadcast rank 0's parameters to every rank."""
+        if self.comm.Get_size() == 1:
+            return
+        theta = np.ascontiguousarray(self.getflat())
+        self.comm.Bcast(theta, root=0)
+        self.setfromflat(theta)
+
+    def check_synced(self) -> None:
+        """Verify that every rank holds rank 0's parameters (raises ``MpiSyncError`` otherwise)."""
+        if self.comm.Get_size() == 1:
+            return
+        sync_check(self.getflat(), name="MpiAdam parameters", comm=self.comm)
+
+
+__all__ = ["MpiAdam"]

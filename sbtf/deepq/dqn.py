@@ -1,0 +1,494 @@
+"""Deep Q-Network (stable-baselines 2.x ``DQN``): double-Q, dueling, prioritized replay, parameter noise.
+
+One gradient step (Q-network forward on the minibatch, double-Q target from the online and target networks,
+Huber loss weighted by the importance weights, per-variable gradient-norm clipping at 10, TF1 Adam) and, when due,
+the target copy run in one compiled ``tf.function`` call with a fixed input signature (XLA-compiled). Acting with
+an Mlp Q-network is a NumPy forward pass on cached weights (refreshed after each train call), so collecting a
+transition costs no TensorFlow call.
+"""
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from sbtf.common.distributions import softmax_np
+from sbtf.common.off_policy import (FlatLayout, FusedAdam, OffPolicyAlgorithm, TrainFunctionCache, copy_variables,
+                                    huber_loss)
+from sbtf.common.schedules import LinearSchedule, get_schedule_fn
+from sbtf.deepq.policies import DQNPolicy
+
+STATS_NAMES = ["loss", "td_error"]
+
+
+class DQN(OffPolicyAlgorithm):
+    """
+    The DQN model class.
+    DQN paper: https://arxiv.org/abs/1312.5602
+    Dueling DQN: https://arxiv.org/abs/1511.06581
+    Double-Q Learning: https://arxiv.org/abs/1509.06461
+    Prioritized Experience Replay: https://arxiv.org/abs/1511.05952
+
+    :param policy: (DQNPolicy or str) The policy model to use (MlpPolicy, CnnPolicy, LnMlpPolicy, ...)
+    :param env: (Gym environment or str) The environment to learn from (if registered in Gym, can be str)
+    :param gamma: (float) discount factor
+    :param learning_rate: (float) learning rate for adam optimizer
+    :param buffer_size: (int) size of the replay buffer
+    :param exploration_fraction: (float) fraction of entire training period over which the exploration rate is
+            annealed
+    :param exploration_final_eps: (float) final value of random action probability
+    :param exploration_initial_eps: (float) initial value of random action probability
+    :param train_freq: (int) update the model every `train_freq` steps.
+    :param batch_size: (int) size of a batched sampled from replay buffer for training
+    :param double_q: (bool) Whether to enable Double-Q learning or not.
+    :param learning_starts: (int) how many steps of the model to collect transitions for before learning starts
+    :param target_network_update_freq: (int) update the target network every `target_network_update_freq` steps.
+    :param prioritized_replay: (bool) if True prioritized replay buffer will be used.
+    :param prioritized_replay_alpha: (float)alpha parameter for prioritized replay buffer.
+        It determines how much prioritization is used, with alpha=0 corresponding to the uniform case.
+    :param prioritized_replay_beta0: (float) initial value of beta for prioritized replay buffer
+    :param prioritized_replay_beta_iters: (int) number of iterations over which beta will be annealed from initial
+            value to 1.0. If set to None equals to max_timesteps.
+    :param prioritized_replay_eps: (float) epsilon to add to the TD errors when updating priorities.
+    :param param_noise: (bool) Whether or not to apply noise to the parameters of the policy.
+    :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process)
+    :param verbose: (int) the verbosity level: 0 none, 1 training information, 2 tensorflow debug
+    :param tensorboard_log: (str) the log location for tensorboard (if None, no logging)
+    :param _init_setup_model: (bool) Whether or not to build the network at the creation of the instance
+    :param policy_kwargs: (dict) additional arguments to be passed to the policy on creation
+    :param full_tensorboard_log: (bool) enable additional logging when using tensorboard (TD-error histograms)
+    :param seed: (int) Seed for the pseudo-random generators (python, numpy, tensorflow, env).
+    """
+
+    _save_attrs = ("double_q", "param_noise", "learning_starts", "train_freq", "prioritized_replay",
+                   "prioritized_replay_eps", "batch_size", "target_network_update_freq", "prioritized_replay_alpha",
+                   "prioritized_replay_beta0", "prioritized_replay_beta_iters", "exploration_final_eps",
+                   "exploration_fraction", "learning_rate", "gamma", "buffer_size", "exploration_initial_eps")
+    _supported_action_spaces = (gym.spaces.Discrete,)
+    #: compile the train step with XLA
+    jit_compile = True
+
+    def __init__(self, policy, env, gamma=0.99, learning_rate=5e-4, buffer_size=50000, exploration_fraction=0.1,
+                 exploration_final_eps=0.02, exploration_initial_eps=1.0, train_freq=1, batch_size=32, double_q=True,
+                 learning_starts=1000, target_network_update_freq=500, prioritized_replay=False,
+                 prioritized_replay_alpha=0.6, prioritized_replay_beta0=0.4, prioritized_replay_beta_iters=None,
+                 prioritized_replay_eps=1e-6, param_noise=False, n_cpu_tf_sess=None, verbose=0, tensorboard_log=None,
+                 _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False, seed=None):
+        super().__init__(policy=policy, env=env, replay_buffer=None, verbose=verbose, policy_base=DQNPolicy,
+                         requires_vec_env=False, policy_kwargs=policy_kwargs, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
+        self.param_noise = param_noise
+        self.learning_starts = learning_starts
+        self.train_freq = train_freq
+        self.prioritized_replay = prioritized_replay
+        self.prioritized_replay_eps = prioritized_replay_eps
+        self.batch_size = batch_size
+        self.target_network_update_freq = target_network_update_freq
+        self.prioritized_replay_alpha = prioritized_replay_alpha
+        self.prioritized_replay_beta0 = prioritized_replay_beta0
+        self.prioritized_replay_beta_iters = prioritized_replay_beta_iters
+        self.exploration_final_eps = exploration_final_eps
+        self.exploration_initial_eps = exploration_initial_eps
+        self.exploration_fraction = exploration_fraction
+        self.buffer_size = buffer_size
+        self.learning_rate = learning_rate
+        self.gamma = gamma
+        self.tensorboard_log = tensorboard_log
+        self.full_tensorboard_log = full_tensorboard_log
+        self.double_q = double_q
+
+        self.q_net: Optional[DQNPolicy] = None
+        self.target_q_net: Optional[DQNPolicy] = None
+        self.perturbed_q_net: Optional[DQNPolicy] = None
+        self.adaptive_q_net: Optional[DQNPolicy] = None
+        self.step_model = None
+        self.proba_step = None
+        self.exploration = None
+        self.beta_schedule = None
+        self.params = None
+        self.param_noise_scale = 0.01
+        self.param_noise_threshold = 0.05
+        self._train_fns: Optional[TrainFunctionCache] = None
+        self._current_eps = 0.0
+        self._perturbed_weights = None
+        self._reset_perturbation = True
+        self._last_stats = None
+
+        if _init_setup_model:
+            self.setup_model()
+
+    # ------------------------------------------------------------------ setup
+    def setup_model(self):
+        policy = self.policy
+        if not (isinstance(policy, type) and issubclass(policy, DQNPolicy)):
+            raise ValueError(f"Error: the input policy for the DQN model must be a subclass of "
+                             f"sbtf.deepq.policies.DQNPolicy (e.g. 'MlpPolicy'), got {policy!r}.")
+        if self.observation_space is None or self.action_space is None:
+            raise ValueError("Error: DQN needs an environment (or the spaces of a saved model) to build its networks.")
+        if not isinstance(self.action_space, gym.spaces.Discrete):
+            raise NotImplementedError(f"Error: DQN does not support action space {self.action_space!r}; supported "
+                                      "action spaces: Discrete.")
+        self.set_random_seed(self.seed)
+
+        def make():
+            return policy(None, self.observation_space, self.action_space, 1, 1, None, **self.policy_kwargs)
+
+        self.q_net = make()
+        if self.param_noise:
+            self.perturbed_q_net = make()
+            self.adaptive_q_net = make()
+        self.target_q_net = make()
+        self.eps_var = tf.Variable(0.0, dtype=tf.float32, name="eps")
+        self._q_vars = list(self.q_net.named_parameters().values())
+        self._target_vars = list(self.target_q_net.named_parameters().values())
+        self.optimizer = FusedAdam(self._q_vars)
+        self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self.jit_compile)
+        self._train_layouts = {}
+        q_vars, target_vars = self._q_vars, self._target_vars
+        self._update_target_fn = tf.function(lambda: copy_variables(target_vars, q_vars) or tf.constant(True),
+                                             input_signature=[]).get_concrete_function()
+        self.update_target()
+        for net in (self.perturbed_q_net, self.adaptive_q_net):
+            if net is not None:
+                for target, source in zip(net.named_parameters().values(), self._q_vars):
+                    target.assign(source)
+                net.mark_weights_changed()
+        self.policy_tf = self.q_net
+        self.step_model = self.q_net
+        self.proba_step = self.q_net.proba_step
+        self._perturbed_weights = None
+        self._reset_perturbation = True
+        self.params = self.get_parameter_list()
+        self._ensure_replay_buffer()
+
+    def _policies(self) -> list:
+        return [net for net in (self.q_net, self.target_q_net, self.perturbed_q_net, self.adaptive_q_net)
+                if net is not None]
+
+    def update_target(self) -> None:
+        """Copy the Q-network's weights into the target network."""
+        self._update_target_fn()
+        self.target_q_net.mark_weights_changed()
+
+    def _make_replay_buffer(self):
+        if self.prioritized_replay:
+            return PrioritizedReplayBuffer(self.buffer_size, alpha=self.prioritized_replay_alpha)
+        return ReplayBuffer(self.buffer_size)
+
+    def _ensure_replay_buffer(self) -> None:
+        if self.replay_buffer is not None and self.prioritized_replay and \
+                not isinstance(self.replay_buffer, PrioritizedReplayBuffer) and not self.is_using_her():
+            warnings.warn("prioritized_replay=True but the replay buffer is not a PrioritizedReplayBuffer: "
+                          "starting a new (empty) prioritized buffer.")
+            self.replay_buffer = None
+        super()._ensure_replay_buffer()
+
+    # ------------------------------------------------------------------ parameters
+    def _named_parameters(self) -> "OrderedDict[str, tf.Variable]":
+        self._sync_aux_variables()
+        params: OrderedDict = OrderedDict()
+        params["deepq/eps:0"] = self.eps_var
+        params.update(self.q_net.named_parameters("deepq/model"))
+        if self.param_noise:
+            params.update(self.perturbed_q_net.named_parameters("deepq/perturbed_model/model"))
+            params.update(self.adaptive_q_net.named_parameters("deepq/adaptive_model/model"))
+        params.update(self.target_q_net.named_parameters("deepq/target_q_func/model"))
+        return params
+
+    def _sync_aux_variables(self) -> None:
+        """Write the values kept in NumPy while acting (epsilon, perturbed weights) into their TF variables."""
+        if self.q_net is None:
+            return
+        self.eps_var.assign(float(self._current_eps))
+        if self.param_noise and self._perturbed_weights is not None and self.q_net.has_numpy_path:
+            for name, var in zip(self.q_net.numpy_weights().keys(),
+                                 self.perturbed_q_net.named_parameters().values()):
+                var.assign(self._perturbed_weights[name])
+
+    def _on_parameters_loaded(self) -> None:
+        super()._on_parameters_loaded()
+        self._current_eps = float(self.eps_var.numpy())
+        if self.param_noise and self.q_net.has_numpy_path:
+            self._perturbed_weights = OrderedDict(zip(self.q_net.numpy_weights().keys(),
+                                                      self.perturbed_q_net.numpy_weights().values()))
+
+    # ------------------------------------------------------------------ train step
+    def _build_train_fn(self, n_steps: int, copy_target: bool):
+        q_net, target_q_net = self.q_net, self.target_q_net
+        q_vars, target_vars = self._q_vars, self._target_vars
+        acting_vars = q_net.acting_variables()
+        optimizer = self.optimizer
+        n_actions = int(self.action_space.n)
+        gamma = float(self.gamma)
+        double_q = bool(self.double_q)
+        batch = int(self.batch_size)
+        obs_shape = tuple(q_net.obs_shape)
+        obs_dtype = tf.as_dtype(q_net.obs_dtype)
+        k_b = (n_steps, batch)
+        # float inputs: actions, rewards, dones, importance weights (K, B each) and the learning rate
+        in_layout = FlatLayout([k_b, k_b, k_b, k_b, ()])
+        out_layout = FlatLayout([(2,), (batch,)] + [tuple(v.shape) for v in acting_vars])
+
+        def one_step(obs, actions, rewards, next_obs, dones, weights, lr):
+            q_tp1 = target_q_net.q_values(next_obs)
+            if double_q:
+                best = tf.argmax(q_net.q_values(next_obs), axis=1)
+                q_tp1_best = tf.reduce_sum(q_tp1 * tf.one_hot(best, n_actions), axis=1)
+            else:
+                q_tp1_best = tf.reduce_max(q_tp1, axis=1)
+            q_t_selected_target = tf.stop_gradient(rewards + gamma * (1.0 - dones) * q_tp1_best)
+            with tf.GradientTape() as tape:
+                q_t = q_net.q_values(obs)
+                q_t_selected = tf.reduce_sum(q_t * tf.one_hot(actions, n_actions), axis=1)
+                td_error = q_t_selected - q_t_selected_target
+                loss = tf.reduce_mean(weights * huber_loss(td_error))
+            grads = tape.gradient(loss, q_vars)
+            grads = [tf.clip_by_norm(g, 10.0) if g is not None else None for g in grads]
+            optimizer.apply(grads, lr)
+            return td_error, tf.stack([loss, tf.reduce_mean(td_error)])
+
+        def train(obs_pair, floats):
+            actions, rewards, dones, weights, lr = in_layout.unpack_tf(floats)
+            actions = tf.cast(actions, tf.int64)
+            obs, next_obs = obs_pair[0], obs_pair[1]
+            if n_steps == 1:
+                td_error, stats = one_step(obs[0], actions[0], rewards[0], next_obs[0], dones[0], weights[0], lr)
+            else:
+                td_error = tf.zeros((batch,), tf.float32)
+                stats = tf.zeros((2,), tf.float32)
+                for k in tf.range(n_steps):
+                    td_error, step_stats = one_step(obs[k], actions[k], rewards[k], next_obs[k], dones[k],
+                                                    weights[k], lr)
+                    stats += step_stats / float(n_steps)
+            if copy_target:
+                copy_variables(target_vars, q_vars)
+            return out_layout.flatten_tf([stats, td_error] + [tf.identity(v) for v in acting_vars])
+
+        self._train_layouts[(n_steps, copy_target)] = (in_layout, out_layout)
+        signature = [tf.TensorSpec((2,) + k_b + obs_shape, obs_dtype), tf.TensorSpec((in_layout.size,), tf.float32)]
+        return train, signature
+
+    def _call_train(self, n_steps: int, copy_target: bool, obs, actions, rewards, next_obs, dones, weights, lr):
+        """One compiled call: K = n_steps gradient steps on stacked minibatches; returns (stats, td_errors)."""
+        fn = self._train_fns.get(n_steps, copy_target)
+        in_layout, out_layout = self._train_layouts[(n_steps, copy_target)]
+        obs_dtype = self.q_net.obs_dtype
+        k_b = (n_steps, self.batch_size)
+        obs_pair = np.stack([obs.astype(obs_dtype, copy=False).reshape(k_b + self.q_net.obs_shape),
+                             next_obs.astype(obs_dtype, copy=False).reshape(k_b + self.q_net.obs_shape)])
+        floats = in_layout.pack([actions, rewards, dones, weights, lr])
+        out = fn(obs_pair, floats).numpy()
+        parts = out_layout.unpack_np(out)
+        self.q_net.mark_weights_changed()
+        self.q_net.set_numpy_weights(parts[2:])
+        if copy_target:
+            self.target_q_net.mark_weights_changed()
+        return parts[0], parts[1]
+
+    def _run_train(self, n_steps: int, copy_target: bool, lr: float, writer) -> np.ndarray:
+        rb = self.replay_buffer
+        batch = self.batch_size
+        if self.prioritized_replay:
+            stats = td_error = None
+            for k in range(n_steps):
+                beta = self.beta_schedule.value(self.num_timesteps)
+                obs, actions, rewards, next_obs, dones, weights, idxes = rb.sample(batch, beta=beta,
+                                                                                   env=self._vec_normalize_env)
+                stats, td_error = self._call_train(1, copy_target and k == n_steps - 1, obs, actions, rewards,
+                                                   next_obs, dones, weights, lr)
+                rb.update_priorities(idxes, np.abs(td_error) + self.prioritized_replay_eps)
+        else:
+            obs, actions, rewards, next_obs, dones = rb.sample(batch * n_steps, env=self._vec_normalize_env)
+            stats, td_error = self._call_train(n_steps, copy_target, obs, actions, rewards, next_obs, dones,
+                                               np.ones(batch * n_steps, np.float32), lr)
+        if writer is not None:
+            writer.add_scalars({"loss/loss": stats[0], "loss/td_error": stats[1]}, self.num_timesteps)
+            if self.full_tensorboard_log:
+                writer.add_histogram("loss/td_error", td_error, self.num_timesteps)
+        return stats
+
+    # ------------------------------------------------------------------ acting
+    def _learn_start(self, total_timesteps: int) -> None:
+        self.exploration = LinearSchedule(schedule_timesteps=max(1, int(self.exploration_fraction * total_timesteps)),
+                                          initial_p=self.exploration_initial_eps,
+                                          final_p=self.exploration_final_eps)
+        if self.prioritized_replay:
+            beta_iters = self.prioritized_replay_beta_iters
+            if beta_iters is None:
+                beta_iters = total_timesteps
+            self.beta_schedule = LinearSchedule(max(1, int(beta_iters)), initial_p=self.prioritized_replay_beta0,
+                                                final_p=1.0)
+        else:
+            self.beta_schedule = None
+        self._lr_fn = get_schedule_fn(self.learning_rate)
+        self._total_timesteps = total_timesteps
+        self._reset_perturbation = True
+
+    def _select_actions(self, obs: np.ndarray):
+        eps = self.exploration.value(self.num_timesteps)
+        self._current_eps = eps
+        if self.param_noise:
+            n_actions = self.action_space.n
+            # threshold such that the KL between perturbed and plain policy matches eps-greedy (Plappert et al.)
+            self.param_noise_threshold = -np.log(1.0 - eps + eps / float(n_actions))
+            if self._reset_perturbation:
+                self._perturb()
+                self._reset_perturbation = False
+            self._adapt_param_noise(obs)
+            actions = np.argmax(self._perturbed_q_values(obs), axis=1)
+            return actions, actions
+        q_values = self.q_net.q_values_np(obs)
+        actions = np.argmax(q_values, axis=1)
+        if eps > 0:
+            n = actions.shape[0]
+            chose_random = np.random.random_sample(n) < eps
+            if chose_random.any():
+                actions[chose_random] = np.random.randint(0, self.action_space.n, size=int(chose_random.sum()))
+        return actions, actions
+
+    def _on_dones(self, dones: np.ndarray) -> None:
+        if self.param_noise:
+            self._reset_perturbation = True
+
+    # ------------------------------------------------------------------ parameter noise
+    def _noisy_copy(self, scale: float) -> "OrderedDict[str, np.ndarray]":
+        weights = self.q_net.numpy_weights()
+        perturbable = set(self.q_net.perturbable_variable_names())
+        return OrderedDict((name, (value + np.random.normal(0.0, scale, value.shape).astype(value.dtype))
+                            if name in perturbable else value.copy()) for name, value in weights.items())
+
+    def _assign_weights(self, net: DQNPolicy, weights: "OrderedDict[str, np.ndarray]") -> None:
+        for var, value in zip(net.named_parameters().values(), weights.values()):
+            var.assign(value)
+        net.mark_weights_changed()
+
+    def _perturb(self) -> None:
+        """Re-sample the perturbed network: Q-network weights + N(0, param_noise_scale) on fully connected layers."""
+        weights = self._noisy_copy(self.param_noise_scale)
+        if self.q_net.has_numpy_path:
+            self._perturbed_weights = weights
+        else:
+            self._assign_weights(self.perturbed_q_net, weights)
+
+    def _perturbed_q_values(self, obs: np.ndarray) -> np.ndarray:
+        if self.q_net.has_numpy_path:
+            return self.q_net.q_values_np(obs, weights=self._perturbed_weights)
+        return self.perturbed_q_net.q_values_np(obs)
+
+    def _adapt_param_noise(self, obs: np.ndarray) -> None:
+        """SB2's scale adaptation: perturb another copy, compare softmax(Q) by KL, scale the noise by 1.01."""
+        weights = self._noisy_copy(self.param_noise_scale)
+        q_values = self.q_net.q_values_np(obs)
+        if self.q_net.has_numpy_path:
+            q_adaptive = self.q_net.q_values_np(obs, weights=weights)
+        else:
+            self._assign_weights(self.adaptive_q_net, weights)
+            q_adaptive = self.adaptive_q_net.q_values_np(obs)
+        log_p = q_values - np.log(np.sum(np.exp(q_values - q_values.max(1, keepdims=True)), 1, keepdims=True)) \
+            - q_values.max(1, keepdims=True)
+        log_q = q_adaptive - np.log(np.sum(np.exp(q_adaptive - q_adaptive.max(1, keepdims=True)), 1, keepdims=True)) \
+            - q_adaptive.max(1, keepdims=True)
+        mean_kl = float(np.mean(np.sum(np.exp(log_p) * (log_p - log_q), axis=-1)))
+        if mean_kl < self.param_noise_threshold:
+            self.param_noise_scale *= 1.01
+        else:
+            self.param_noise_scale /= 1.01
+        if self.q_net.has_numpy_path:
+            self._adaptive_weights = weights
+
+    # ------------------------------------------------------------------ training schedule
+    def _train_events(self, first_step: int, n_steps: int, total_timesteps: int, writer):
+        t_new = self.num_timesteps
+        t_prev = t_new - n_steps
+        if not self.replay_buffer.can_sample(self.batch_size):
+            return None
+        low = max(t_prev, self.learning_starts)
+        n_train = self._count_multiples(low, t_new, self.train_freq)
+        n_target = self._count_multiples(low, t_new, self.target_network_update_freq)
+        stats = None
+        if n_train > 0:
+            lr = self._lr_fn(1.0 - t_new / max(total_timesteps, 1))
+            stats = self._run_train(n_train, n_target > 0, lr, writer)
+            self._last_stats = stats
+        elif n_target > 0:
+            self.update_target()
+        return stats
+
+    def _stats_names(self):
+        return STATS_NAMES
+
+    def _log_values(self):
+        return [("steps", self.num_timesteps),
+                ("% time spent exploring", int(100 * self._current_eps))]
+
+    def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="DQN", reset_num_timesteps=True,
+              replay_wrapper=None, progress_bar: bool = False):
+        """
+        Train the model for ``total_timesteps`` environment steps (summed over the envs of a VecEnv).
+
+        :param total_timesteps: (int) The total number of samples to train on
+        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
+        :param log_interval: (int) The number of episodes before logging (verbose >= 1)
+        :param tb_log_name: (str) the name of the run for tensorboard log
+        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
+        :param replay_wrapper: (callable) wraps the replay buffer (HER)
+        :param progress_bar: (bool) show a progress bar (tqdm)
+        :return: (DQN) the trained model
+        """
+        if replay_wrapper is not None and self.prioritized_replay:
+            raise ValueError("Error: prioritized replay buffer is not supported by HER.")
+        return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, replay_wrapper,
+                           progress_bar)
+
+    # ------------------------------------------------------------------ predict
+    def predict(self, observation, state=None, mask=None, deterministic=True):
+        """
+        Get the model's action(s) from an observation: ``argmax Q`` (deterministic, the default) or a sample of
+        ``softmax(Q)``.
+
+        :param observation: (np.ndarray) the input observation (single or batch)
+        :param state: (np.ndarray) unused (no recurrent DQN policy)
+        :param mask: (np.ndarray) unused
+        :param deterministic: (bool) whether to return the greedy action
+        :return: (np.ndarray, None) the action(s) and None
+        """
+        observation, vectorized_env = self._check_obs(observation)
+        actions, _, _ = self.q_net.step(observation, deterministic=deterministic)
+        if not vectorized_env:
+            actions = actions[0]
+        return actions, None
+
+    def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
+        """
+        ``softmax(Q)`` for the observation(s), or the probability of the given ``actions`` (shape (batch, 1),
+        log-probability with ``logp=True``).
+        """
+        observation, vectorized_env = self._check_obs(observation)
+        actions_proba = softmax_np(self.q_net.q_values_np(observation))
+        if actions is not None:
+            actions = np.array([actions]).reshape((-1,))
+            if observation.shape[0] != actions.shape[0]:
+                raise ValueError(f"Error: batch sizes differ for actions ({actions.shape[0]}) and observations "
+                                 f"({observation.shape[0]}).")
+            actions_proba = actions_proba[np.arange(actions.shape[0]), actions.astype(np.int64)].reshape((-1, 1))
+            if logp:
+                actions_proba = np.log(actions_proba)
+        if not vectorized_env:
+            if state is not None:
+                raise ValueError("Error: The environment must be vectorized when using recurrent policies.")
+            actions_proba = actions_proba[0]
+        return actions_proba
+
+    # ------------------------------------------------------------------ behaviour cloning
+    def _pretrain_output(self, obs):
+        return self.q_net.q_values(obs)
+
+    def _pretrain_variables(self) -> list:
+        return list(self._q_vars)
+
+
+__all__ = ["DQN"]

@@ -1,0 +1,299 @@
+"""Proximal Policy Optimization, MPI version (stable-baselines 2.x ``PPO1``, ``ppo1/pposgd_simple.py``).
+
+One environment per process; under ``mpirun -np N`` every rank collects ``timesteps_per_actorbatch`` steps and the
+minibatch gradients are averaged over the ranks by ``MpiAdam`` (see ``sbtf.common.mpi_model``). In one process
+the whole optimisation phase (``optim_epochs`` epochs of shuffled minibatches, each an Adam step) runs in one
+compiled call; with several processes each minibatch gradient is one compiled call followed by an ``Allreduce``.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from collections import deque
+
+import numpy as np
+import tensorflow as tf
+
+from sbtf import logger
+from sbtf.common.base_class import SetVerbosity, TensorboardWriter
+from sbtf.common.math_util import explained_variance, safe_mean, total_episode_reward_logger
+from sbtf.common.mpi_adam import MpiAdam
+from sbtf.common.mpi_model import MpiActorCriticRLModel
+from sbtf.common.mpi_moments import mpi_moments
+from sbtf.common.runners import traj_segment_generator
+from sbtf.common.tf_util import flatgrad
+from sbtf.trpo_mpi.utils import add_vtarg_and_adv
+
+LOSS_NAMES = ["pol_surr", "pol_entpen", "vf_loss", "kl", "ent"]
+
+
+class PPO1(MpiActorCriticRLModel):
+    """
+    Proximal Policy Optimization algorithm (MPI version).
+    Paper: https://arxiv.org/abs/1707.06347
+
+    :param policy: (ActorCriticPolicy or str) The policy model to use (MlpPolicy, CnnPolicy, ...; not recurrent)
+    :param env: (Gym environment or str) The environment to learn from (if registered in Gym, can be str); one
+        environment (for parallel collection run the script under ``mpirun -np N``)
+    :param gamma: (float) discount factor
+    :param timesteps_per_actorbatch: (int) timesteps per actor per update
+    :param clip_param: (float) clipping parameter epsilon
+    :param entcoeff: (float) the entropy loss weight
+    :param optim_epochs: (float) the optimizer's number of epochs
+    :param optim_stepsize: (float) the optimizer's stepsize
+    :param optim_batchsize: (int) the optimizer's the batch size (at most ``timesteps_per_actorbatch``)
+    :param lam: (float) advantage estimation
+    :param adam_epsilon: (float) the epsilon value for the adam optimizer
+    :param schedule: (str) The type of scheduler for the learning rate and clip range update: 'linear' (to 0 at
+        ``total_timesteps``) or 'constant'
+    :param verbose: (int) the verbosity level: 0 none, 1 training information, 2 tensorflow debug
+    :param tensorboard_log: (str) the log location for tensorboard (if None, no logging; rank 0 only)
+    :param _init_setup_model: (bool) Whether or not to build the network at the creation of the instance
+    :param policy_kwargs: (dict) additional arguments to be passed to the policy on creation
+    :param full_tensorboard_log: (bool) also log histograms of returns, advantages and observations
+    :param seed: (int) Seed for the pseudo-random generators (python, numpy, tensorflow, env); MPI rank ``r`` uses
+        ``seed + 10000 * r``.
+    :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (default 1, as SB2; applied to the
+        process when TensorFlow has not started yet)
+    """
+
+    _save_attrs = ("gamma", "timesteps_per_actorbatch", "clip_param", "entcoeff", "optim_epochs", "optim_stepsize",
+                   "optim_batchsize", "lam", "adam_epsilon", "schedule")
+
+    def __init__(self, policy, env, gamma=0.99, timesteps_per_actorbatch=256, clip_param=0.2, entcoeff=0.01,
+                 optim_epochs=4, optim_stepsize=1e-3, optim_batchsize=64, lam=0.95, adam_epsilon=1e-5,
+                 schedule='linear', verbose=0, tensorboard_log=None, _init_setup_model=True,
+                 policy_kwargs=None, full_tensorboard_log=False, seed=None, n_cpu_tf_sess=1):
+        self.gamma = gamma
+        self.timesteps_per_actorbatch = timesteps_per_actorbatch
+        self.clip_param = clip_param
+        self.entcoeff = entcoeff
+        self.optim_epochs = optim_epochs
+        self.optim_stepsize = optim_stepsize
+        self.optim_batchsize = optim_batchsize
+        self.lam = lam
+        self.adam_epsilon = adam_epsilon
+        self.schedule = schedule
+        self.tensorboard_log = tensorboard_log
+        self.full_tensorboard_log = full_tensorboard_log
+        self.loss_names = list(LOSS_NAMES)
+        self.adam = None
+        self._train_fn = None
+        self._lossandgrad_fn = None
+        self._eval_losses_fn = None
+        super().__init__(policy=policy, env=env, verbose=verbose, requires_vec_env=False,
+                         _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs, seed=seed,
+                         n_cpu_tf_sess=n_cpu_tf_sess)
+        if _init_setup_model:
+            self.setup_model()
+
+    # ------------------------------------------------------------------ setup
+    def setup_model(self):
+        with SetVerbosity(self.verbose):
+            self.set_random_seed(self.seed)
+            self._setup_policies()
+            self.params = self.get_parameter_list()
+            self._variables = list(self.policy_pi.named_parameters().values())
+            self.adam = MpiAdam(self._variables, epsilon=self.adam_epsilon, comm=self.comm)
+            self._shuffle_gen = tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
+            self._build_functions()
+
+    def _reseed_policy(self, seed: int) -> None:
+        super()._reseed_policy(seed)
+        if getattr(self, "_shuffle_gen", None) is not None:
+            self._shuffle_gen.reset_from_seed(seed)
+
+    def _batch_size(self) -> int:
+        n = int(self.timesteps_per_actorbatch)
+        batch = int(self.optim_batchsize or n)
+        if batch > n:
+            warnings.warn(f"PPO1: optim_batchsize ({batch}) is larger than timesteps_per_actorbatch ({n}); using "
+                          f"minibatches of {n}.")
+            batch = n
+        return batch
+
+    def _losses(self, obs, actions, atarg, ret, lrmult):
+        """SB2's PPO1 losses: (total loss, [pol_surr, pol_entpen, vf_loss, kl, ent])."""
+        pi, oldpi = self.policy_pi, self.old_policy
+        clip_param = self.clip_param * lrmult
+        flat, vpred, _, _ = pi.forward(obs)
+        old_flat, _, _, _ = oldpi.forward(obs)
+        dist = pi.proba_distribution_from_flat(flat)
+        old_dist = oldpi.proba_distribution_from_flat(tf.stop_gradient(old_flat))
+        meankl = tf.reduce_mean(old_dist.kl(dist))
+        meanent = tf.reduce_mean(dist.entropy())
+        pol_entpen = (-self.entcoeff) * meanent
+        ratio = tf.exp(old_dist.neglogp(actions) - dist.neglogp(actions))  # pnew / pold
+        surr1 = ratio * atarg
+        surr2 = tf.clip_by_value(ratio, 1.0 - clip_param, 1.0 + clip_param) * atarg
+        pol_surr = -tf.reduce_mean(tf.minimum(surr1, surr2))  # PPO's pessimistic surrogate (L^CLIP)
+        vf_loss = tf.reduce_mean(tf.square(vpred - ret))
+        total_loss = pol_surr + pol_entpen + vf_loss
+        return total_loss, tf.stack([pol_surr, pol_entpen, vf_loss, meankl, meanent])
+
+    def _lossandgrad(self, obs, actions, atarg, ret, lrmult):
+        with tf.GradientTape() as tape:
+            total_loss, losses = self._losses(obs, actions, atarg, ret, lrmult)
+        grads = tape.gradient(total_loss, self._variables)
+        return flatgrad(grads, self._variables), losses
+
+    def _build_functions(self) -> None:
+        obs_spec = self.policy_pi.obs_signature()
+        act_spec = self._action_spec()
+        vec = tf.TensorSpec((None,), tf.float32)
+        scalar = tf.TensorSpec((), tf.float32)
+        batch_size = self._batch_size()
+        epochs = int(self.optim_epochs)
+
+        self._lossandgrad_fn = tf.function(self._lossandgrad, input_signature=[obs_spec, act_spec, vec, vec, scalar])
+
+        def _eval_losses(obs, actions, atarg, ret, lrmult, perm):
+            """Losses of every full minibatch of ``perm`` (n_minibatches, 5), SB2's "Evaluating losses"."""
+            n_mb = tf.shape(perm)[0] // batch_size
+            out = tf.TensorArray(tf.float32, size=n_mb)
+            for mb in tf.range(n_mb):
+                idx = perm[mb * batch_size:(mb + 1) * batch_size]
+                _, losses = self._losses(tf.gather(obs, idx), tf.gather(actions, idx), tf.gather(atarg, idx),
+                                         tf.gather(ret, idx), lrmult)
+                out = out.write(mb, losses)
+            return out.stack()
+
+        self._eval_losses_fn = tf.function(_eval_losses, input_signature=[
+            obs_spec, act_spec, vec, vec, scalar, tf.TensorSpec((None,), tf.int32)])
+
+        @tf.function(input_signature=[obs_spec, act_spec, vec, vec, scalar, scalar])
+        def train_epochs(obs, actions, atarg, ret, lrmult, stepsize):
+            """One process: every epoch's shuffled minibatch Adam steps, then the evaluation pass, in one call."""
+            n = tf.shape(obs)[0]
+            n_mb = n // batch_size
+            for _ in tf.range(epochs):
+                perm = tf.argsort(self._shuffle_gen.uniform((n,)), output_type=tf.int32)
+                for mb in tf.range(n_mb):
+                    idx = perm[mb * batch_size:(mb + 1) * batch_size]
+                    grad, _ = self._lossandgrad(tf.gather(obs, idx), tf.gather(actions, idx), tf.gather(atarg, idx),
+                                                tf.gather(ret, idx), lrmult)
+                    self.adam.apply_flat_grad(grad, stepsize)
+            perm = tf.argsort(self._shuffle_gen.uniform((n,)), output_type=tf.int32)
+            return _eval_losses(obs, actions, atarg, ret, lrmult, perm)
+
+        self._train_fn = train_epochs
+
+    def _train(self, obs, actions, atarg, ret, lrmult: float) -> np.ndarray:
+        """The optimisation phase of one iteration; returns the per-minibatch losses of the evaluation pass."""
+        lrmult = np.float32(lrmult)
+        stepsize = np.float32(self.optim_stepsize * lrmult)
+        if self.nworkers == 1:
+            losses = self._train_fn(obs, actions, atarg, ret, lrmult, stepsize).numpy()
+        else:
+            batch_size = self._batch_size()
+            n = obs.shape[0]
+            for _ in range(int(self.optim_epochs)):
+                perm = np.random.permutation(n)
+                for start in range(0, n - batch_size + 1, batch_size):
+                    idx = perm[start:start + batch_size]
+                    grad, _ = self._lossandgrad_fn(obs[idx], actions[idx], atarg[idx], ret[idx], lrmult)
+                    self.adam.update(grad.numpy(), stepsize)
+            perm = np.random.permutation(n).astype(np.int32)
+            losses = self._eval_losses_fn(obs, actions, atarg, ret, lrmult, perm).numpy()
+        self.policy_pi.mark_weights_changed()
+        return losses
+
+    # ------------------------------------------------------------------ learn
+    def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="PPO1", reset_num_timesteps=True):
+        """
+        Train the model for ``total_timesteps`` environment steps (summed over MPI ranks).
+
+        :param total_timesteps: (int) The total number of samples to train on
+        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
+        :param log_interval: (int) unused, as in SB2 (with ``verbose=1`` every iteration is logged)
+        :param tb_log_name: (str) the name of the run for tensorboard log
+        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
+        :return: (PPO1) the trained model
+        """
+        if self.schedule not in ("linear", "constant"):
+            raise ValueError(f"Error: PPO1 schedule must be 'linear' or 'constant', got {self.schedule!r}")
+        new_tb_log = self._init_num_timesteps(reset_num_timesteps)
+        callback = self._init_callback(callback, total_timesteps=total_timesteps)
+
+        with SetVerbosity(self.verbose), self._mpi_learn_context(), \
+                TensorboardWriter(self.graph, self._tensorboard_log_for_rank(), tb_log_name, new_tb_log) as writer:
+            self._setup_learn()
+            self._check_single_env()
+            self.sync_parameters()
+            callback.on_training_start(locals(), globals())
+
+            seg_gen = traj_segment_generator(self.policy_pi, self.env, self.timesteps_per_actorbatch,
+                                             callback=callback, model=self, timestep_increment=self.nworkers)
+            episodes_so_far = 0
+            timesteps_so_far = 0
+            iters_so_far = 0
+            t_start = time.time()
+            len_buffer = deque(maxlen=100)  # rolling buffer for episode lengths
+            reward_buffer = deque(maxlen=100)  # rolling buffer for episode rewards
+
+            while timesteps_so_far < total_timesteps:
+                if self.schedule == "constant":
+                    cur_lrmult = 1.0
+                else:
+                    cur_lrmult = max(1.0 - float(timesteps_so_far) / total_timesteps, 0.0)
+
+                logger.log("********** Iteration %i ************" % iters_so_far)
+                timesteps_before = self.num_timesteps
+                seg = next(seg_gen)
+                if not seg["continue_training"]:  # stopped early by the callback
+                    break
+                add_vtarg_and_adv(seg, self.gamma, self.lam)
+                observations = seg["observations"].astype(self.policy_pi.obs_dtype, copy=False)
+                actions = seg["actions"]
+                atarg, tdlamret = seg["adv"], seg["tdlamret"]
+                vpredbefore = seg["vpred"].copy()  # predicted value function before update
+                if writer is not None:
+                    total_episode_reward_logger(self.episode_reward, seg["true_rewards"].reshape((self.n_envs, -1)),
+                                                seg["dones"].reshape((self.n_envs, -1)), writer, timesteps_before)
+                atarg = self._standardize(atarg)  # standardized advantage function estimate
+
+                self.assign_old_eq_new()  # set old parameter values to new parameter values
+                logger.log("Optimizing...")
+                losses = self._train(observations, actions, atarg, tdlamret, cur_lrmult)
+                logger.log("Evaluating losses...")
+                mean_losses, _, _ = mpi_moments(losses, axis=0, comm=self.comm)
+                for loss_val, name in zip(mean_losses, self.loss_names):
+                    logger.record_tabular("loss_" + name, float(loss_val))
+                logger.record_tabular("ev_tdlam_before", explained_variance(vpredbefore, tdlamret))
+
+                lens, rews = self._gather_episode_stats(seg["ep_lens"], seg["ep_rets"])
+                len_buffer.extend(lens)
+                reward_buffer.extend(rews)
+                self.ep_info_buf.extend({"r": r, "l": length} for r, length in zip(rews, lens))
+                if len(len_buffer) > 0:
+                    logger.record_tabular("EpLenMean", safe_mean(len_buffer))
+                    logger.record_tabular("EpRewMean", safe_mean(reward_buffer))
+                logger.record_tabular("EpThisIter", len(lens))
+                episodes_so_far += len(lens)
+                current_it_timesteps = int(self.comm.allreduce(int(seg["total_timestep"])))
+                timesteps_so_far += current_it_timesteps
+                # the generator counted nworkers steps per local step; make the count exact
+                self.num_timesteps = timesteps_before + current_it_timesteps
+                iters_so_far += 1
+                if writer is not None:
+                    writer.add_scalars({f"loss/{name}": float(val) for name, val in zip(self.loss_names, mean_losses)},
+                                       self.num_timesteps)
+                    writer.add_scalars({"input_info/discounted_rewards": float(np.mean(tdlamret)),
+                                        "input_info/learning_rate": float(self.optim_stepsize * cur_lrmult),
+                                        "input_info/advantage": float(np.mean(seg["adv"])),
+                                        "input_info/clip_range": float(self.clip_param * cur_lrmult)},
+                                       self.num_timesteps)
+                    if self.full_tensorboard_log:
+                        writer.add_histogram("input_info/discounted_rewards", tdlamret, self.num_timesteps)
+                        writer.add_histogram("input_info/advantage", seg["adv"], self.num_timesteps)
+                        writer.add_histogram("input_info/observation", observations, self.num_timesteps)
+                logger.record_tabular("EpisodesSoFar", episodes_so_far)
+                logger.record_tabular("TimestepsSoFar", self.num_timesteps)
+                logger.record_tabular("TimeElapsed", time.time() - t_start)
+                if self._log_verbose():
+                    logger.dump_tabular()
+            callback.on_training_end()
+        return self
+
+
+__all__ = ["PPO1"]

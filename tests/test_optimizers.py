@@ -1,0 +1,47 @@
+"""The TF1-semantics optimizers against their update rules written out in NumPy."""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from sbtf.common.optimizers import Adam, RMSProp, clip_grads
+
+
+def test_adam_matches_tf1_update_rule():
+    rng = np.random.RandomState(0)
+    start = rng.randn(3, 2).astype(np.float32)
+    var = tf.Variable(start)
+    opt = Adam([var], epsilon=1e-5)
+    x, m, v = start.astype(np.float64), 0.0, 0.0
+    for t in range(1, 6):
+        grad = rng.randn(3, 2).astype(np.float32)
+        opt.apply([tf.constant(grad)], 0.01)
+        m = 0.9 * m + 0.1 * grad
+        v = 0.999 * v + 0.001 * grad ** 2
+        lr_t = 0.01 * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+        x = x - lr_t * m / (np.sqrt(v) + 1e-5)
+    np.testing.assert_allclose(var.numpy(), x, rtol=1e-5, atol=1e-6)
+
+
+def test_rmsprop_matches_tf1_update_rule():
+    rng = np.random.RandomState(1)
+    start = rng.randn(4).astype(np.float32)
+    var = tf.Variable(start)
+    opt = RMSProp([var], decay=0.99, epsilon=1e-5, momentum=0.5)
+    x, ms, mom = start.astype(np.float64), np.ones(4), np.zeros(4)
+    for _ in range(5):
+        grad = rng.randn(4).astype(np.float32)
+        opt.apply([tf.constant(grad)], 7e-4)
+        ms = 0.99 * ms + 0.01 * grad ** 2  # TF1 starts the mean square at 1
+        mom = 0.5 * mom + 7e-4 * grad / np.sqrt(ms + 1e-5)
+        x = x - mom
+    np.testing.assert_allclose(var.numpy(), x, rtol=1e-5, atol=1e-7)
+
+
+def test_clip_grads_by_global_norm():
+    grads = [tf.constant([3.0, 0.0]), tf.constant([4.0])]
+    clipped, norm = clip_grads(grads, 1.0)
+    assert float(norm) == 5.0
+    np.testing.assert_allclose(clipped[0].numpy(), [0.6, 0.0], rtol=1e-6)
+    unclipped, _ = clip_grads(grads, None)
+    np.testing.assert_allclose(unclipped[1].numpy(), [4.0])
