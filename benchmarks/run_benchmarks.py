@@ -86,6 +86,7 @@ def machine_info(args, seeds) -> dict:
         "repeats": len(seeds),
         "seeds": seeds,
         "first": args.first,
+        "nice": args.nice,
         "libs": list(args.libs),
         "sbtf_python": args.sbtf_python,
         "sb3_python": args.sb3_python,
@@ -117,14 +118,14 @@ def worker_env(lib: str, threads: int) -> dict:
 
 
 def run_worker(lib: str, python: str, case: str, seed: int, threads: int, timeout: float,
-               total_timesteps: int | None) -> dict:
+               total_timesteps: int | None, nice: int = 0) -> dict:
     cmd = [python, WORKER, "--lib", lib, "--case", case, "--seed", str(seed), "--threads", str(threads)]
     if total_timesteps:
         cmd += ["--total-timesteps", str(total_timesteps)]
     started = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=worker_env(lib, threads), cwd=REPO_ROOT, capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=timeout, preexec_fn=(lambda: os.nice(nice)) if nice else None)
     except subprocess.TimeoutExpired:
         return {"ok": False, "lib": lib, "case": case, "seed": seed, "error": f"timed out after {timeout:.0f} s"}
     except OSError as exc:
@@ -183,7 +184,8 @@ def run_case(name: str, args, seeds) -> list:
             quiet = wait_until_quiet(args.threads, args.wait_idle) if args.wait_idle > 0 else None
             print(f"[{name}] repeat {repeat + 1}/{len(seeds)} {LABEL[lib]:<4} seed {seed} ... ", end="",
                   file=sys.stderr, flush=True)
-            result = run_worker(lib, pythons[lib], name, seed, args.threads, args.timeout, args.total_timesteps)
+            result = run_worker(lib, pythons[lib], name, seed, args.threads, args.timeout, args.total_timesteps,
+                                args.nice)
             result["repeat"] = repeat
             if quiet is not None:
                 result["before_run"] = quiet
@@ -338,6 +340,8 @@ def meta_line(meta: dict) -> str:
         f"seeds {', '.join(str(s) for s in meta['seeds'])}",
         f"order: {meta['first']} first, alternating",
     ]
+    if meta.get("nice"):
+        parts.append(f"workers at nice {meta['nice']}")
     if meta.get("git_revision"):
         parts.append(f"sbtf tree {meta['git_revision']}")
     if meta.get("load_average_at_start") is not None:
@@ -498,6 +502,9 @@ def parse_args(argv=None):
     parser.add_argument("--sb3-python", default=os.environ.get("SB3_PYTHON", DEFAULT_SB3_PYTHON),
                         help=f"interpreter with stable-baselines3 (default: $SB3_PYTHON or {DEFAULT_SB3_PYTHON})")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds allowed per run (default 3600)")
+    parser.add_argument("--nice", type=int, default=0, metavar="N",
+                        help="run the workers at this niceness (negative: higher priority, needs root); "
+                             "for a machine that others are using meanwhile")
     parser.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS",
                         help="before each run, wait up to SECONDS for other processes to leave the run's "
                              "threads (plus half a core) free; default 0: do not wait")

@@ -159,9 +159,9 @@ _SUBCOMMANDS: Dict[str, Subcommand] = {}
 _plugins_loaded = False
 
 
-def register_subcommand(name: str, run: Callable[[argparse.Namespace], Optional[int]],
+def register_subcommand(name: str, run: Callable[[argparse.Namespace], Optional[int]],  # pylint: disable=W0622
                         add_arguments: Optional[Callable[[argparse.ArgumentParser], None]] = None,
-                        help: Optional[str] = None, description: Optional[str] = None,  # pylint: disable=redefined-builtin
+                        help: Optional[str] = None, description: Optional[str] = None,
                         replace: bool = False) -> None:
     """
     Add a subcommand to the ``sbtf`` command.
@@ -388,6 +388,12 @@ def parse_value(text: str) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
         return value
     return text
+
+
+def _exc_text(exc: BaseException) -> str:
+    """An exception's message on one line, without SB2's 'Error: ' prefix."""
+    text = " ".join(str(exc).split())
+    return text[len("Error: "):] if text.startswith("Error: ") else text
 
 
 def _is_number(value: Any) -> bool:
@@ -1039,7 +1045,7 @@ def run_train(args: argparse.Namespace) -> int:
                                     tensorboard_log=tensorboard_log, **kwargs)
         except (ValueError, TypeError, NotImplementedError, KeyError) as exc:
             raise CLIError("cannot create the {} model with these hyperparameters: {}".format(
-                algo, str(exc).strip().replace("\n", " "))) from exc
+                algo, _exc_text(exc))) from exc
 
         callbacks: List[Any] = []
         if args.eval_freq and args.eval_freq > 0:
@@ -1191,6 +1197,8 @@ def run_enjoy(args: argparse.Namespace) -> int:
         if not os.path.isfile(model_path):
             raise CLIError("--model: file {} not found".format(args.model))
         stats_dir = os.path.dirname(os.path.abspath(model_path))
+        if os.path.basename(stats_dir) == "checkpoints" and not os.path.isfile(os.path.join(stats_dir, "config.yml")):
+            stats_dir = os.path.dirname(stats_dir)  # a checkpoint of a run: the run's config and statistics
     else:
         stats_dir = find_run_dir(args.log_folder, algo, name, args.exp_id)
         model_path = os.path.join(stats_dir, "best_model.zip" if args.load_best else "{}.zip".format(name))
@@ -1212,8 +1220,7 @@ def run_enjoy(args: argparse.Namespace) -> int:
         model = algo_class.load(model_path, env=env)
     except (ValueError, TypeError, KeyError, OSError) as exc:
         env.close()
-        raise CLIError("cannot load {} as a {} model: {}".format(model_path, algo,
-                                                                str(exc).strip().replace("\n", " "))) from exc
+        raise CLIError("cannot load {} (--algo {}): {}".format(model_path, algo, _exc_text(exc))) from exc
     print("Playing {} ({} actions) on {} for at most {} steps{}".format(
         model_path, "deterministic" if args.deterministic else "stochastic", env_id, args.n_timesteps,
         "" if args.episodes is None else " / {} episode(s)".format(args.episodes)))

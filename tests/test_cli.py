@@ -1,4 +1,4 @@
-"""The ``sbtf`` command line tool: train / enjoy, hyperparameter files and overrides, errors, the subcommand registry."""
+"""The ``sbtf`` command line tool: train / enjoy, hyperparameter files and overrides, errors, subcommand registry."""
 from __future__ import annotations
 
 import os

@@ -45,3 +45,15 @@ def test_clip_grads_by_global_norm():
     np.testing.assert_allclose(clipped[0].numpy(), [0.6, 0.0], rtol=1e-6)
     unclipped, _ = clip_grads(grads, None)
     np.testing.assert_allclose(unclipped[1].numpy(), [4.0])
+
+
+def test_common_exports_and_dataset():
+    from sbtf.common import Dataset, colorize, fmt_row
+    data = Dataset({"x": np.arange(10), "y": np.arange(10) * 2}, shuffle=True)
+    seen = []
+    for batch in data.iterate_once(3):
+        np.testing.assert_array_equal(batch["y"], batch["x"] * 2)
+        seen.extend(batch["x"].tolist())
+    assert len(seen) == 9 and len(set(seen)) == 9
+    assert fmt_row(5, ["a", 1.5], header=True).splitlines()[1].startswith("-----")
+    assert colorize("hi", "red").startswith("\x1b[31m")

@@ -17,6 +17,31 @@ _LAZY_EXPORTS: Dict[str, str] = {
     "set_global_seeds": "sbtf.common.misc_util",
     "zipsame": "sbtf.common.misc_util",
     "boolean_flag": "sbtf.common.misc_util",
+    "make_mujoco_env": "sbtf.common.cmd_util",
+    "make_robotics_env": "sbtf.common.cmd_util",
+    "arg_parser": "sbtf.common.cmd_util",
+    "atari_arg_parser": "sbtf.common.cmd_util",
+    "mujoco_arg_parser": "sbtf.common.cmd_util",
+    "robotics_arg_parser": "sbtf.common.cmd_util",
+    # models (these import TensorFlow)
+    "BaseRLModel": "sbtf.common.base_class",
+    "ActorCriticRLModel": "sbtf.common.base_class",
+    "OffPolicyRLModel": "sbtf.common.base_class",
+    "SetVerbosity": "sbtf.common.base_class",
+    "TensorboardWriter": "sbtf.common.base_class",
+    # console_util / dataset
+    "fmt_row": "sbtf.common.console_util",
+    "fmt_item": "sbtf.common.console_util",
+    "colorize": "sbtf.common.console_util",
+    "Dataset": "sbtf.common.dataset",
+    # math_util
+    "explained_variance": "sbtf.common.math_util",
+    "explained_variance_2d": "sbtf.common.math_util",
+    "discount": "sbtf.common.math_util",
+    "discount_with_boundaries": "sbtf.common.math_util",
+    "flatten_arrays": "sbtf.common.math_util",
+    "unflatten_vector": "sbtf.common.math_util",
+    "safe_mean": "sbtf.common.math_util",
 }
 
 __all__ = sorted(_LAZY_EXPORTS)

@@ -146,11 +146,11 @@ class MpiActorCriticRLModel(ActorCriticRLModel):
     # ------------------------------------------------------------------ learn helpers
     @contextlib.contextmanager
     def _mpi_learn_context(self) -> Iterator[None]:
-        """Abort the job on a failure (several ranks), and silence the logger on ranks other than 0."""
+        """Abort the job on a failure (several ranks); silence the logger on ranks other than 0 and at verbose=0."""
         comm = self.comm
         install_abort_excepthook(comm)
         old_level = None
-        if self.rank > 0:
+        if self.rank > 0 or self.verbose <= 0:  # SB2's SetVerbosity silenced the logger at verbose=0
             old_level = logger.get_level()
             logger.set_level(logger.DISABLED)
         try:

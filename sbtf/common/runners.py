@@ -72,6 +72,8 @@ class AbstractEnvRunner(ABC):
     def _step_callback(self, local_vars: dict) -> bool:
         if self.callback is None:
             return True
+        # old-style callbacks read the model as ``locals_["self"]`` (SB2 <= 2.9 passed learn()'s locals)
+        local_vars = dict(local_vars, self=self.model, runner=self)
         self.callback.update_locals(local_vars)
         if self.callback.on_step() is False:
             self.continue_training = False

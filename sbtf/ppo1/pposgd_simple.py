@@ -167,13 +167,13 @@ class PPO1(MpiActorCriticRLModel):
             n = tf.shape(obs)[0]
             n_mb = n // batch_size
             for _ in tf.range(epochs):
-                perm = tf.argsort(self._shuffle_gen.uniform((n,)), output_type=tf.int32)
+                perm = tf.cast(tf.argsort(self._shuffle_gen.uniform((n,))), tf.int32)
                 for mb in tf.range(n_mb):
                     idx = perm[mb * batch_size:(mb + 1) * batch_size]
                     grad, _ = self._lossandgrad(tf.gather(obs, idx), tf.gather(actions, idx), tf.gather(atarg, idx),
                                                 tf.gather(ret, idx), lrmult)
                     self.adam.apply_flat_grad(grad, stepsize)
-            perm = tf.argsort(self._shuffle_gen.uniform((n,)), output_type=tf.int32)
+            perm = tf.cast(tf.argsort(self._shuffle_gen.uniform((n,))), tf.int32)
             return _eval_losses(obs, actions, atarg, ret, lrmult, perm)
 
         self._train_fn = train_epochs

@@ -1,0 +1,191 @@
+"""How ``stable_baselines.*`` module paths resolve to sbtf.
+
+An import hook (a ``sys.meta_path`` finder installed by ``stable_baselines/__init__.py``) answers every
+``stable_baselines.<path>`` import with the sbtf module that implements it -- the *same module object*, so
+``stable_baselines.common.policies.MlpPolicy is sbtf.common.policies.MlpPolicy``. The target is looked up when
+the module is first imported, so algorithms that land in sbtf later are picked up without changing this package;
+until then their import raises ``ModuleNotFoundError: ... not available in this version of sbtf``.
+
+A few paths need more than an alias:
+* ``stable_baselines.common`` and ``stable_baselines.ddpg`` are facades: the sbtf package's names plus the names
+  stable-baselines re-exported there (``explained_variance``, ``BaseRLModel`` ...; the noise classes);
+* ``stable_baselines.a2c.utils`` (the A2C/ACER/ACKTR ``Scheduler`` and schedule functions) maps to
+  :mod:`stable_baselines._compat.a2c_utils` unless sbtf grows an ``a2c.utils`` module;
+* ``stable_baselines.ddpg.noise`` and ``stable_baselines.deepq.replay_buffer`` fall back to
+  ``sbtf.common.noise`` / ``sbtf.common.buffers``;
+* ``stable_baselines.common.tf_util`` (TF1 sessions, placeholders) has no TensorFlow 2 equivalent.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+from typing import Any, Dict, List, Optional, Sequence
+
+PREFIX = "stable_baselines"
+
+#: public stable-baselines 2.10 module paths (all of them resolve through the hook)
+PUBLIC_MODULES: List[str] = [
+    "common", "common.base_class", "common.policies", "common.distributions", "common.input", "common.tf_layers",
+    "common.tf_util", "common.vec_env", "common.vec_env.base_vec_env", "common.vec_env.dummy_vec_env",
+    "common.vec_env.subproc_vec_env", "common.vec_env.vec_normalize", "common.vec_env.vec_frame_stack",
+    "common.vec_env.vec_video_recorder", "common.vec_env.vec_check_nan", "common.vec_env.util", "common.callbacks",
+    "common.noise", "common.schedules", "common.evaluation", "common.cmd_util", "common.env_checker",
+    "common.atari_wrappers", "common.misc_util", "common.math_util", "common.running_mean_std", "common.runners",
+    "common.save_util", "common.identity_env", "common.bit_flipping_env", "common.buffers", "common.dataset",
+    "common.console_util", "common.mpi_adam", "common.mpi_running_mean_std", "common.mpi_moments", "common.cg",
+    "bench", "bench.monitor", "results_plotter", "logger",
+    "a2c", "a2c.a2c", "a2c.utils",
+    "acer", "acer.acer_simple", "acer.buffer",
+    "acktr", "acktr.acktr", "acktr.kfac",
+    "ddpg", "ddpg.ddpg", "ddpg.policies", "ddpg.noise",
+    "deepq", "deepq.dqn", "deepq.policies", "deepq.build_graph", "deepq.replay_buffer",
+    "gail", "gail.model", "gail.adversary", "gail.dataset", "gail.dataset.dataset", "gail.dataset.record_expert",
+    "her", "her.her", "her.replay_buffer", "her.utils",
+    "ppo1", "ppo1.pposgd_simple", "ppo2", "ppo2.ppo2",
+    "sac", "sac.sac", "sac.policies", "td3", "td3.td3", "td3.policies",
+    "trpo_mpi", "trpo_mpi.trpo_mpi", "trpo_mpi.utils",
+]
+
+#: paths whose sbtf module differs from ``sbtf.<same path>``: candidates, first importable wins
+OVERRIDES: Dict[str, Sequence[str]] = {
+    "a2c.utils": ("sbtf.a2c.utils", "stable_baselines._compat.a2c_utils"),
+    "ddpg.noise": ("sbtf.ddpg.noise", "sbtf.common.noise"),
+    "deepq.replay_buffer": ("sbtf.deepq.replay_buffer", "sbtf.common.buffers"),
+    "common.tf_util": (),
+}
+
+#: facades: sbtf package + names stable-baselines re-exported from elsewhere (name -> sbtf module)
+FACADES: Dict[str, Dict[str, str]] = {
+    "common": {
+        **{n: "sbtf.common.console_util" for n in ("fmt_row", "fmt_item", "colorize")},
+        "Dataset": "sbtf.common.dataset",
+        **{n: "sbtf.common.math_util" for n in ("discount", "discount_with_boundaries", "explained_variance",
+                                                "explained_variance_2d", "flatten_arrays", "unflatten_vector")},
+        **{n: "sbtf.common.misc_util" for n in ("zipsame", "set_global_seeds", "boolean_flag")},
+        **{n: "sbtf.common.base_class" for n in ("BaseRLModel", "ActorCriticRLModel", "OffPolicyRLModel",
+                                                 "SetVerbosity", "TensorboardWriter")},
+        "make_vec_env": "sbtf.common.cmd_util",
+    },
+    "ddpg": {n: "sbtf.common.noise" for n in ("NormalActionNoise", "OrnsteinUhlenbeckActionNoise",
+                                              "AdaptiveParamNoiseSpec", "ActionNoise")},
+}
+
+_NO_TF2 = {"common.tf_util": "TF1 sessions, placeholders and graph helpers; sbtf runs eagerly / with tf.function"}
+
+
+def public_module_paths() -> List[str]:
+    return [PREFIX] + [f"{PREFIX}.{p}" for p in PUBLIC_MODULES]
+
+
+def candidates_for(fullname: str) -> Sequence[str]:
+    rest = fullname[len(PREFIX) + 1:]
+    if rest in OVERRIDES:
+        return OVERRIDES[rest]
+    return (f"sbtf.{rest}",)
+
+
+def _import_optional(name: str) -> Optional[types.ModuleType]:
+    """Import ``name``; None when it (or a parent package) does not exist. Other import errors propagate."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing == name or name.startswith(missing + "."):
+            return None
+        raise
+
+
+def target_for(fullname: str) -> Optional[types.ModuleType]:
+    """The module ``fullname`` resolves to (imported), or None when sbtf does not have it."""
+    for candidate in candidates_for(fullname):
+        module = _import_optional(candidate)
+        if module is not None:
+            return module
+    return None
+
+
+class _Facade(types.ModuleType):
+    """A stable-baselines package namespace: the sbtf package's names, then re-exported extras."""
+
+    def __init__(self, name: str, target: Optional[types.ModuleType], extras: Dict[str, str]):
+        super().__init__(name)
+        self.__path__ = []  # a package: children resolve through the hook
+        self._sbtf_target = target
+        self._sbtf_extras = extras
+        self.__doc__ = f"stable-baselines path {name}, served by sbtf ({getattr(target, '__name__', 'extras only')})"
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        target = self.__dict__.get("_sbtf_target")
+        if target is not None and hasattr(target, attr):
+            return getattr(target, attr)
+        module_name = self.__dict__.get("_sbtf_extras", {}).get(attr)
+        if module_name is not None:
+            module = _import_optional(module_name)
+            if module is not None and hasattr(module, attr):
+                return getattr(module, attr)
+        if target is None:
+            missing = self.__name__.replace(PREFIX, "sbtf", 1)
+            raise ModuleNotFoundError(f"{self.__name__}.{attr}: {missing} is not available in this version of sbtf "
+                                      "yet.", name=missing)
+        raise AttributeError(f"module {self.__name__!r} ({target.__name__} in sbtf) has no attribute {attr!r}")
+
+    def __dir__(self) -> List[str]:
+        names = set(self.__dict__) | set(self._sbtf_extras)
+        if self._sbtf_target is not None:
+            names |= set(dir(self._sbtf_target))
+        return sorted(names)
+
+
+def resolve(fullname: str) -> types.ModuleType:
+    """The module object for ``stable_baselines.<path>`` (raises ModuleNotFoundError naming what is missing)."""
+    rest = fullname[len(PREFIX) + 1:]
+    if rest in _NO_TF2:
+        raise ModuleNotFoundError(f"{fullname} has no TensorFlow 2 equivalent in sbtf ({_NO_TF2[rest]}).",
+                                  name=fullname)
+    target = target_for(fullname)
+    if rest in FACADES:
+        return _Facade(fullname, target, FACADES[rest])
+    if target is None:
+        wanted = " or ".join(candidates_for(fullname))
+        known = rest in PUBLIC_MODULES
+        raise ModuleNotFoundError(
+            f"{fullname} maps to {wanted}, which is not available in this version of sbtf"
+            f"{' yet' if known else ' (not a stable-baselines 2.10 module either)'}.", name=fullname)
+    return target
+
+
+class _AliasLoader(importlib.abc.Loader):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        return None  # a placeholder module; exec_module swaps in the real one
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        # The import system returns sys.modules[name] after exec_module, so the sbtf module object itself is used.
+        sys.modules[module.__name__] = resolve(module.__name__)
+
+
+class StableBaselinesFinder(importlib.abc.MetaPathFinder):
+    """``sys.meta_path`` hook for ``stable_baselines.*`` (except this package's own ``_compat``)."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None):
+        if not fullname.startswith(PREFIX + ".") or fullname.startswith(PREFIX + "._compat"):
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(), is_package=True)
+
+
+_FINDER = StableBaselinesFinder()
+
+
+def install() -> None:
+    """Put the hook first on ``sys.meta_path`` (idempotent)."""
+    if not any(isinstance(f, StableBaselinesFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _FINDER)
+
+
+def uninstall() -> None:
+    """Remove the hook (the modules already imported stay in ``sys.modules``)."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, StableBaselinesFinder)]

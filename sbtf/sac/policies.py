@@ -1,0 +1,291 @@
+"""SAC policies (stable-baselines 2.x ``sac/policies.py``) as Keras models.
+
+``make_actor()`` creates the tanh-squashed Gaussian actor ``pi/`` (hidden stack ``fc{i}`` [+ ``LayerNorm{_i}``],
+mean head ``dense``, log-std head ``dense_1``, log-std clipped to [LOG_STD_MIN, LOG_STD_MAX]); ``make_critics()``
+creates ``values_fn/vf`` (state value) and the twin ``values_fn/qf1``, ``values_fn/qf2`` (on
+``concat[features, action]``), all with SB2's variable names. Acting with an Mlp actor runs in NumPy on cached
+weights (``step``), with the same maths as the Keras model.
+"""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from sbtf.common.input import check_obs_space
+from sbtf.common.off_policy import ActorCriticNetworks
+from sbtf.common.policies import BasePolicy, nature_cnn, register_policy_base
+
+EPS = 1e-6  # Avoid NaN (prevents division by zero or log of zero)
+# CAP the standard deviation of the actor
+LOG_STD_MAX = 2
+LOG_STD_MIN = -20
+
+
+def gaussian_likelihood(input_, mu_, log_std):
+    """
+    Helper to computer log likelihood of a gaussian.
+    Here we assume this is a Diagonal Gaussian.
+
+    :param input_: (tf.Tensor)
+    :param mu_: (tf.Tensor)
+    :param log_std: (tf.Tensor)
+    :return: (tf.Tensor)
+    """
+    pre_sum = -0.5 * (((input_ - mu_) / (tf.exp(log_std) + EPS)) ** 2 + 2 * log_std + np.log(2 * np.pi))
+    return tf.reduce_sum(pre_sum, axis=1)
+
+
+def gaussian_entropy(log_std):
+    """
+    Compute the entropy for a diagonal Gaussian distribution.
+
+    :param log_std: (tf.Tensor) Log of the standard deviation
+    :return: (tf.Tensor)
+    """
+    return tf.reduce_sum(log_std + 0.5 * np.log(2.0 * np.pi * np.e), axis=-1)
+
+
+def clip_but_pass_gradient(input_, lower=-1., upper=1.):
+    """Clip in the forward pass, identity gradient in the backward pass."""
+    clip_up = tf.cast(input_ > upper, tf.float32)
+    clip_low = tf.cast(input_ < lower, tf.float32)
+    return input_ + tf.stop_gradient((upper - input_) * clip_up + (lower - input_) * clip_low)
+
+
+def apply_squashing_func(mu_, pi_, logp_pi):
+    """
+    Squash the output of the Gaussian distribution and account for that in the log probability.
+    The squashed mean is also returned for using deterministic actions.
+
+    :param mu_: (tf.Tensor) Mean of the gaussian
+    :param pi_: (tf.Tensor) Output of the policy before squashing
+    :param logp_pi: (tf.Tensor) Log probability before squashing
+    :return: ([tf.Tensor])
+    """
+    deterministic_policy = tf.tanh(mu_)
+    policy = tf.tanh(pi_)
+    logp_pi -= tf.reduce_sum(tf.math.log(1 - policy ** 2 + EPS), axis=1)
+    return deterministic_policy, policy, logp_pi
+
+
+class SACPolicy(BasePolicy):
+    """
+    Policy object that implements a SAC-like actor critic
+
+    :param sess: (None) kept for SB2 compatibility
+    :param ob_space: (gymnasium.Space) The observation space of the environment
+    :param ac_space: (gymnasium.Space) The action space of the environment (Box)
+    :param n_env: (int) The number of environments to run
+    :param n_steps: (int) The number of steps to run for each environment
+    :param n_batch: (int) The number of batch to run (n_envs * n_steps)
+    :param reuse: (bool) ignored (TF2)
+    :param scale: (bool) whether or not to scale the input
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 scale=False):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse, scale=scale)
+        if not isinstance(ac_space, gym.spaces.Box):
+            raise NotImplementedError(f"Error: SAC policies need a Box action space, got {ac_space!r} "
+                                      f"({type(ac_space).__name__}).")
+        check_obs_space(ob_space, "SAC")
+
+    def make_actor(self, obs=None, reuse=False, scope="pi"):
+        """
+        Creates an actor object
+
+        :param obs: (TensorFlow Tensor) a batch of observations (None: only create the variables)
+        :param reuse: (bool) ignored (TF2)
+        :param scope: (str) the scope name of the actor
+        :return: (TensorFlow Tensor) the output tensor
+        """
+        raise NotImplementedError
+
+    def make_critics(self, obs=None, action=None, reuse=False, scope="values_fn", create_vf=True, create_qf=True):
+        """
+        Creates the two Q-Values approximator along with the Value function
+
+        :param obs: (TensorFlow Tensor) a batch of observations (None: only create the variables)
+        :param action: (TensorFlow Tensor) a batch of actions in [-1, 1]
+        :param reuse: (bool) ignored (TF2)
+        :param scope: (str) the scope name
+        :param create_vf: (bool) Whether to create Value fn or not
+        :param create_qf: (bool) Whether to create Q-Values fn or not
+        :return: ([tf.Tensor]) Mean, action and log probability
+        """
+        raise NotImplementedError
+
+    def step(self, obs, state=None, mask=None, deterministic=False):
+        """
+        Returns the policy for a single step
+
+        :param obs: ([float] or [int]) The current observation of the environment
+        :param state: ([float]) The last states (used in recurrent policies)
+        :param mask: ([float]) The last masks (used in recurrent policies)
+        :param deterministic: (bool) Whether or not to return deterministic actions.
+        :return: ([float]) actions
+        """
+        raise NotImplementedError
+
+    def proba_step(self, obs, state=None, mask=None):
+        """
+        Returns the action probability params (mean, std) for a single step
+
+        :param obs: ([float] or [int]) The current observation of the environment
+        :param state: ([float]) The last states (used in recurrent policies)
+        :param mask: ([float]) The last masks (used in recurrent policies)
+        :return: ([float], [float])
+        """
+        raise NotImplementedError
+
+
+class FeedForwardPolicy(ActorCriticNetworks, SACPolicy):
+    """
+    Policy object that implements a DDPG-like actor critic, using a feed forward neural network.
+
+    :param sess: (None) kept for SB2 compatibility
+    :param ob_space: (gymnasium.Space) The observation space of the environment
+    :param ac_space: (gymnasium.Space) The action space of the environment
+    :param n_env: (int) The number of environments to run
+    :param n_steps: (int) The number of steps to run for each environment
+    :param n_batch: (int) The number of batch to run (n_envs * n_steps)
+    :param reuse: (bool) ignored (TF2)
+    :param layers: ([int]) The size of the Neural network for the policy (if None, default to [64, 64])
+    :param cnn_extractor: (callable) the CNN feature extraction (returns a Keras layer, see ``nature_cnn``)
+    :param feature_extraction: (str) The feature extraction type ("cnn" or "mlp")
+    :param layer_norm: (bool) enable layer normalisation
+    :param reg_weight: (float) Regularization loss weight for the policy parameters (unused, as in SB2)
+    :param act_fun: (tf.func) the activation function to use in the neural network.
+    :param kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 layers=None, cnn_extractor=nature_cnn, feature_extraction="cnn", reg_weight=0.0, layer_norm=False,
+                 act_fun=tf.nn.relu, **kwargs):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
+                         scale=(feature_extraction == "cnn"))
+        self.reg_weight = reg_weight
+        self._init_networks(layers, cnn_extractor, feature_extraction, layer_norm, act_fun, kwargs)
+
+    # ------------------------------------------------------------------ building (SB2 API)
+    def make_actor(self, obs=None, reuse=False, scope="pi"):
+        if self.actor_mlp is None:
+            self._build_actor(scope, [("dense", None), ("dense_1", None)])
+        if obs is None:
+            return None
+        mu_, log_std = self.actor_mu_log_std(obs)
+        pi_ = mu_ + tf.random.normal(tf.shape(mu_)) * tf.exp(log_std)
+        logp_pi = gaussian_likelihood(pi_, mu_, log_std)
+        return apply_squashing_func(mu_, pi_, logp_pi)
+
+    def make_critics(self, obs=None, action=None, reuse=False, scope="values_fn", create_vf=True, create_qf=True):
+        if not self.critic_heads:
+            names = (["vf"] if create_vf else []) + (["qf1", "qf2"] if create_qf else [])
+            self._build_critics(scope, names, [name != "vf" for name in names])
+        if obs is None:
+            return None
+        features = self.critic_features(obs)
+        value_fn = self.critic("vf", features) if "vf" in self.critic_heads else None
+        qf1 = qf2 = None
+        if action is not None and "qf1" in self.critic_heads:
+            qf1 = self.critic("qf1", features, action)
+            qf2 = self.critic("qf2", features, action)
+        return qf1, qf2, value_fn
+
+    # ------------------------------------------------------------------ maths (TF)
+    def actor_mu_log_std(self, obs):
+        """Mean and clipped log-std of the pre-squash Gaussian for a batch of observations."""
+        latent = self.actor_latent(obs)
+        mu_ = self.actor_heads[0](latent)
+        log_std = tf.clip_by_value(self.actor_heads[1](latent), LOG_STD_MIN, LOG_STD_MAX)
+        return mu_, log_std
+
+    def call(self, inputs, training=None):
+        return tf.tanh(self.actor_mu_log_std(inputs)[0])
+
+    # ------------------------------------------------------------------ acting (NumPy)
+    def _mu_log_std_np(self, obs):
+        obs = self._prepare_obs(obs)
+        if self.has_numpy_path:
+            mu_, log_std = self.actor_heads_np(obs)
+            return mu_, np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
+        out = self._actor_tf_fn(self._mu_log_std_tf)(obs)
+        return out[0].numpy(), out[1].numpy()
+
+    def _mu_log_std_tf(self, obs):
+        return self.actor_mu_log_std(obs)
+
+    def step(self, obs, state=None, mask=None, deterministic=False):
+        mu_, log_std = self._mu_log_std_np(obs)
+        if deterministic:
+            return np.tanh(mu_)
+        return np.tanh(mu_ + self.np_random.standard_normal(mu_.shape).astype(np.float32) * np.exp(log_std))
+
+    def proba_step(self, obs, state=None, mask=None):
+        mu_, log_std = self._mu_log_std_np(obs)
+        return [mu_, np.exp(log_std)]
+
+
+class CnnPolicy(FeedForwardPolicy):
+    """
+    Policy object that implements actor critic, using a CNN (the nature CNN)
+
+    :param _kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 **_kwargs):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="cnn",
+                         **_kwargs)
+
+
+class LnCnnPolicy(FeedForwardPolicy):
+    """
+    Policy object that implements actor critic, using a CNN (the nature CNN), with layer normalisation
+
+    :param _kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 **_kwargs):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="cnn",
+                         layer_norm=True, **_kwargs)
+
+
+class MlpPolicy(FeedForwardPolicy):
+    """
+    Policy object that implements actor critic, using a MLP (2 layers of 64)
+
+    :param _kwargs: (dict) Extra keyword arguments (``layers``, ``act_fun``, ...)
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 **_kwargs):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp",
+                         **_kwargs)
+
+
+class LnMlpPolicy(FeedForwardPolicy):
+    """
+    Policy object that implements actor critic, using a MLP (2 layers of 64), with layer normalisation
+
+    :param _kwargs: (dict) Extra keyword arguments (``layers``, ``act_fun``, ...)
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 **_kwargs):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp",
+                         layer_norm=True, **_kwargs)
+
+
+register_policy_base(SACPolicy, {
+    "CnnPolicy": CnnPolicy,
+    "LnCnnPolicy": LnCnnPolicy,
+    "MlpPolicy": MlpPolicy,
+    "LnMlpPolicy": LnMlpPolicy,
+})
+
+__all__ = ["SACPolicy", "FeedForwardPolicy", "CnnPolicy", "LnCnnPolicy", "MlpPolicy", "LnMlpPolicy",
+           "gaussian_likelihood", "gaussian_entropy", "clip_but_pass_gradient", "apply_squashing_func", "EPS",
+           "LOG_STD_MIN", "LOG_STD_MAX"]
