@@ -110,11 +110,30 @@ def worker_env(lib: str, threads: int) -> dict:
     env = dict(os.environ)
     env.update(thread_env(threads))
     env["PYTHONUNBUFFERED"] = "1"
+    env["CUDA_VISIBLE_DEVICES"] = ""  # CPU against CPU: SB3 gets device="cpu", TF must not take a GPU either
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if lib == "sbtf":
         # The sbtf of this work tree, whatever is installed in the interpreter.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH")) if p)
     return env
+
+
+def _prioritise(nice: int):
+    """``preexec_fn`` for the worker: raise (or lower) its scheduling priority by ``nice``.
+
+    With autogroup scheduling (Linux's default for desktop-like set-ups, and the case here), a nice
+    value only ranks a process against others of its own session; so the worker gets a session, hence
+    an autogroup, of its own, and that autogroup gets the nice value too.
+    """
+    def apply():
+        os.setsid()
+        try:
+            with open("/proc/self/autogroup", "w", encoding="ascii") as handle:
+                handle.write(str(nice))
+        except OSError:
+            pass
+        os.nice(nice)
+    return apply
 
 
 def run_worker(lib: str, python: str, case: str, seed: int, threads: int, timeout: float,
@@ -125,7 +144,7 @@ def run_worker(lib: str, python: str, case: str, seed: int, threads: int, timeou
     started = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=worker_env(lib, threads), cwd=REPO_ROOT, capture_output=True, text=True,
-                              timeout=timeout, preexec_fn=(lambda: os.nice(nice)) if nice else None)
+                              timeout=timeout, preexec_fn=_prioritise(nice) if nice else None)
     except subprocess.TimeoutExpired:
         return {"ok": False, "lib": lib, "case": case, "seed": seed, "error": f"timed out after {timeout:.0f} s"}
     except OSError as exc:

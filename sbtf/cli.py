@@ -250,7 +250,9 @@ def load_algorithm(algo: str) -> type:
         raise CLIError("algorithm {} needs the Python package {!r}, which is not installed{}".format(
             algo, missing, hint), exit_code=1) from exc
     except (ImportError, AttributeError) as exc:
-        raise CLIError("algorithm {} is not available in this version of sbtf ({})".format(algo, exc)) from exc
+        missing = getattr(exc.__cause__, "name", None)
+        detail = "{} is missing".format(missing) if missing else _exc_text(exc)
+        raise CLIError("algorithm {} is not available in this version of sbtf ({})".format(algo, detail)) from exc
 
 
 def hyperparams_file(algo: str) -> str:
@@ -1027,6 +1029,7 @@ def run_train(args: argparse.Namespace) -> int:
               .rstrip().replace("\n", "\n  "))
 
     algo_dir = os.path.join(args.log_folder, algo)
+    new_dirs = [path for path in (args.log_folder, algo_dir) if not os.path.isdir(path)]
     run_dir, run_id = _new_run_dir(algo_dir, name)
     envs_to_close: List[Any] = []
     try:
@@ -1068,6 +1071,11 @@ def run_train(args: argparse.Namespace) -> int:
         for env in envs_to_close:
             env.close()
         shutil.rmtree(run_dir, ignore_errors=True)
+        for path in reversed(new_dirs):  # folders this run created, if they are still empty
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
         raise
 
     exit_code = 0
@@ -1217,7 +1225,9 @@ def run_enjoy(args: argparse.Namespace) -> int:
     render_mode = "rgb_array" if args.gif else ("human" if args.render else None)
     env = make_play_env(env_id, stats_dir, settings, args.seed, render_mode=render_mode)
     try:
-        model = algo_class.load(model_path, env=env)
+        # predict-only: no env attached (ACER and recurrent policies cannot take an env with another number of
+        # envs than at training time; playing needs only the observations)
+        model = algo_class.load(model_path)
     except (ValueError, TypeError, KeyError, OSError) as exc:
         env.close()
         raise CLIError("cannot load {} (--algo {}): {}".format(model_path, algo, _exc_text(exc))) from exc

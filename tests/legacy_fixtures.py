@@ -13,7 +13,7 @@ import struct
 import zipfile
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -150,7 +150,7 @@ def dtype_call(dtype: Any) -> Call:
 
 def ndarray_call(arr: np.ndarray) -> Call:
     """``numpy.core.multiarray._reconstruct(ndarray, (0,), b'b')`` + BUILD, as numpy 1.x pickles arrays."""
-    arr = np.ascontiguousarray(arr)
+    arr = np.array(arr, order="C", copy=True)  # (ascontiguousarray would make 0-d arrays 1-d)
     return Call(G("numpy.core.multiarray", "_reconstruct"), (G("numpy", "ndarray"), (0,), b"b"),
                 (1, tuple(int(s) for s in arr.shape), dtype_call(arr.dtype), False, arr.tobytes()))
 

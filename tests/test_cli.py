@@ -1,6 +1,8 @@
 """The ``sbtf`` command line tool: train / enjoy, hyperparameter files and overrides, errors, subcommand registry."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import subprocess
@@ -104,6 +106,15 @@ def test_train_a2c_with_evaluation_and_checkpoints(tmp_path, capsys):
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["rl_model_1600_steps.zip",
                                                                        "rl_model_800_steps.zip"]
     assert _read_yaml(run / "args.yml")["seed"] == 3
+    # models trained on 8 envs play on one: the best model, and a checkpoint given by path
+    capsys.readouterr()
+    assert main(["enjoy", "--algo", "a2c", "--env", "CartPole-v1", "-f", str(tmp_path), "--load-best",
+                 "--episodes", "1"]) == 0
+    assert "Playing {} (deterministic actions)".format(run / "best_model.zip") in capsys.readouterr().out
+    checkpoint = run / "checkpoints" / "rl_model_800_steps.zip"
+    assert main(["enjoy", "--algo", "a2c", "--env", "CartPole-v1", "--model", str(checkpoint), "--episodes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "Playing {}".format(checkpoint) in out and "Mean return over 2 episode(s)" in out
     # a second run of the same algo / env gets the next run id
     assert cli._new_run_dir(str(tmp_path / "a2c"), "CartPole-v1")[1] == 2
 
@@ -132,18 +143,27 @@ def test_hyperparameter_overrides_reach_the_saved_model(tmp_path, capsys):
     assert shapes["model/pi_fc0/w:0"] == (4, 32) and shapes["model/vf_fc0/w:0"] == (4, 16)
 
 
-def test_normalize_writes_vecnormalize_and_enjoy_uses_it_and_writes_a_gif(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def normalized_run(tmp_path_factory):
+    """A ppo2 run with normalize on, on the NumPy-drawn CartPole: (log folder, run folder, train stdout)."""
+    logs = tmp_path_factory.mktemp("normalized") / "logs"
+    argv = ["train", "--algo", "ppo2", "--env", RGB_ENV_ID, "-n", "512", "-f", str(logs), "--hyperparams",
+            "normalize:True", "n_steps:64", "--eval-freq", "0"] + QUIET
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    assert code == 0
+    return logs, logs / "ppo2" / "{}_1".format(RGB_ENV_ID), out.getvalue()
+
+
+def test_normalize_writes_vecnormalize_and_enjoy_uses_it_and_writes_a_gif(normalized_run, tmp_path, capsys):
     from PIL import Image
     from sbtf.common.vec_env import DummyVecEnv, VecNormalize
 
-    logs = tmp_path / "logs"
-    code = main(["train", "--algo", "ppo2", "--env", RGB_ENV_ID, "-n", "512", "-f", str(logs), "--hyperparams",
-                 "normalize:True", "n_steps:64", "--eval-freq", "0"] + QUIET)
-    out = capsys.readouterr().out
-    assert code == 0
-    run = logs / "ppo2" / "{}_1".format(RGB_ENV_ID)
+    logs, run, out = normalized_run
     stats_path = run / "vecnormalize.pkl"
     assert "Saved the VecNormalize statistics to {}".format(stats_path) in out
+    assert _read_yaml(run / "config.yml")["normalize"] is True
     saved = VecNormalize.load(str(stats_path), DummyVecEnv([lambda: gymnasium.make(RGB_ENV_ID)]))
     assert saved.obs_rms.count > 500 and np.all(saved.obs_rms.var > 0)
 
@@ -178,20 +198,17 @@ def test_normalize_writes_vecnormalize_and_enjoy_uses_it_and_writes_a_gif(tmp_pa
     assert "Saved a GIF of {} frames to {}".format(ep_length + 1, gif) in out
 
 
-def test_enjoy_prints_every_episode_and_the_mean(tmp_path, capsys):
-    logs = tmp_path / "logs"
-    assert main(["train", "--algo", "a2c", "--env", RGB_ENV_ID, "-n", "200", "-f", str(logs),
-                 "--eval-freq", "0"] + QUIET) == 0
-    capsys.readouterr()
-    assert main(["enjoy", "--algo", "a2c", "--env", RGB_ENV_ID, "-f", str(logs), "-n", "400", "--episodes", "3",
-                 "--stochastic", "--exp-id", "1"]) == 0
+def test_enjoy_prints_every_episode_and_the_mean(normalized_run, capsys):
+    logs = normalized_run[0]
+    assert main(["enjoy", "--algo", "ppo2", "--env", RGB_ENV_ID, "-f", str(logs), "-n", "400", "--episodes", "3",
+                 "--stochastic", "--exp-id", "1", "--seed", "5"]) == 0
     out = capsys.readouterr().out
     returns = [float(r) for r in re.findall(r"^Episode \d+: return ([\d.]+), length \d+$", out, flags=re.M)]
     assert len(returns) == 3
     mean = re.search(r"^Mean return over 3 episode\(s\): ([\d.]+) \+/- ([\d.]+)", out, flags=re.M)
     assert float(mean.group(1)) == pytest.approx(np.mean(returns), abs=0.01)
     assert float(mean.group(2)) == pytest.approx(np.std(returns), abs=0.01)
-    assert "stochastic actions" in out and "vecnormalize" not in out.lower()
+    assert "stochastic actions" in out
 
 
 # ------------------------------------------------------------------------------------------------ errors
@@ -251,7 +268,22 @@ def test_algorithm_missing_from_this_version(tmp_path, capsys, monkeypatch):
         monkeypatch.delattr(sbtf, "ACER")
     monkeypatch.setitem(sbtf._ALGORITHMS, "ACER", "sbtf._cli_test_missing_acer")
     err = _error(capsys, ["train", "--algo", "acer", "--env", "CartPole-v1", "-f", str(tmp_path)])
-    assert err.startswith("sbtf train: error: algorithm acer is not available in this version of sbtf")
+    assert err == ("sbtf train: error: algorithm acer is not available in this version of sbtf "
+                   "(sbtf._cli_test_missing_acer is missing)")
+
+
+def _env_needing_a_package(**_kwargs):
+    raise gymnasium.error.DependencyNotInstalled("the package foo is not installed: pip install foo")
+
+
+def test_env_that_cannot_be_made_is_a_one_line_error_and_leaves_no_run(tmp_path, capsys):
+    env_id = "SbtfCliTestNeedsFoo-v0"
+    if env_id not in gymnasium.registry:
+        gymnasium.register(env_id, entry_point=_env_needing_a_package)
+    err = _error(capsys, ["train", "--algo", "ppo2", "--env", env_id, "-n", "100", "-f", str(tmp_path / "logs")],
+                 code=1)
+    assert err == "sbtf train: error: cannot make {}: the package foo is not installed: pip install foo".format(env_id)
+    assert not (tmp_path / "logs").exists()
 
 
 def test_enjoy_without_a_trained_run(tmp_path, capsys):
@@ -287,15 +319,23 @@ def test_shipped_hyperparameter_files():
     for algo in ("a2c", "acktr", "ppo1", "ppo2", "trpo", "gail"):
         assert classic <= set(cli.load_default_hyperparams(algo)), algo
     assert set(cli.load_default_hyperparams("her")) == {"BitFlippingEnv-v0"}
-    # every name in the files is a valid hyperparameter for the algorithms this version has
-    for algo in ("ppo2", "a2c", "dqn"):
+    # every name in the files is a valid hyperparameter of the algorithms this version has
+    checked = []
+    for algo in cli.ALGOS:
         try:
             cls = cli.load_algorithm(algo)
-        except CLIError:
+        except CLIError:  # not in this version yet
             continue
-        valid = cli.valid_hyperparameters(algo, cls)
         for env_id, hyperparams in cli.load_default_hyperparams(algo).items():
+            delegate, model_class = None, None
+            if algo == "her":
+                model_class, delegate = cli._her_model_class(hyperparams)
+            elif algo == "gail":
+                delegate = cli.load_algorithm("trpo")
+            valid = cli.valid_hyperparameters(algo, cls, delegate, model_class)
             cli.check_hyperparameter_names(algo, hyperparams, valid)
+        checked.append(algo)
+    assert {"a2c", "ppo2"} <= set(checked)
 
 
 def test_retired_env_ids_resolve_and_find_zoo_entries(capsys):

@@ -5,8 +5,7 @@ in both SB2 formats by tests/legacy_fixtures.py, so a fresh clone tests the same
 """
 from __future__ import annotations
 
-import base64
-import io
+import importlib
 import json
 import os
 import pickle
@@ -202,8 +201,11 @@ ZOO_SCORES = [
 def _score(relpath, algo, env_id, deterministic, n_episodes, normalize):
     path = _zoo(*relpath.split("/"))
     cls = _algo_class(algo)
-    model = cls.load(path, env=env_id)
-    rms = read_running_mean_std(path.with_suffix("") / "obs_rms.pkl") if normalize else None
+    # ACER keeps per-env state and (as in SB2) refuses an env with another number of environments than it was
+    # trained with; predict() needs no env.
+    model = cls.load(path, env=None if algo == "ACER" else env_id)
+    if normalize:  # as the zoo evaluated: VecNormalize with the saved obs statistics, no reward normalisation
+        return _score_vec_normalized(model, env_id, path.with_suffix(""), deterministic, n_episodes)
     env = gym.make(env_id)
     returns = []
     for episode in range(n_episodes):
@@ -211,14 +213,33 @@ def _score(relpath, algo, env_id, deterministic, n_episodes, normalize):
         model.set_random_seed(episode)
         done, total = False, 0.0
         while not done:
-            if rms is not None:  # VecNormalize(training=False, norm_reward=False) maths
-                obs = np.clip((obs - rms.mean) / np.sqrt(rms.var + 1e-8), -10.0, 10.0).astype(np.float32)
             action, _ = model.predict(obs, deterministic=deterministic)
             obs, reward, terminated, truncated, _ = env.step(action)
             total += float(reward)
             done = terminated or truncated
         returns.append(total)
     env.close()
+    return float(np.mean(returns))
+
+
+def _score_vec_normalized(model, env_id, stats_folder, deterministic, n_episodes):
+    from sbtf.common.vec_env import DummyVecEnv, VecNormalize
+    venv = VecNormalize(DummyVecEnv([lambda: gym.make(env_id)]), training=False, norm_reward=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        venv.load_running_average(str(stats_folder))  # SB2's obs_rms.pkl / ret_rms.pkl
+    venv.seed(1000)
+    model.set_random_seed(0)
+    obs = venv.reset()
+    returns, total = [], 0.0
+    while len(returns) < n_episodes:
+        action, _ = model.predict(obs, deterministic=deterministic)
+        obs, rewards, dones, _ = venv.step(action)
+        total += float(venv.get_original_reward()[0])
+        if dones[0]:
+            returns.append(total)
+            total = 0.0
+    venv.close()
     return float(np.mean(returns))
 
 
@@ -238,6 +259,20 @@ def test_zoo_agent_scores_like_reference(case):
 def test_zoo_agent_scores_like_reference_10_episodes(case):
     relpath, algo, env_id, ref_mean, ref_std, deterministic, _, normalize = case
     _check_score(_score(relpath, algo, env_id, deterministic, 10, normalize), ref_mean, ref_std)
+
+
+def test_zoo_her_fetchreach_loads_and_acts():
+    """No published score for this file: HER+SAC must load and act on FetchReach's dict observations."""
+    path = _zoo("her", "FetchReach-v1.pkl")
+    her_cls = _algo_class("HER")
+    parsed = parse_sb2(path)
+    model = her_cls.load(path)
+    obs = parsed.data["her_obs_space"].sample()
+    # SB2's HER.predict needs the goal env to flatten dict observations (FetchReach needs gymnasium-robotics), so
+    # act with the wrapped model (SB2 attribute `model`) on concat[observation, achieved_goal, desired_goal].
+    flat = np.concatenate([obs["observation"], obs["achieved_goal"], obs["desired_goal"]]).astype(np.float32)
+    action, _ = model.model.predict(flat, deterministic=True)
+    assert parsed.data["her_action_space"].contains(np.asarray(action, dtype=np.float32))
 
 
 def test_zoo_wrong_algorithm_message():
@@ -434,6 +469,8 @@ def test_all_formats_give_identical_parameters(tmp_path):
         for name in params:
             np.testing.assert_array_equal(got[name], params[name])
     assert any("twice" in note for note in parse_sb2(files[-1]).report.notes)
+    from_bytes = load_sb2_model(_ppo2(), files[2].read_bytes())  # what BaseRLModel.load calls, with the bytes
+    np.testing.assert_array_equal(from_bytes.get_parameters()["model/pi/w:0"], params["model/pi/w:0"])
 
 
 def test_load_with_gymnasium_successor_env_and_predict(tmp_path):
@@ -896,14 +933,38 @@ def test_cli_convert(tmp_path, capsys):
     assert out["algorithm"] == "PPO2" and out["target"].endswith("cli_out.zip")
     junk = tmp_path / "junk.pkl"
     junk.write_bytes(b"\x80\x04junk")
-    assert legacy.main(["convert", str(junk), str(tmp_path / "x.zip")]) == 1
-    assert "error:" in capsys.readouterr().err
+    assert legacy.main(["convert", str(junk), str(tmp_path / "x.zip")]) == 2
+    assert "sbtf convert: error:" in capsys.readouterr().err
     import argparse
     parser = argparse.ArgumentParser(prog="sbtf")
     subparsers = parser.add_subparsers(dest="command")
     legacy.register_cli(subparsers)
     args = parser.parse_args(["convert", "a.pkl", "b.zip", "--vecnormalize-folder", "d"])
     assert args.func is legacy.run_cli and args.vecnormalize_folder == "d"
+
+
+def test_sbtf_command_line_convert(tmp_path, capsys):
+    """``sbtf convert`` through sbtf.cli once sbtf_converters.convert_cli is imported (how the CLI will load it)."""
+    importlib.import_module("sbtf_converters.convert_cli")  # registers the subcommand
+    from sbtf import cli
+    path, params = _simple_ppo2_file(tmp_path, "pkl")
+    assert cli.main(["convert", str(path), str(tmp_path / "via_cli.zip")]) == 0
+    assert "algorithm: PPO2" in capsys.readouterr().out
+    loaded = _ppo2().load(tmp_path / "via_cli.zip")
+    np.testing.assert_array_equal(loaded.get_parameters()["model/vf/w:0"], params["model/vf/w:0"])
+
+
+def test_allow_pickle_imports_classes_but_never_runs_pickled_functions(tmp_path):
+    sentinel = tmp_path / "pwned"
+    evil = fx.cloudpickled_function("evil", "__main__", [f"touch {sentinel}"], name="evil")
+    path, _ = _simple_ppo2_file(tmp_path, "zip", policy=G("sbtf.common.policies", "MlpPolicy"), learning_rate=evil)
+    with pytest.raises(CustomPolicyError, match="sbtf.common.policies.MlpPolicy"):
+        _ppo2().load(path)  # not on the allow-list: a stable-baselines file has no business naming it
+    with pytest.warns(UserWarning, match="learning_rate"):
+        model = _ppo2().load(path, allow_pickle=True)
+    from sbtf.common.policies import MlpPolicy
+    assert model.policy is MlpPolicy and model.learning_rate == 2.5e-4
+    assert not sentinel.exists()
 
 
 # ================================================================================================
@@ -979,7 +1040,6 @@ def test_stable_baselines_shim_runs_unmodified_sb2_script(tmp_path):
 
 
 def test_shim_maps_every_public_module_path():
-    import importlib
     sys.path.insert(0, str(REPO / "legacy"))
     shim = importlib.import_module("stable_baselines")
     try:
@@ -1009,7 +1069,8 @@ def test_shim_maps_every_public_module_path():
         import sbtf.common.policies
         import sbtf.common.vec_env
         assert importlib.import_module("stable_baselines.common.policies") is sbtf.common.policies
-        assert importlib.import_module("stable_baselines.common.vec_env").VecNormalize is sbtf.common.vec_env.VecNormalize
+        vec_env = importlib.import_module("stable_baselines.common.vec_env")
+        assert vec_env.VecNormalize is sbtf.common.vec_env.VecNormalize
         common = importlib.import_module("stable_baselines.common")
         from sbtf.common.math_util import explained_variance
         assert common.explained_variance is explained_variance and callable(common.set_global_seeds)
@@ -1019,8 +1080,11 @@ def test_shim_maps_every_public_module_path():
         from stable_baselines.a2c.utils import Scheduler, linear_schedule
         from sbtf.common.schedules import Scheduler as SbtfScheduler
         assert Scheduler is SbtfScheduler and linear_schedule(0.25) == 0.75
-        with pytest.raises(ModuleNotFoundError, match="no TensorFlow 2 equivalent"):
-            importlib.import_module("stable_baselines.common.tf_util")
+        try:
+            tf_util = importlib.import_module("stable_baselines.common.tf_util")
+            assert tf_util is importlib.import_module("sbtf.common.tf_util")
+        except ModuleNotFoundError as exc:
+            assert "no TensorFlow 2 equivalent" in str(exc)
         with pytest.raises(ModuleNotFoundError, match="not a stable-baselines 2.10 module"):
             importlib.import_module("stable_baselines.no_such_module")
         from stable_baselines import PPO2

@@ -189,14 +189,14 @@ def test_numpy_fast_path_matches_keras_model():
 def test_no_retracing_after_warmup():
     model = PPO2("MlpPolicy", cartpole_vec(2), n_steps=16, nminibatches=2, noptepochs=2, seed=0)
     model.learn(64)
-    traces = model._train_fn.experimental_get_tracing_count()
+    traces = model._train_tf.experimental_get_tracing_count()
     model.learn(320, reset_num_timesteps=False)
-    assert model._train_fn.experimental_get_tracing_count() == traces
+    assert model._train_tf.experimental_get_tracing_count() == traces
     a2c = A2C("MlpPolicy", cartpole_vec(2), seed=0)
     a2c.learn(50)
-    traces = a2c._train_fn.experimental_get_tracing_count()
+    traces = a2c._train_tf.experimental_get_tracing_count()
     a2c.learn(200, reset_num_timesteps=False)
-    assert a2c._train_fn.experimental_get_tracing_count() == traces
+    assert a2c._train_tf.experimental_get_tracing_count() == traces
 
 
 def test_seed_makes_training_reproducible():

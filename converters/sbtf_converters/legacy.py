@@ -46,7 +46,8 @@ from sbtf_converters.sb2_pickle import (LegacyFunction, LegacyStandIn, RefusedGl
 
 __all__ = [
     "load_sb2_model", "parse_sb2", "read_sb2_file", "convert", "ConversionReport", "ParsedSB2",
-    "read_running_mean_std", "read_vec_normalize", "is_sb2_pickle", "register_cli", "main",
+    "read_running_mean_std", "read_vec_normalize", "read_sb2_statistics", "is_sb2_pickle", "register_cli",
+    "add_arguments", "run_cli", "main",
     "LegacyModelError", "WrongAlgorithmError", "CustomPolicyError", "ParameterShapeError", "RefusedGlobalError",
     "ModelFileError",
 ]
@@ -104,6 +105,12 @@ class ConversionReport:
     replaced_values: List[Tuple[str, str, str]] = dataclasses.field(default_factory=list)
     notes: List[str] = dataclasses.field(default_factory=list)
     vecnormalize: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
+    warnings: List[str] = dataclasses.field(default_factory=list)
+
+    def emit_warnings(self, stacklevel: int) -> None:
+        """Issue the UserWarnings collected while mapping (values that could not be restored)."""
+        for message in self.warnings:
+            warnings.warn(message, UserWarning, stacklevel=stacklevel + 1)
 
     @property
     def lossless(self) -> bool:
@@ -183,8 +190,8 @@ def _unpickle(payload: bytes, allow_pickle: bool, what: str) -> Any:
         raise
     except (pickle.UnpicklingError, EOFError, ValueError, IndexError, TypeError, KeyError, AttributeError,
             struct.error, OverflowError, MemoryError) as exc:
-        raise ModelFileError(f"The {what} is truncated or corrupted: its pickle could not be read ({type(exc).__name__}:"
-                             f" {exc}).") from exc
+        raise ModelFileError(f"The {what} is truncated or corrupted: its pickle could not be read "
+                             f"({type(exc).__name__}: {exc}).") from exc
     return materialize(raw)
 
 
@@ -335,7 +342,7 @@ def _resolve_function(key: str, fn: LegacyFunction, spec: AlgoSpec, report: Conv
     message = (f"{key!r} of this stable-baselines file is a custom {fn.describe()}; sbtf does not run code from "
                f"model files, so it was replaced by the constant {default!r} ({spec.name}'s default). Pass "
                f"custom_objects={{{key!r}: ...}} to set your own schedule.")
-    warnings.warn(message, UserWarning, stacklevel=4)
+    report.warnings.append(message)
     report.replaced_values.append((key, fn.describe(), f"constant {default!r} ({spec.name} default)"))
     return default
 
@@ -402,7 +409,9 @@ def _map_data(spec: AlgoSpec, raw: dict, custom_objects: dict, report: Conversio
             continue
         if key in renames:
             new_key, new_value, note = renames[key](value, raw)
-            if new_key is not None:
+            if new_key == key:
+                out[key] = new_value
+            elif new_key is not None:
                 out[new_key] = new_value
                 report.renamed_keys.append((key, new_key, note))
             else:
@@ -523,8 +532,12 @@ def _fits(values: Sequence[np.ndarray], layout: L.Layout) -> bool:
     return len(values) == len(layout) and all(_shape(v) == tuple(s) for v, (_, s) in zip(values, layout))
 
 
-def _match_list(values: list, layout: L.Layout, spec: AlgoSpec) -> Tuple[Optional[list], Optional[str]]:
-    """Name a positional list by ``layout``, undoing the duplicated lists of old files (reference 13.2)."""
+def _match_list(values: list, layout: L.Layout, spec: AlgoSpec,
+                allow_trailing: bool = False) -> Tuple[Optional[list], Optional[str]]:
+    """
+    Name a positional list by ``layout``, undoing the duplicated lists of old files (reference 13.2). With
+    ``allow_trailing``, extra trailing arrays are ignored as SB2's ``load_parameters`` did (last resort only).
+    """
     n = len(layout)
     if _fits(values, layout):
         return values, None
@@ -539,7 +552,7 @@ def _match_list(values: list, layout: L.Layout, spec: AlgoSpec) -> Tuple[Optiona
             if _fits(candidate, layout):
                 return candidate, ("pre-2.6 DDPG layout [params + target] * 2 + normalisation: de-duplicated as "
                                    "DDPG.load does")
-    if len(values) > n and _fits(values[:n], layout):
+    if allow_trailing and len(values) > n and _fits(values[:n], layout):
         return values[:n], f"{len(values) - n} trailing arrays ignored (as stable-baselines' load_parameters does)"
     return None, None
 
@@ -579,20 +592,23 @@ def _match_params(spec: AlgoSpec, family: PolicyFamily, base_arch: Any, params: 
         candidates = [base_arch]
         if allow_inference:
             candidates = _chain_limited(candidates, family.candidates(shapes, base_arch, ctx, spec.name))
+    layouts = []
     for arch in candidates:
         try:
-            layout = spec.layout(ctx, arch)
+            layouts.append((arch, spec.layout(ctx, arch)))
         except (ValueError, NotImplementedError, TypeError, KeyError):
             continue
-        if named:
-            if set(n for n, _ in layout) == set(params) and all(file_shapes[n] == tuple(s) for n, s in layout):
-                return arch, OrderedDict((n, params[n]) for n, _ in layout)
-        else:
-            matched, note = _match_list(list(params), layout, spec)
-            if matched is not None:
-                if note:
-                    report.notes.append(note)
-                return arch, OrderedDict((n, v) for (n, _), v in zip(layout, matched))
+    for allow_trailing in ((False,) if named else (False, True)):
+        for arch, layout in layouts:
+            if named:
+                if set(n for n, _ in layout) == set(params) and all(file_shapes[n] == tuple(s) for n, s in layout):
+                    return arch, OrderedDict((n, params[n]) for n, _ in layout)
+            else:
+                matched, note = _match_list(list(params), layout, spec, allow_trailing)
+                if matched is not None:
+                    if note:
+                        report.notes.append(note)
+                    return arch, OrderedDict((n, v) for (n, _), v in zip(layout, matched))
     try:
         base_layout = spec.layout(ctx, base_arch)
     except (ValueError, NotImplementedError) as exc:
@@ -647,7 +663,8 @@ class ParsedSB2:
 
 
 def parse_sb2(source: Source, custom_objects: Optional[dict] = None, allow_pickle: bool = False,
-              policy_kwargs: Optional[dict] = None, report: Optional[ConversionReport] = None) -> ParsedSB2:
+              policy_kwargs: Optional[dict] = None, report: Optional[ConversionReport] = None,
+              expected_class: Any = None) -> ParsedSB2:
     """
     Read an SB2 file and map it to sbtf terms: detected algorithm, data dict with sbtf/gymnasium values, parameters
     named by SB2 2.10's ``get_parameter_list()`` order (checked against the reference layout), policy class
@@ -667,6 +684,8 @@ def parse_sb2(source: Source, custom_objects: Optional[dict] = None, allow_pickl
     if algo is None:
         raise ModelFileError(f"Cannot tell which stable-baselines algorithm wrote {path or 'this file'} ({how}).")
     report.algorithm, report.detected_by = algo, how
+    if expected_class is not None:
+        _check_algorithm(expected_class, algo, how)
     spec = ALGORITHMS[algo]
     family, layout_spec = family_of(spec, raw)
     data = _map_data(spec, raw, custom_objects, report)
@@ -793,7 +812,8 @@ def _build_model(cls: Any, parsed: ParsedSB2, env: Any, kwargs: dict) -> Any:
     data = dict(parsed.data)
     try:
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Loading model parameters from a list", category=DeprecationWarning)
+            warnings.filterwarnings("ignore", message="Loading model parameters from a list",
+                                    category=DeprecationWarning)
             model = cls._from_data(data, params, env=None, **kwargs)
     except RuntimeError as exc:
         if "parameters to load do not contain" in str(exc):
@@ -819,17 +839,16 @@ def _build_model(cls: Any, parsed: ParsedSB2, env: Any, kwargs: dict) -> Any:
     return model
 
 
-def _check_algorithm(cls: Any, parsed: ParsedSB2) -> None:
+def _check_algorithm(cls: Any, algorithm: str, detected_by: str) -> None:
     accepted = set(cls._accepted_algos()) if hasattr(cls, "_accepted_algos") else {cls.__name__}
     for name in list(accepted):
         spec = ALGORITHMS.get(name)
         if spec is not None:
             accepted.update(spec.accepts)
-    if parsed.algorithm not in accepted:
+    if algorithm not in accepted:
         raise WrongAlgorithmError(
-            f"This stable-baselines file holds a {parsed.algorithm} model (detected from "
-            f"{parsed.report.detected_by}); use {parsed.algorithm}.load (from sbtf import {parsed.algorithm}) instead "
-            f"of {cls.__name__}.load.")
+            f"This stable-baselines file holds a {algorithm} model (detected from {detected_by}); use "
+            f"{algorithm}.load (from sbtf import {algorithm}) instead of {cls.__name__}.load.")
 
 
 def load_sb2_model(cls: Any, payload: Source, env: Any = None, custom_objects: Optional[dict] = None,
@@ -848,8 +867,9 @@ def load_sb2_model(cls: Any, payload: Source, env: Any = None, custom_objects: O
     :return: the model
     """
     policy_kwargs = kwargs.pop("policy_kwargs", None)
-    parsed = parse_sb2(payload, custom_objects=custom_objects, allow_pickle=allow_pickle, policy_kwargs=policy_kwargs)
-    _check_algorithm(cls, parsed)
+    parsed = parse_sb2(payload, custom_objects=custom_objects, allow_pickle=allow_pickle, policy_kwargs=policy_kwargs,
+                       expected_class=cls)
+    parsed.report.emit_warnings(stacklevel=3)  # at the caller of <Algorithm>.load
     return _build_model(cls, parsed, env, kwargs)
 
 
@@ -885,16 +905,9 @@ def _check_refs(value: Any, where: str) -> None:
                                  "file; refusing to load it.")
 
 
-def read_running_mean_std(path: Union[str, os.PathLike, bytes]) -> Any:
-    """
-    Read an SB2 ``obs_rms.pkl`` / ``ret_rms.pkl`` (a pickled ``stable_baselines.common.running_mean_std
-    .RunningMeanStd``) -- or a plain ``{mean, var, count}`` dict pickle -- into an sbtf ``RunningMeanStd``.
-    Nothing in the file is executed.
-    """
+def _rms_from_value(value: Any, name: str) -> Any:
     from sbtf.common.running_mean_std import RunningMeanStd
 
-    payload, name = _read_bytes(path)
-    value = _unpickle(payload, False, f"statistics file {name}")
     _check_refs(value, name)
     if isinstance(value, RunningMeanStd):
         return value
@@ -910,29 +923,47 @@ def read_running_mean_std(path: Union[str, os.PathLike, bytes]) -> Any:
 _VECNORM_SETTINGS = ("clip_obs", "clip_reward", "gamma", "epsilon", "training", "norm_obs", "norm_reward")
 
 
+def _vec_normalize_from_value(value: Any, name: str) -> dict:
+    if not isinstance(value, dict) or not all(k in value for k in ("obs_rms", "ret_rms")):
+        raise ModelFileError(f"{name} is not a stable-baselines VecNormalize file (found {describe(value)}).")
+    out = {key: _rms_from_value(value[key], f"{name}[{key!r}]") for key in ("obs_rms", "ret_rms")}
+    for key in _VECNORM_SETTINGS:
+        if key in value:
+            item = value[key]
+            out[key] = item.item() if isinstance(item, np.generic) else item
+    return out
+
+
+def read_running_mean_std(path: Union[str, os.PathLike, bytes]) -> Any:
+    """
+    Read an SB2 ``obs_rms.pkl`` / ``ret_rms.pkl`` (a pickled ``stable_baselines.common.running_mean_std
+    .RunningMeanStd``) -- or a plain ``{mean, var, count}`` dict pickle -- into an sbtf ``RunningMeanStd``.
+    Nothing in the file is executed.
+    """
+    payload, name = _read_bytes(path)
+    return _rms_from_value(_unpickle(payload, False, f"statistics file {name}"), name)
+
+
 def read_vec_normalize(path: Union[str, os.PathLike, bytes]) -> dict:
     """
     Read a VecNormalize pickle written by SB2 >= 2.9 (``VecNormalize.save``: the whole wrapper minus its venv)
     into a dict ``{obs_rms, ret_rms, clip_obs, clip_reward, gamma, epsilon, training, norm_obs, norm_reward}``
     (settings that the file lacks are left out). Nothing in the file is executed.
     """
-    from sbtf.common.running_mean_std import RunningMeanStd
-
     payload, name = _read_bytes(path)
-    value = _unpickle(payload, False, f"VecNormalize file {name}")
-    if not isinstance(value, dict) or not all(k in value for k in ("obs_rms", "ret_rms")):
-        raise ModelFileError(f"{name} is not a stable-baselines VecNormalize file (found {describe(value)}).")
-    out = {}
-    for key in ("obs_rms", "ret_rms"):
-        _check_refs(value[key], f"{name}[{key!r}]")
-        if not isinstance(value[key], RunningMeanStd):
-            raise ModelFileError(f"{name}[{key!r}] is {describe(value[key])}, not RunningMeanStd statistics.")
-        out[key] = value[key]
-    for key in _VECNORM_SETTINGS:
-        if key in value:
-            item = value[key]
-            out[key] = item.item() if isinstance(item, np.generic) else item
-    return out
+    return _vec_normalize_from_value(_unpickle(payload, False, f"VecNormalize file {name}"), name)
+
+
+def read_sb2_statistics(path: Union[str, os.PathLike, bytes]) -> Any:
+    """
+    Either kind of SB2 normalisation file: a VecNormalize pickle -> the dict of :func:`read_vec_normalize`;
+    a RunningMeanStd pickle -> an sbtf ``RunningMeanStd``. (Used by ``sbtf.common.vec_env.VecNormalize``.)
+    """
+    payload, name = _read_bytes(path)
+    value = _unpickle(payload, False, f"statistics file {name}")
+    if isinstance(value, dict) and "obs_rms" in value:
+        return _vec_normalize_from_value(value, name)
+    return _rms_from_value(value, name)
 
 
 def _write_vecnormalize(stats: dict, path: str) -> None:
@@ -962,8 +993,10 @@ def convert(old_path: Union[str, os.PathLike], new_path: Union[str, os.PathLike]
     """
     report = ConversionReport(source=os.fspath(old_path))
     parsed = parse_sb2(old_path, custom_objects=custom_objects, allow_pickle=allow_pickle, report=report)
+    report.emit_warnings(stacklevel=2)
     cls = ALGORITHMS[parsed.algorithm].sbtf_class()
-    model = _build_model(cls, parsed, None, {})
+    model = _build_model(cls, parsed, None, {"verbose": 0})  # no "model without an env" chatter
+    model.verbose = parsed.data.get("verbose", 0)
     from sbtf.common.save_util import resolve_save_path
     target = resolve_save_path(os.fspath(new_path))
     model.save(target)
@@ -997,37 +1030,47 @@ def convert(old_path: Union[str, os.PathLike], new_path: Union[str, os.PathLike]
 
 
 # ------------------------------------------------------------------------------------------------
-# command line (``sbtf convert`` is wired by sbtf.cli through register_cli)
+# command line: ``sbtf convert`` (sbtf_converters.convert_cli registers it with sbtf.cli)
 # ------------------------------------------------------------------------------------------------
-def register_cli(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``convert`` sub-command to an ``argparse`` sub-parsers object; its handler is ``args.func(args)``."""
-    parser = subparsers.add_parser(
-        "convert", help="convert a stable-baselines 2.x model file (.pkl/.zip) to the sbtf format",
-        description="Convert a stable-baselines 2.x model file (.pkl or .zip) to an sbtf model file, without running "
-                    "code from the old file. Prints what was mapped and what could not be.")
+CLI_HELP = "convert a stable-baselines 2.x model file (.pkl/.zip) to the sbtf format"
+CLI_DESCRIPTION = ("Convert a stable-baselines 2.x model file (.pkl or .zip) to an sbtf model file, without running "
+                   "code from the old file, and print what was mapped and what could not be. Exit codes: 0 done, "
+                   "2 the file cannot be converted (not a model, refused content, algorithm not in sbtf yet).")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``convert`` arguments (for ``sbtf.cli.register_subcommand`` or :func:`register_cli`)."""
     parser.add_argument("old_path", help="the stable-baselines 2.x model file")
     parser.add_argument("new_path", help="the sbtf model file to write (.zip)")
     parser.add_argument("--vecnormalize-folder", default=None,
                         help="folder with vecnormalize.pkl or obs_rms.pkl/ret_rms.pkl to convert too")
     parser.add_argument("--vecnormalize-path", default=None,
-                        help="where to write the sbtf VecNormalize file (default: next to new_path)")
+                        help="where to write the sbtf VecNormalize file (default: vecnormalize.pkl next to new_path)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def register_cli(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``convert`` to an ``argparse`` sub-parsers object; its handler is ``args.func(args)`` (:func:`run_cli`)."""
+    parser = subparsers.add_parser("convert", help=CLI_HELP, description=CLI_DESCRIPTION)
+    add_arguments(parser)
     parser.set_defaults(func=run_cli)
     return parser
 
 
 def run_cli(args: argparse.Namespace) -> int:
+    """Run ``convert`` for parsed arguments; errors are one line on stderr (exit code 2)."""
     try:
         report = convert(args.old_path, args.new_path, vecnormalize_folder=args.vecnormalize_folder,
                          vecnormalize_path=args.vecnormalize_path)
     except (LegacyModelError, ModelFileError, pickle.UnpicklingError, ImportError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        print(f"sbtf convert: error: {exc}", file=sys.stderr)
+        return 2
     print(report.to_json() if args.json else str(report))
     return 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """``python -m sbtf_converters.legacy convert OLD NEW [...]``."""
     parser = argparse.ArgumentParser(prog="sbtf")
     subparsers = parser.add_subparsers(dest="command", required=True)
     register_cli(subparsers)

@@ -112,7 +112,7 @@ def _fully_connected(scope: str, n_in: int, n_out: int) -> Layout:
 # actor-critic policies (section 4)
 # ------------------------------------------------------------------------------------------------
 def normalize_net_arch(net_arch: Optional[list], layers: Optional[Sequence[int]]) -> list:
-    """SB2 rule: ``net_arch`` wins; ``layers=L`` is ``[dict(pi=L, vf=L)]``; default ``[dict(pi=[64,64], vf=[64,64])]``."""
+    """SB2 rule: ``net_arch`` wins; ``layers=L`` means ``[dict(pi=L, vf=L)]``; default ``layers=[64, 64]``."""
     if net_arch is not None:
         out: list = []
         for item in net_arch:
@@ -307,7 +307,7 @@ def candidate_actor_critic_archs(ob_space: Any, ac_space: Any, shapes: Sequence[
 # ------------------------------------------------------------------------------------------------
 @dataclass
 class QArch:
-    """DQN Q-network: ``layers`` hidden sizes, ``layer_norm``, ``dueling``, CNN features; ``param_noise`` adds two copies."""
+    """DQN Q-network: ``layers``, ``layer_norm``, ``dueling``, CNN features; ``param_noise`` adds two copies."""
 
     feature: str = "mlp"
     layers: List[int] = field(default_factory=lambda: [64, 64])

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import _compat_pickle
 import collections
-import copyreg
 import enum
 import importlib
 import io

@@ -65,6 +65,7 @@ class A2C(ActorCriticRLModel):
         self.n_batch = None
         self.learning_rate_schedule = None
         self._train_fn = None
+        self._train_tf = None
         super().__init__(policy=policy, env=env, verbose=verbose, requires_vec_env=True,
                          _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs, seed=seed,
                          n_cpu_tf_sess=n_cpu_tf_sess)
@@ -81,7 +82,7 @@ class A2C(ActorCriticRLModel):
         self._runner = None
         if self.policy_tf is not None and self.n_batch != self.n_envs * self.n_steps:
             self.n_batch = self.n_envs * self.n_steps
-            self._train_fn = self._make_train_fn()
+            self._build_train_fn()
 
     def setup_model(self):
         with SetVerbosity(self.verbose):
@@ -91,7 +92,12 @@ class A2C(ActorCriticRLModel):
             self._bind_policy(policy)
             self._variables = self.get_parameter_list()
             self.optimizer = RMSProp(self._variables, decay=self.alpha, epsilon=self.epsilon, momentum=self.momentum)
-            self._train_fn = self._make_train_fn()
+            self._build_train_fn()
+
+    def _build_train_fn(self) -> None:
+        """Trace the train step once; hot calls go through its concrete function (no per-call signature casting)."""
+        self._train_tf = self._make_train_fn()
+        self._train_fn = self._train_tf.get_concrete_function()
 
     def _make_train_fn(self):
         policy = self.policy_tf
@@ -123,7 +129,8 @@ class A2C(ActorCriticRLModel):
             grads = tape.gradient(loss, self._variables)
             grads, _ = clip_grads(grads, self.max_grad_norm)
             self.optimizer.apply(grads, lr)
-            return tf.stack([pg_loss, vf_loss, entropy])
+            # the new weights come back with the losses, so acting needs no extra TF call to refresh them
+            return tf.stack([pg_loss, vf_loss, entropy]), self._weights_for_numpy()
 
         return train_step
 
@@ -138,10 +145,13 @@ class A2C(ActorCriticRLModel):
             cur_lr = self.learning_rate_schedule.value()
         if states is None:
             states = np.zeros((1, 1), np.float32)
-        stats = self._train_fn(obs.astype(self.policy_tf.obs_dtype, copy=False), actions, rewards.astype(np.float32),
-                               values.astype(np.float32), masks.astype(np.float32), states,
-                               np.float32(cur_lr)).numpy()
+        stats, weights = self._train_fn(obs.astype(self.policy_tf.obs_dtype, copy=False), actions,
+                                        rewards.astype(np.float32), values.astype(np.float32),
+                                        masks.astype(np.float32), states, np.float32(cur_lr))
+        stats = stats.numpy()
         self.policy_tf.mark_weights_changed()
+        if weights:
+            self.policy_tf.set_numpy_weights([w.numpy() for w in weights])
         if writer is not None:
             writer.add_scalars({"loss/policy_gradient_loss": stats[0], "loss/value_function_loss": stats[1],
                                 "loss/entropy_loss": stats[2], "input_info/learning_rate": cur_lr,

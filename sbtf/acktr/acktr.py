@@ -150,7 +150,7 @@ class ACKTR(ActorCriticRLModel):
         optim = self.optim
         variables = self._variables
 
-        @tf.function(input_signature=signature)
+        @tf.function(input_signature=signature, autograph=False)
         def train_step(obs, actions, advs, returns, masks, states, lr):
             with optim.record() as recorder, tf.GradientTape(persistent=True) as tape:
                 if policy.recurrent:

@@ -501,6 +501,21 @@ class BaseRLModel(ABC):
         model.load_parameters(params)
         return model
 
+    # ------------------------------------------------------------------ export
+    def export(self, path, format: str = "savedmodel", vecnormalize=None, **kwargs) -> str:  # pylint: disable=W0622
+        """
+        Export the deterministic policy (what ``predict(obs, deterministic=True)`` returns) for deployment.
+
+        :param path: (str) output folder (``savedmodel``, ``tfjs``) or file (``onnx``)
+        :param format: (str) ``"savedmodel"``, ``"tfjs"`` or ``"onnx"`` (the last two need ``pip install 'sbtf[export]'``)
+        :param vecnormalize: (VecNormalize or str) observation statistics to fold in (the export takes raw observations)
+        :param kwargs: passed to ``sbtf_converters.export.export_model`` (e.g. ``opset`` for ONNX)
+        :return: (str) the path written
+        """
+        from sbtf_converters.export import export_model
+
+        return export_model(self, path, format=format, vecnormalize=vecnormalize, **kwargs)
+
     # ------------------------------------------------------------------ behaviour cloning
     def _pretrain_output(self, obs: tf.Tensor) -> tf.Tensor:
         """What behaviour cloning fits: logits (Discrete) or the deterministic action (Box)."""
@@ -652,6 +667,12 @@ class ActorCriticRLModel(BaseRLModel):
         self.value = policy.value
         self.initial_state = policy.initial_state
         self.params = self.get_parameter_list()
+
+    def _weights_for_numpy(self) -> list:
+        """Inside a train step: the updated weights when the policy acts in NumPy (else nothing to copy)."""
+        if getattr(self.policy_tf, "_np_forward", None) is None:
+            return []
+        return [tf.identity(v) for v in self.policy_tf.parameter_list()]
 
     def _pretrain_output(self, obs):
         flat, _, _, _ = self.policy_tf.forward(obs)

@@ -69,28 +69,30 @@ cg = conjugate_gradient
 
 def conjugate_gradient_tf(f_Ax, b_vec, cg_iters: int = 10, residual_tol: float = 1e-10):  # noqa: N803
     """
-    ``conjugate_gradient`` in TensorFlow ops (for use inside ``tf.function``; ``f_Ax`` maps a tensor to a tensor).
+    ``conjugate_gradient`` in TensorFlow ops (a ``tf.while_loop``; for use inside ``tf.function``, with or without
+    autograph; ``f_Ax`` maps a tensor to a tensor).
 
     :return: (tf.Tensor) the approximate solution
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     b_vec = tf.convert_to_tensor(b_vec)
-    x_var = tf.zeros_like(b_vec)
-    direction = b_vec
-    residual = b_vec
-    rdotr = tf.reduce_sum(residual * residual)
     tol = tf.constant(residual_tol, b_vec.dtype)
-    for _ in tf.range(int(cg_iters)):
-        if rdotr < tol:
-            break
+    rdotr = tf.reduce_sum(b_vec * b_vec)
+
+    def _cond(i, x_var, direction, residual, rdotr):
+        return tf.logical_and(i < int(cg_iters), rdotr >= tol)
+
+    def _body(i, x_var, direction, residual, rdotr):
         z_var = f_Ax(direction)
         v_var = rdotr / tf.reduce_sum(direction * z_var)
-        x_var += v_var * direction
-        residual -= v_var * z_var
+        x_var = x_var + v_var * direction
+        residual = residual - v_var * z_var
         new_rdotr = tf.reduce_sum(residual * residual)
         direction = residual + (new_rdotr / rdotr) * direction
-        rdotr = new_rdotr
+        return i + 1, x_var, direction, residual, new_rdotr
+
+    _, x_var, _, _, _ = tf.while_loop(_cond, _body, (tf.constant(0), tf.zeros_like(b_vec), b_vec, b_vec, rdotr))
     return x_var
 
 

@@ -52,7 +52,7 @@ class MpiAdam:
         self.getflat = GetFlat(self.var_list)
         self.setfromflat = SetFromFlat(self.var_list)
         self._apply_fn = tf.function(self.apply_flat_grad, input_signature=[
-            tf.TensorSpec((self.size,), tf.float32), tf.TensorSpec((), tf.float32)])
+            tf.TensorSpec((self.size,), tf.float32), tf.TensorSpec((), tf.float32)], autograph=False)
 
     # ------------------------------------------------------------------ state (SB2 attribute names)
     @property

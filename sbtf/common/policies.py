@@ -63,6 +63,17 @@ def _parse_net_arch(net_arch) -> tuple[list[int], list[int], list[int]]:
     return shared, pi_sizes, vf_sizes
 
 
+class _NumpyCache:
+    """NumPy weights of a policy and the version of the Keras weights they copy."""
+
+    def __init__(self):
+        self.version = -1
+        self.weights: dict[str, np.ndarray] = {}
+        self.plan = None
+        self.reader = None
+        self.names = None
+
+
 class BasePolicy(keras.Model):
     """
     The base policy object (SB2 signature; ``sess`` and ``reuse`` are accepted and ignored in TF2).
@@ -98,8 +109,8 @@ class BasePolicy(keras.Model):
         self.obs_shape = obs_input_shape(ob_space)
         self.np_random = np.random.default_rng(np.random.randint(0, 2 ** 31 - 1))
         self._weights_version = 0
-        self._np_cache_version = -1
-        self._np_weights: dict[str, np.ndarray] = {}
+        # a plain object (not tracked by Keras) holding NumPy copies of the weights for fast acting
+        self._np_state = _NumpyCache()
 
     @property
     def is_discrete(self) -> bool:
@@ -132,10 +143,23 @@ class BasePolicy(keras.Model):
         self.mark_weights_changed()
 
     def _np_params(self) -> dict[str, np.ndarray]:
-        if self._np_cache_version != self._weights_version:
-            self._np_weights = {name: var.numpy() for name, var in self.named_parameters(prefix="").items()}
-            self._np_cache_version = self._weights_version
-        return self._np_weights
+        """``{"/scope/name:0": array}`` of the current weights, refreshed (one TF call) when they changed."""
+        state = self._np_state
+        if state.version != self._weights_version:
+            if state.reader is None:
+                variables = self.parameter_list()
+                state.reader = tf.function(lambda: [tf.identity(v) for v in variables])
+            self.set_numpy_weights([value.numpy() for value in state.reader()])
+        return state.weights
+
+    def set_numpy_weights(self, arrays: list) -> None:
+        """Install fresh NumPy copies of the weights (``named_parameters`` order), e.g. returned by a train step."""
+        state = self._np_state
+        if state.names is None:
+            state.names = list(self.named_parameters(prefix="").keys())
+        state.weights = dict(zip(state.names, arrays))
+        state.plan = None
+        state.version = self._weights_version
 
     def preprocess(self, obs):
         return preprocess_obs_tf(obs, self.ob_space, self.scale)
@@ -240,6 +264,19 @@ class ActorCriticPolicy(BasePolicy):
             return action, value, None, self.pdtype.np_neglogp(flat, action).astype(np.float32)
         action, value, new_state, neglogp, _ = self._run_tf(obs, state, mask, deterministic)
         return action, value, new_state, neglogp
+
+    def act(self, obs, state=None, mask=None, deterministic=False):
+        """
+        ``step`` without the negative log-likelihood, for runners that do not need it (cheaper on the NumPy path).
+
+        :return: (actions, values, states) as NumPy arrays
+        """
+        if self._np_forward is not None:
+            flat, value = self._np_forward(self._prepare_obs(obs))
+            action = self.pdtype.np_mode(flat) if deterministic else self.pdtype.np_sample(flat, self.np_random)
+            return action, value, None
+        action, value, new_state, _, _ = self._run_tf(obs, state, mask, deterministic)
+        return action, value, new_state
 
     def flat_params(self, obs, state=None, mask=None) -> np.ndarray:
         """Flat distribution parameters for a batch of observations (NumPy)."""
@@ -369,18 +406,17 @@ class FeedForwardPolicy(ActorCriticPolicy):
 
     def _numpy_plan(self):
         """Cached NumPy weights as ([(w, b)] shared, pi, vf, (w, b) vf head, (w, b) pi head, logstd or None)."""
-        if getattr(self, "_np_plan_version", -1) != self._weights_version:
-            p = self._np_params()
-            self._np_plan_version = self._weights_version
+        p = self._np_params()
+        state = self._np_state
+        if state.plan is None:
 
             def wb(layer):
                 return p[f"/{layer.scope}/w:0"], p[f"/{layer.scope}/b:0"]
 
-            self._np_plan_cache = ([wb(layer) for layer in self.shared_layers],
-                                   [wb(layer) for layer in self.pi_layers],
-                                   [wb(layer) for layer in self.vf_layers],
-                                   wb(self.vf_head), wb(self.pi_head), p.get("/pi/logstd:0"))
-        return self._np_plan_cache
+            state.plan = ([wb(layer) for layer in self.shared_layers], [wb(layer) for layer in self.pi_layers],
+                          [wb(layer) for layer in self.vf_layers], wb(self.vf_head), wb(self.pi_head),
+                          p.get("/pi/logstd:0"))
+        return state.plan
 
     def _numpy_forward(self, obs: np.ndarray):
         """The same maths as ``forward`` in NumPy on cached weights: (flat params, values)."""

@@ -186,10 +186,12 @@ def traj_segment_generator(policy, env, horizon, reward_giver=None, gail=False, 
             "continue_training": continue_training,
         }
 
+    # ``act`` skips the log-likelihood that ``step`` also computes (not needed here)
+    act = policy.act if hasattr(policy, "act") else (lambda o, s, m: policy.step(o, s, m)[:3])
     if callback is not None:
         callback.on_rollout_start()
     while True:
-        action, vpred, new_states, _ = policy.step(observation, states, done_mask)
+        action, vpred, new_states = act(observation, states, done_mask)
         # The value at time T is needed before returning segment [0, T-1] (the bootstrap value).
         if step > 0 and step % horizon == 0:
             if callback is not None:
@@ -197,7 +199,7 @@ def traj_segment_generator(policy, env, horizon, reward_giver=None, gail=False, 
                 callback.on_rollout_end()
             yield _segment(True)
             # The model was updated: act again with the new parameters.
-            action, vpred, new_states, _ = policy.step(observation, states, done_mask)
+            action, vpred, new_states = act(observation, states, done_mask)
             ep_rets = []
             ep_true_rets = []
             ep_lens = []

@@ -79,6 +79,18 @@ def assign_add_from_flat(var_list: Sequence, flat: tf.Tensor) -> None:
         var.assign_add(tf.cast(value, var.dtype))
 
 
+def minibatch_loop(n_steps, step_fn) -> None:
+    """
+    Run ``step_fn(k)`` for ``k = 0 .. n_steps - 1`` as a ``tf.while_loop`` (inside ``tf.function``, without needing
+    autograph; ``step_fn`` must return an op or tensor to sequence on, e.g. an optimizer's step counter).
+    """
+    def _body(k):
+        with tf.control_dependencies([step_fn(k)]):
+            return (k + 1,)
+
+    tf.while_loop(lambda k: k < n_steps, _body, (tf.constant(0),))
+
+
 def get_flat_tensor(var_list: Sequence) -> tf.Tensor:
     """The variables' values as one flat vector (TF ops)."""
     return tf.concat([tf.reshape(v, [-1]) for v in var_list], axis=0)
@@ -95,7 +107,7 @@ class GetFlat:
     def __init__(self, var_list: Sequence, sess=None):
         self.var_list = list(var_list)
         self.size = flat_size(self.var_list)
-        self._fn = tf.function(lambda: get_flat_tensor(self.var_list), input_signature=[])
+        self._fn = tf.function(lambda: get_flat_tensor(self.var_list), input_signature=[], autograph=False)
 
     def __call__(self) -> np.ndarray:
         return self._fn().numpy()
@@ -115,7 +127,7 @@ class SetFromFlat:
         self.size = flat_size(self.var_list)
         self.dtype = tf.as_dtype(dtype)
 
-        @tf.function(input_signature=[tf.TensorSpec((self.size,), self.dtype)])
+        @tf.function(input_signature=[tf.TensorSpec((self.size,), self.dtype)], autograph=False)
         def _set(theta):
             assign_from_flat(self.var_list, theta)
             return tf.constant(True)
@@ -138,7 +150,7 @@ def make_assign_fn(targets: Sequence, sources: Sequence):
         if tuple(t.shape) != tuple(s.shape):
             raise ValueError(f"make_assign_fn: shape mismatch {t.shape} vs {s.shape} ({t.name} <- {s.name})")
 
-    @tf.function(input_signature=[])
+    @tf.function(input_signature=[], autograph=False)
     def _assign():
         for target, source in zip(targets, sources):
             target.assign(source)
@@ -148,4 +160,4 @@ def make_assign_fn(targets: Sequence, sources: Sequence):
 
 
 __all__ = ["intprod", "numel", "flat_size", "flatten_tensors", "flatgrad", "unflatten_tensor", "assign_from_flat",
-           "assign_add_from_flat", "get_flat_tensor", "GetFlat", "SetFromFlat", "make_assign_fn"]
+           "assign_add_from_flat", "minibatch_loop", "get_flat_tensor", "GetFlat", "SetFromFlat", "make_assign_fn"]

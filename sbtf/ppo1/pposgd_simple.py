@@ -7,6 +7,7 @@ compiled call; with several processes each minibatch gradient is one compiled ca
 """
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from collections import deque
@@ -21,7 +22,7 @@ from sbtf.common.mpi_adam import MpiAdam
 from sbtf.common.mpi_model import MpiActorCriticRLModel
 from sbtf.common.mpi_moments import mpi_moments
 from sbtf.common.runners import traj_segment_generator
-from sbtf.common.tf_util import flatgrad
+from sbtf.common.tf_util import flatgrad, minibatch_loop
 from sbtf.trpo_mpi.utils import add_vtarg_and_adv
 
 LOSS_NAMES = ["pol_surr", "pol_entpen", "vf_loss", "kl", "ent"]
@@ -145,38 +146,45 @@ class PPO1(MpiActorCriticRLModel):
         batch_size = self._batch_size()
         epochs = int(self.optim_epochs)
 
-        self._lossandgrad_fn = tf.function(self._lossandgrad, input_signature=[obs_spec, act_spec, vec, vec, scalar])
+        # autograph is off: the loops are explicit tf.while_loops (tracing stays short)
+        compile_fn = functools.partial(tf.function, autograph=False)
+        self._lossandgrad_fn = compile_fn(self._lossandgrad, input_signature=[obs_spec, act_spec, vec, vec, scalar])
 
         def _eval_losses(obs, actions, atarg, ret, lrmult, perm):
             """Losses of every full minibatch of ``perm`` (n_minibatches, 5), SB2's "Evaluating losses"."""
             n_mb = tf.shape(perm)[0] // batch_size
-            out = tf.TensorArray(tf.float32, size=n_mb)
-            for mb in tf.range(n_mb):
+
+            def body(mb, out):
                 idx = perm[mb * batch_size:(mb + 1) * batch_size]
                 _, losses = self._losses(tf.gather(obs, idx), tf.gather(actions, idx), tf.gather(atarg, idx),
                                          tf.gather(ret, idx), lrmult)
-                out = out.write(mb, losses)
+                return mb + 1, out.write(mb, losses)
+
+            _, out = tf.while_loop(lambda mb, _: mb < n_mb, body,
+                                   (tf.constant(0), tf.TensorArray(tf.float32, size=n_mb, element_shape=(5,))))
             return out.stack()
 
-        self._eval_losses_fn = tf.function(_eval_losses, input_signature=[
+        self._eval_losses_fn = compile_fn(_eval_losses, input_signature=[
             obs_spec, act_spec, vec, vec, scalar, tf.TensorSpec((None,), tf.int32)])
 
-        @tf.function(input_signature=[obs_spec, act_spec, vec, vec, scalar, scalar])
         def train_epochs(obs, actions, atarg, ret, lrmult, stepsize):
             """One process: every epoch's shuffled minibatch Adam steps, then the evaluation pass, in one call."""
             n = tf.shape(obs)[0]
             n_mb = n // batch_size
-            for _ in tf.range(epochs):
-                perm = tf.cast(tf.argsort(self._shuffle_gen.uniform((n,))), tf.int32)
-                for mb in tf.range(n_mb):
-                    idx = perm[mb * batch_size:(mb + 1) * batch_size]
-                    grad, _ = self._lossandgrad(tf.gather(obs, idx), tf.gather(actions, idx), tf.gather(atarg, idx),
-                                                tf.gather(ret, idx), lrmult)
-                    self.adam.apply_flat_grad(grad, stepsize)
-            perm = tf.cast(tf.argsort(self._shuffle_gen.uniform((n,))), tf.int32)
-            return _eval_losses(obs, actions, atarg, ret, lrmult, perm)
+            perms = tf.cast(tf.argsort(self._shuffle_gen.uniform((epochs + 1, n)), axis=1), tf.int32)
 
-        self._train_fn = train_epochs
+            def step(k):
+                start = (k % n_mb) * batch_size
+                idx = perms[k // n_mb, start:start + batch_size]
+                grad, _ = self._lossandgrad(tf.gather(obs, idx), tf.gather(actions, idx), tf.gather(atarg, idx),
+                                            tf.gather(ret, idx), lrmult)
+                return self.adam.apply_flat_grad(grad, stepsize)
+
+            minibatch_loop(epochs * n_mb, step)
+            with tf.control_dependencies([self.adam._t.read_value()]):
+                return _eval_losses(obs, actions, atarg, ret, lrmult, perms[epochs])
+
+        self._train_fn = compile_fn(train_epochs, input_signature=[obs_spec, act_spec, vec, vec, scalar, scalar])
 
     def _train(self, obs, actions, atarg, ret, lrmult: float) -> np.ndarray:
         """The optimisation phase of one iteration; returns the per-minibatch losses of the evaluation pass."""

@@ -77,6 +77,7 @@ class PPO2(ActorCriticRLModel):
         self.n_batch = None
         self.episode_reward = None
         self._train_fn = None
+        self._train_tf = None
         super().__init__(policy=policy, env=env, verbose=verbose, requires_vec_env=True,
                          _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs, seed=seed,
                          n_cpu_tf_sess=n_cpu_tf_sess)
@@ -94,7 +95,7 @@ class PPO2(ActorCriticRLModel):
         self._runner = None
         if self.policy_tf is not None and self.n_batch != self.n_envs * self.n_steps:
             self.n_batch = self.n_envs * self.n_steps
-            self._train_fn = self._make_train_fn()
+            self._build_train_fn()
 
     def setup_model(self):
         with SetVerbosity(self.verbose):
@@ -113,7 +114,7 @@ class PPO2(ActorCriticRLModel):
             self._variables = self.get_parameter_list()
             self.optimizer = Adam(self._variables, epsilon=1e-5)
             self._shuffle_gen = tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
-            self._train_fn = self._make_train_fn()
+            self._build_train_fn()
 
     def _reseed_policy(self, seed: int) -> None:
         super()._reseed_policy(seed)
@@ -162,6 +163,11 @@ class PPO2(ActorCriticRLModel):
         self.optimizer.apply(grads, lr)
         return stats
 
+    def _build_train_fn(self) -> None:
+        """Trace the train step once; hot calls go through its concrete function (no per-call signature casting)."""
+        self._train_tf = self._make_train_fn()
+        self._train_fn = self._train_tf.get_concrete_function()
+
     def _make_train_fn(self):
         policy = self.policy_tf
         pdtype = policy.pdtype
@@ -209,7 +215,7 @@ class PPO2(ActorCriticRLModel):
                     stats += self._apply_minibatch(
                         take(s_obs), take(s_returns), None, take(s_actions), take(s_values), take(s_neglogpacs),
                         None, lr, cliprange, cliprange_vf, 1)
-            return stats / float(noptepochs * nminibatches)
+            return stats / float(noptepochs * nminibatches), self._weights_for_numpy()
 
         return train_epochs
 
@@ -220,7 +226,12 @@ class PPO2(ActorCriticRLModel):
         crvf = np.float32(cliprange_vf_now)
         obs = obs.astype(self.policy_tf.obs_dtype, copy=False)
         if not self.policy_tf.recurrent:
-            stats = self._train_fn(obs, returns, actions, values, neglogpacs, lr, cr, crvf).numpy()
+            stats, weights = self._train_fn(obs, returns, actions, values, neglogpacs, lr, cr, crvf)
+            stats = stats.numpy()
+            self.policy_tf.mark_weights_changed()
+            if weights:
+                self.policy_tf.set_numpy_weights([w.numpy() for w in weights])
+            return stats
         else:
             envs_per_batch = self.n_envs // self.nminibatches
             env_indices = np.arange(self.n_envs)

@@ -13,7 +13,8 @@ A few paths need more than an alias:
   :mod:`stable_baselines._compat.a2c_utils` unless sbtf grows an ``a2c.utils`` module;
 * ``stable_baselines.ddpg.noise`` and ``stable_baselines.deepq.replay_buffer`` fall back to
   ``sbtf.common.noise`` / ``sbtf.common.buffers``;
-* ``stable_baselines.common.tf_util`` (TF1 sessions, placeholders) has no TensorFlow 2 equivalent.
+* ``stable_baselines.common.tf_util`` maps to ``sbtf.common.tf_util`` (its TF2 flat-parameter helpers); without
+  it the error says that TF1 sessions / placeholders have no TensorFlow 2 equivalent.
 """
 from __future__ import annotations
 
@@ -54,7 +55,6 @@ OVERRIDES: Dict[str, Sequence[str]] = {
     "a2c.utils": ("sbtf.a2c.utils", "stable_baselines._compat.a2c_utils"),
     "ddpg.noise": ("sbtf.ddpg.noise", "sbtf.common.noise"),
     "deepq.replay_buffer": ("sbtf.deepq.replay_buffer", "sbtf.common.buffers"),
-    "common.tf_util": (),
 }
 
 #: facades: sbtf package + names stable-baselines re-exported from elsewhere (name -> sbtf module)
@@ -144,10 +144,10 @@ class _Facade(types.ModuleType):
 def resolve(fullname: str) -> types.ModuleType:
     """The module object for ``stable_baselines.<path>`` (raises ModuleNotFoundError naming what is missing)."""
     rest = fullname[len(PREFIX) + 1:]
-    if rest in _NO_TF2:
+    target = target_for(fullname)
+    if target is None and rest in _NO_TF2:
         raise ModuleNotFoundError(f"{fullname} has no TensorFlow 2 equivalent in sbtf ({_NO_TF2[rest]}).",
                                   name=fullname)
-    target = target_for(fullname)
     if rest in FACADES:
         return _Facade(fullname, target, FACADES[rest])
     if target is None:

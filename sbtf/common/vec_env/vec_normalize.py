@@ -113,7 +113,19 @@ class _StatsUnpickler(pickle.Unpickler):
                 module, name))
 
 
+def _legacy_reader(path: str) -> Any:
+    """``sbtf_converters.legacy`` when ``path`` is a stable-baselines 2 pickle, else None."""
+    try:
+        from sbtf_converters import legacy
+    except ImportError:
+        return None
+    return legacy if legacy.is_sb2_pickle(path) else None
+
+
 def _restricted_load(path: str) -> Any:
+    legacy = _legacy_reader(path)
+    if legacy is not None:  # stable-baselines 2 file: read by sbtf_converters' allow-list unpickler
+        return legacy.read_sb2_statistics(path)
     with open(path, "rb") as file_handler:
         return _StatsUnpickler(io.BytesIO(file_handler.read())).load()
 

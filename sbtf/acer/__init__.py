@@ -1,0 +1,3 @@
+from sbtf.acer.acer_simple import ACER
+
+__all__ = ["ACER"]

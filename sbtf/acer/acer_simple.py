@@ -1,0 +1,676 @@
+"""Actor-Critic with Experience Replay, stable-baselines 2.x ``ACER`` (Discrete actions).
+
+Per update: one on-policy step on the rollout just collected, then ``Poisson(replay_ratio)`` steps on
+rollouts drawn from the episodic replay buffer (``sbtf.acer.buffer``). Each step is one compiled call that
+evaluates the policy (Q(s, .) from the ``q`` head, pi = softmax of the ``pi`` head) on ``n_steps + 1``
+observations per env, computes Retrace targets, the truncated-importance-weight policy gradient with bias
+correction, the efficient trust-region projection against a Polyak-averaged copy of the policy, and applies
+RMSProp (TF1 semantics) followed by the Polyak update of the averaged copy.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from collections import deque
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from sbtf import logger
+from sbtf.acer.buffer import Buffer
+from sbtf.common.base_class import ActorCriticRLModel, SetVerbosity, TensorboardWriter
+from sbtf.common.distributions import softmax_np
+from sbtf.common.math_util import safe_mean, total_episode_reward_logger
+from sbtf.common.optimizers import RMSProp
+from sbtf.common.runners import AbstractEnvRunner
+from sbtf.common.schedules import Scheduler
+
+#: names of the train-step statistics (SB2's ``names_ops``), in the order the train step returns them
+NAMES_OPS = ("loss", "loss_q", "entropy", "loss_policy", "loss_f", "loss_bc", "explained_variance", "norm_grads")
+#: extra statistics of the trust-region version
+TRUST_REGION_NAMES_OPS = ("norm_grads_q", "norm_grads_policy", "avg_norm_grads_f", "avg_norm_k", "avg_norm_g",
+                          "avg_norm_k_dot_g", "avg_norm_adj")
+#: trust-region statistics that need a second backward pass: only computed on the updates that are logged
+SEPARATE_NORMS = ("norm_grads_q", "norm_grads_policy")
+
+
+def get_by_index(input_tensor, idx):
+    """
+    ``input_tensor[i, idx[i]]`` for every row ``i``.
+
+    :param input_tensor: (tf.Tensor) (batch, n)
+    :param idx: (tf.Tensor) (batch,) integer indices
+    :return: (tf.Tensor) (batch,)
+    """
+    return tf.gather(input_tensor, tf.cast(idx, tf.int32), axis=1, batch_dims=1)
+
+
+def strip(var, n_envs: int, n_steps: int, flat: bool = False):
+    """
+    Removes the last step of each environment's sequence from an env-major batch of ``n_envs * (n_steps + 1)``.
+
+    :param var: (tf.Tensor) the input tensor
+    :param n_envs: (int) The number of environments
+    :param n_steps: (int) The number of steps to run for each environment
+    :param flat: (bool) If the input tensor is flat (batch,)
+    :return: (tf.Tensor) the tensor without the last step of each sequence: ``n_envs * n_steps`` rows
+    """
+    if flat:
+        return tf.reshape(tf.reshape(var, (n_envs, n_steps + 1))[:, :-1], (-1,))
+    tail = tuple(int(d) for d in var.shape[1:])
+    return tf.reshape(tf.reshape(var, (n_envs, n_steps + 1) + tail)[:, :-1], (n_envs * n_steps,) + tail)
+
+
+def q_retrace(rewards, dones, q_i, values, rho_i, n_envs: int, n_steps: int, gamma: float):
+    """
+    Retrace targets (Munos et al. 2016) as in ACER, computed backwards over each environment's sequence:
+    ``Q_ret = V(x_T)``; for t = T-1 .. 0: ``Q_ret = r_t + gamma * Q_ret * (1 - done_t)``, ``target_t = Q_ret``,
+    then ``Q_ret = min(1, rho_t) * (Q_ret - Q(x_t, a_t)) + V(x_t)``.
+
+    :param rewards: (tf.Tensor) rewards (n_envs * n_steps,), env-major
+    :param dones: (tf.Tensor) done flags aligned with the rewards (n_envs * n_steps,)
+    :param q_i: (tf.Tensor) Q values of the actions taken (n_envs * n_steps,)
+    :param values: (tf.Tensor) state values (n_envs * (n_steps + 1),), the last of each env bootstraps
+    :param rho_i: (tf.Tensor) importance weights pi(a_t|x_t) / mu(a_t|x_t) (n_envs * n_steps,)
+    :param n_envs: (int) The number of environments
+    :param n_steps: (int) The number of steps to run for each environment
+    :param gamma: (float) The discount value
+    :return: (tf.Tensor) the Retrace targets (n_envs * n_steps,)
+    """
+    rho_bar = tf.reshape(tf.minimum(1.0, rho_i), (n_envs, n_steps))
+    reward_seq = tf.reshape(tf.cast(rewards, tf.float32), (n_envs, n_steps))
+    done_seq = tf.reshape(tf.cast(dones, tf.float32), (n_envs, n_steps))
+    q_is = tf.reshape(q_i, (n_envs, n_steps))
+    value_sequence = tf.reshape(values, (n_envs, n_steps + 1))
+    qret = value_sequence[:, -1]
+    qrets = [None] * n_steps
+    for i in range(n_steps - 1, -1, -1):
+        qret = reward_seq[:, i] + gamma * qret * (1.0 - done_seq[:, i])
+        qrets[i] = qret
+        qret = (rho_bar[:, i] * (qret - q_is[:, i])) + value_sequence[:, i]
+    return tf.reshape(tf.stack(qrets, axis=1), (-1,))
+
+
+def policy_objective_grad(f, actions, coef_f, coef_bc, ent_coef: float, eps: float = 1e-6):
+    """
+    Closed-form gradient w.r.t. the action probabilities ``f`` of ACER's policy objective
+    ``sum_n [log(f[n, a_n] + eps) coef_f[n] + sum_k log(f[n, k] + eps) coef_bc[n, k] + ent_coef H(f[n])]``
+    with ``H(p) = -sum_k p_k log(p_k + eps)`` (= ``-(loss_f + loss_bc - ent_coef * entropy) * n_batch``), the
+    ``g`` that the efficient trust region projects.
+
+    :param f: (tf.Tensor) action probabilities (batch, n_act)
+    :param actions: (tf.Tensor) actions taken (batch,)
+    :param coef_f: (tf.Tensor) truncated-importance-weighted advantages (batch,) (constants)
+    :param coef_bc: (tf.Tensor) bias-correction coefficients (batch, n_act) (constants)
+    :param ent_coef: (float) entropy coefficient
+    :param eps: (float) the epsilon inside the logarithms
+    :return: (tf.Tensor) (batch, n_act)
+    """
+    n_act = int(f.shape[-1])
+    one_hot = tf.one_hot(tf.cast(actions, tf.int32), n_act, dtype=f.dtype)
+    return (one_hot * tf.reshape(coef_f, (-1, 1)) + coef_bc) / (f + eps) \
+        - ent_coef * (tf.math.log(f + eps) + f / (f + eps))
+
+
+def q_explained_variance(q_pred, q_true):
+    """Explained variance of the Q values (SB2 ``q_explained_variance``), over both axes."""
+    _, var_y = tf.nn.moments(q_true, axes=[0, 1])
+    _, var_pred = tf.nn.moments(q_true - q_pred, axes=[0, 1])
+    return 1.0 - (var_pred / var_y)
+
+
+def avg_norm(tensor):
+    """Mean over the batch of the L2 norm of each row."""
+    return tf.reduce_mean(tf.sqrt(tf.reduce_sum(tf.square(tensor), axis=-1)))
+
+
+class EpisodeStats:
+    """
+    Running episode statistics computed from the rollouts (SB2 ``EpisodeStats``): mean length and reward of the
+    last 40 finished episodes.
+
+    :param n_steps: (int) The number of steps to run for each environment
+    :param n_envs: (int) The number of environments
+    """
+
+    def __init__(self, n_steps: int, n_envs: int):
+        self.episode_rewards: list[list[float]] = [[] for _ in range(n_envs)]
+        self.len_buffer: deque = deque(maxlen=40)
+        self.rewbuffer: deque = deque(maxlen=40)
+        self.n_steps = n_steps
+        self.n_envs = n_envs
+
+    def feed(self, rewards, masks) -> None:
+        """
+        :param rewards: ([float]) rewards (n_envs, n_steps)
+        :param masks: ([bool]) done flags (n_envs, n_steps)
+        """
+        rewards = np.reshape(rewards, (self.n_envs, self.n_steps))
+        masks = np.reshape(masks, (self.n_envs, self.n_steps))
+        for i in range(self.n_envs):
+            for j in range(self.n_steps):
+                self.episode_rewards[i].append(float(rewards[i][j]))
+                if masks[i][j]:
+                    self.len_buffer.append(len(self.episode_rewards[i]))
+                    self.rewbuffer.append(sum(self.episode_rewards[i]))
+                    self.episode_rewards[i] = []
+
+    def mean_length(self) -> float:
+        return float(np.mean(self.len_buffer)) if self.len_buffer else 0.0
+
+    def mean_reward(self) -> float:
+        return float(np.mean(self.rewbuffer)) if self.rewbuffer else 0.0
+
+
+class ACER(ActorCriticRLModel):
+    """
+    The ACER (Actor-Critic with Experience Replay) model class, https://arxiv.org/abs/1611.01224
+
+    :param policy: (ActorCriticPolicy or str) The policy model to use (MlpPolicy, CnnPolicy, CnnLstmPolicy, ...)
+    :param env: (Gym environment or str) The environment to learn from (if registered in Gym, can be str)
+    :param gamma: (float) The discount value
+    :param n_steps: (int) The number of steps to run for each environment per update
+        (i.e. batch size is n_steps * n_env where n_env is number of environment copies running in parallel)
+    :param num_procs: (int) The number of threads for TensorFlow operations (deprecated: use ``n_cpu_tf_sess``)
+    :param q_coef: (float) The weight for the loss on the Q value
+    :param ent_coef: (float) The weight for the entropy loss
+    :param max_grad_norm: (float) The clipping value for the maximum gradient
+    :param learning_rate: (float) The initial learning rate for the RMS prop optimizer
+    :param lr_schedule: (str) The type of scheduler for the learning rate update ('linear', 'constant',
+        'double_linear_con', 'middle_drop' or 'double_middle_drop')
+    :param rprop_alpha: (float) RMSProp decay parameter (default: 0.99)
+    :param rprop_epsilon: (float) RMSProp epsilon (stabilizes square root computation in denominator of RMSProp
+        update) (default: 1e-5)
+    :param buffer_size: (int) The buffer size in number of steps
+    :param replay_ratio: (float) The number of replay learning per on policy learning on average,
+        using a poisson distribution
+    :param replay_start: (int) The minimum number of steps in the buffer, before learning replay
+    :param correction_term: (float) Importance weight clipping factor (default: 10)
+    :param trust_region: (bool) Whether or not algorithms estimates the gradient KL divergence
+        between the old and updated policy and uses it to determine step size  (default: True)
+    :param alpha: (float) The decay rate for the Exponential moving average of the parameters
+    :param delta: (float) max KL divergence between the old policy and updated policy (default: 1)
+    :param verbose: (int) the verbosity level: 0 none, 1 training information, 2 tensorflow debug
+    :param tensorboard_log: (str) the log location for tensorboard (if None, no logging)
+    :param _init_setup_model: (bool) Whether or not to build the network at the creation of the instance
+    :param policy_kwargs: (dict) additional arguments to be passed to the policy on creation
+    :param full_tensorboard_log: (bool) also log histograms of rewards, advantages and mu's
+    :param seed: (int) Seed for the pseudo-random generators (python, numpy, tensorflow, env)
+    :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process)
+    """
+
+    _supported_action_spaces = (gym.spaces.Discrete,)
+    _save_attrs = ("gamma", "n_steps", "q_coef", "ent_coef", "max_grad_norm", "learning_rate", "lr_schedule",
+                   "rprop_alpha", "rprop_epsilon", "replay_ratio", "replay_start", "buffer_size", "correction_term",
+                   "trust_region", "alpha", "delta")
+
+    def __init__(self, policy, env, gamma=0.99, n_steps=20, num_procs=None, q_coef=0.5, ent_coef=0.01,
+                 max_grad_norm=10, learning_rate=7e-4, lr_schedule="linear", rprop_alpha=0.99, rprop_epsilon=1e-5,
+                 buffer_size=5000, replay_ratio=4, replay_start=1000, correction_term=10.0, trust_region=True,
+                 alpha=0.99, delta=1, verbose=0, tensorboard_log=None, _init_setup_model=True, policy_kwargs=None,
+                 full_tensorboard_log=False, seed=None, n_cpu_tf_sess=1):
+        if num_procs is not None:
+            warnings.warn("num_procs will be removed in a future version (v3.x.x) use n_cpu_tf_sess instead",
+                          DeprecationWarning)
+            n_cpu_tf_sess = num_procs
+        self.n_steps = n_steps
+        self.replay_ratio = replay_ratio
+        self.buffer_size = buffer_size
+        self.replay_start = replay_start
+        self.gamma = gamma
+        self.alpha = alpha
+        self.correction_term = correction_term
+        self.q_coef = q_coef
+        self.ent_coef = ent_coef
+        self.trust_region = trust_region
+        self.delta = delta
+        self.max_grad_norm = max_grad_norm
+        self.rprop_alpha = rprop_alpha
+        self.rprop_epsilon = rprop_epsilon
+        self.learning_rate = learning_rate
+        self.lr_schedule = lr_schedule
+        self.tensorboard_log = tensorboard_log
+        self.full_tensorboard_log = full_tensorboard_log
+
+        self.polyak_model = None
+        self.learning_rate_schedule = None
+        self.names_ops = None
+        self.n_act = None
+        self.n_batch = None
+        self._train_fn = None
+        self._train_fn_diag = None
+        self._value_fn = None
+        self._buffer: Optional[Buffer] = None
+        self._polyak_pairs: list = []
+        super().__init__(policy=policy, env=env, verbose=verbose, requires_vec_env=True,
+                         _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs, seed=seed,
+                         n_cpu_tf_sess=n_cpu_tf_sess)
+        if _init_setup_model:
+            self.setup_model()
+
+    # ------------------------------------------------------------------ environment
+    @property
+    def runner(self) -> "_Runner":
+        if self._runner is None:
+            self._runner = _Runner(env=self.env, model=self, n_steps=self.n_steps)
+        return self._runner
+
+    def _requires_same_n_envs(self) -> bool:
+        return True
+
+    def set_env(self, env) -> None:
+        """
+        Set a new environment; ACER needs the same number of environments as the model was built with (the
+        replay buffer and the train step are laid out per environment).
+        """
+        if env is not None and self.n_envs is not None:
+            env = self._make_vec_env(env)
+            if env.num_envs != self.n_envs:
+                raise ValueError(f"Error: the environment passed must have the same number of environments as the "
+                                 f"model was trained on ({self.n_envs}, got {env.num_envs}). This is due to ACER not "
+                                 "being capable of changing the number of environments.")
+        super().set_env(env)
+
+    def _on_env_changed(self) -> None:
+        self._runner = None
+        self._buffer = None  # experience of another env
+
+    def _check_action_space(self) -> None:
+        if not isinstance(self.action_space, gym.spaces.Discrete):
+            raise NotImplementedError(f"Error: ACER does not support action space {self.action_space!r} "
+                                      f"({type(self.action_space).__name__}); ACER only supports Discrete action "
+                                      "spaces (as stable-baselines 2.x).")
+
+    # ------------------------------------------------------------------ setup
+    def setup_model(self):
+        with SetVerbosity(self.verbose):
+            self._check_action_space()
+            self.n_act = int(self.action_space.n)
+            self.n_batch = self.n_envs * self.n_steps
+            self.set_random_seed(self.seed)
+            n_batch_train = self.n_envs * (self.n_steps + 1)
+            policy = self._make_policy(self.n_envs, self.n_steps + 1, n_batch_train)
+            self._bind_policy(policy)
+            self._variables = self.get_parameter_list()
+            # the Polyak-averaged policy: a second instance of the policy whose weights are the moving averages
+            # (never saved, as SB2); it starts equal to the policy
+            self.polyak_model = self.policy(None, self.observation_space, self.action_space, self.n_envs,
+                                            self.n_steps + 1, n_batch_train, reuse=True, **self.policy_kwargs)
+            self.polyak_model.trainable = False
+            shadows = list(self.polyak_model.named_parameters().values())
+            if len(shadows) != len(self._variables):
+                raise RuntimeError("Error: the averaged ACER policy does not have the policy's parameters.")
+            self._polyak_pairs = list(zip(self._variables, shadows))
+            self._sync_polyak()
+            self.optimizer = RMSProp(self._variables, decay=self.rprop_alpha, epsilon=self.rprop_epsilon)
+            self.names_ops = list(NAMES_OPS) + (list(TRUST_REGION_NAMES_OPS) if self.trust_region else [])
+            self._value_fn = self._make_value_fn()
+            self._train_fn = self._make_train_fn()
+            self._train_fn_diag = None
+
+    def _sync_polyak(self) -> None:
+        """Reset the averaged policy to the current parameters (at set-up, after loading or pretraining)."""
+        for var, shadow in self._polyak_pairs:
+            shadow.assign(var)
+
+    def _on_parameters_loaded(self) -> None:
+        super()._on_parameters_loaded()
+        self._sync_polyak()
+
+    def _make_value_fn(self):
+        """Compiled ACER state value ``V(x) = sum_a pi(a|x) Q(x, a)`` (used to bootstrap time-limit cuts)."""
+        policy = self.policy_tf
+        state_size = policy.state_size if policy.recurrent else 1
+
+        @tf.function(input_signature=[policy.obs_signature(), tf.TensorSpec((None, state_size), tf.float32),
+                                      tf.TensorSpec((None,), tf.float32)], autograph=False)
+        def acer_value(obs, state, mask):
+            flat, _, q_value, _ = policy.forward(obs, state if policy.recurrent else None, mask, n_steps=1)
+            return tf.reduce_sum(tf.nn.softmax(flat) * q_value, axis=-1)
+
+        return acer_value
+
+    def acer_value(self, obs, state=None, mask=None) -> np.ndarray:
+        """ACER's state value ``sum_a pi(a|x) Q(x, a)`` of a batch of observations (NumPy)."""
+        obs = np.asarray(obs).astype(self.policy_tf.obs_dtype, copy=False).reshape((-1,) + self.policy_tf.obs_shape)
+        n = obs.shape[0]
+        if self.policy_tf.recurrent:
+            state = np.asarray(state, np.float32)
+            mask = np.zeros((n,), np.float32) if mask is None else np.asarray(mask, np.float32).reshape(-1)
+        else:
+            state = np.zeros((n, 1), np.float32)
+            mask = np.zeros((n,), np.float32)
+        return self._value_fn(obs, state, mask).numpy()
+
+    def _stat_names(self, diagnostics: bool) -> list:
+        """Names of the values returned by the train step (``diagnostics``: with the separate gradient norms)."""
+        if diagnostics or not self.trust_region:
+            return list(self.names_ops)
+        return [name for name in self.names_ops if name not in SEPARATE_NORMS]
+
+    def _make_train_fn(self, diagnostics: bool = False):
+        """
+        The compiled train step. The trust-region gradient is back-propagated in one pass (policy and Q parts
+        together); with ``diagnostics`` the two parts are back-propagated separately to report their norms
+        (SB2's ``norm_grads_q``, ``norm_grads_policy``), which costs a second backward pass.
+        """
+        policy = self.policy_tf
+        polyak = self.polyak_model
+        n_envs, n_steps, n_act = self.n_envs, self.n_steps, self.n_act
+        n_batch = n_envs * n_steps
+        n_train = n_envs * (n_steps + 1)
+        recurrent = policy.recurrent
+        state_size = policy.state_size if recurrent else 1
+        n_state = n_envs if recurrent else 1
+        vec = tf.TensorSpec((n_batch,), tf.float32)
+        signature = [policy.obs_signature(n_train), tf.TensorSpec((n_batch,), tf.int64), vec, vec,
+                     tf.TensorSpec((n_batch, n_act), tf.float32), tf.TensorSpec((n_state, state_size), tf.float32),
+                     tf.TensorSpec((n_train,), tf.float32), tf.TensorSpec((), tf.float32)]
+        variables = self._variables
+        pairs = self._polyak_pairs
+        optimizer = self.optimizer
+        gamma, c_term, delta = float(self.gamma), float(self.correction_term), float(self.delta)
+        q_coef, ent_coef, alpha = float(self.q_coef), float(self.ent_coef), float(self.alpha)
+        trust_region = bool(self.trust_region)
+        max_grad_norm = self.max_grad_norm
+        eps = 1e-6
+
+        def _forward(model, obs, states, masks):
+            if recurrent:
+                return model.forward(obs, states, masks, n_steps=n_steps + 1)
+            return model.forward(obs)
+
+        def _policy_losses(f, actions, adv, rho, rho_i, q_value, value):
+            """Truncated importance sampling with bias correction, and the entropy, as functions of pi = f."""
+            coef_f = tf.stop_gradient(adv * tf.minimum(c_term, rho_i))
+            adv_bc = q_value - tf.reshape(value, (n_batch, 1))
+            coef_bc = tf.stop_gradient(adv_bc * tf.nn.relu(1.0 - (c_term / (rho + eps))) * f)
+            loss_f = -tf.reduce_mean(tf.math.log(get_by_index(f, actions) + eps) * coef_f)
+            # IMP: this is a sum, as an expectation w.r.t. f
+            loss_bc = -tf.reduce_mean(tf.reduce_sum(tf.math.log(f + eps) * coef_bc, axis=1))
+            entropy = tf.reduce_mean(-tf.reduce_sum(f * tf.math.log(f + eps), axis=1))
+            return loss_f, loss_bc, entropy, coef_f, coef_bc
+
+        @tf.function(input_signature=signature, jit_compile=not recurrent, autograph=False)
+        def train_step(obs, actions, rewards, dones, mus, states, masks, lr):
+            polyak_flat = _forward(polyak, obs, states, masks)[0]
+            f_polyak = strip(tf.nn.softmax(polyak_flat), n_envs, n_steps)
+            with tf.GradientTape(persistent=diagnostics) as tape:
+                flat, _, q_full, _ = _forward(policy, obs, states, masks)
+                proba_full = tf.nn.softmax(flat)
+                value_full = tf.reduce_sum(proba_full * q_full, axis=-1)
+                f = strip(proba_full, n_envs, n_steps)
+                q_value = strip(q_full, n_envs, n_steps)
+                q_i = get_by_index(q_value, actions)
+                rho = tf.stop_gradient(f / (mus + eps))
+                rho_i = get_by_index(rho, actions)
+                qret = tf.stop_gradient(q_retrace(rewards, dones, q_i, value_full, rho_i, n_envs, n_steps, gamma))
+                value = tf.stop_gradient(strip(value_full, n_envs, n_steps, flat=True))
+                adv = qret - value
+                loss_f, loss_bc, entropy, coef_f, coef_bc = _policy_losses(f, actions, adv, rho, rho_i, q_value,
+                                                                            value)
+                loss_policy = loss_f + loss_bc
+                loss_q = tf.reduce_mean(tf.square(qret - q_i) * 0.5)
+                loss = loss_policy + q_coef * loss_q - ent_coef * entropy
+                if trust_region:
+                    # gradient of -(loss_policy - ent_coef * entropy) * n_batch w.r.t. phi = f
+                    grad = policy_objective_grad(f, actions, coef_f, coef_bc, ent_coef, eps)
+                    # gradient of KL(f_polyak || f) w.r.t. f
+                    kl_grad = -f_polyak / (f + eps)
+                    k_dot_g = tf.reduce_sum(kl_grad * grad, axis=-1)
+                    adj = tf.maximum(0.0, (k_dot_g - delta) / (tf.reduce_sum(tf.square(kl_grad), axis=-1) + eps))
+                    tr_stats = [avg_norm(kl_grad), avg_norm(grad), tf.reduce_mean(tf.abs(k_dot_g)),
+                                tf.reduce_mean(tf.abs(adj))]
+                    grad = grad - tf.reshape(adj, (n_batch, 1)) * kl_grad
+                    # trust-region adjusted gradients w.r.t. f, back-propagated through f
+                    grads_f = tf.stop_gradient(-grad / n_batch)
+                    surrogate_policy = tf.reduce_sum(f * grads_f)
+                    surrogate_q = loss_q * q_coef
+                    surrogate = surrogate_policy + surrogate_q
+            if trust_region and diagnostics:
+                grads_policy = tape.gradient(surrogate_policy, variables)
+                grads_q = tape.gradient(surrogate_q, variables)
+                grads = [g2 if g1 is None else (g1 if g2 is None else g1 + g2)
+                         for g1, g2 in zip(grads_policy, grads_q)]
+                extra = [tf.linalg.global_norm([g for g in grads_q if g is not None]),
+                         tf.linalg.global_norm([g for g in grads_policy if g is not None]),
+                         avg_norm(grads_f) * n_batch] + tr_stats
+            elif trust_region:
+                grads = tape.gradient(surrogate, variables)
+                extra = [avg_norm(grads_f) * n_batch] + tr_stats
+            else:
+                grads = tape.gradient(loss, variables)
+                extra = []
+            del tape
+            present = [g for g in grads if g is not None]
+            if max_grad_norm is not None:
+                clipped, norm_grads = tf.clip_by_global_norm(present, max_grad_norm)
+            else:
+                clipped, norm_grads = present, tf.linalg.global_norm(present)
+            it = iter(clipped)
+            grads = [None if g is None else next(it) for g in grads]
+            optimizer.apply(grads, lr)
+            # Polyak averaging after the gradient step (tf.train.ExponentialMovingAverage(alpha))
+            for var, shadow in pairs:
+                shadow.assign_sub((1.0 - alpha) * (shadow - var))
+            explained_variance = q_explained_variance(tf.reshape(q_i, (n_envs, n_steps)),
+                                                      tf.reshape(qret, (n_envs, n_steps)))
+            return tf.stack([loss, loss_q, entropy, loss_policy, loss_f, loss_bc, explained_variance,
+                             norm_grads] + extra)
+
+        return train_step
+
+    # ------------------------------------------------------------------ training
+    def _train_step(self, obs, actions, rewards, dones, mus, states, masks, steps, writer=None,
+                    diagnostics: bool = False):
+        """
+        Applies a training step to the model.
+
+        :param obs: ([float]) The input observations (n_envs * (n_steps + 1), ...)
+        :param actions: ([int]) The actions taken (n_envs * n_steps,)
+        :param rewards: ([float]) The rewards from the environment
+        :param dones: ([bool]) Whether or not the episode is over (aligned with reward, used for reward calculation)
+        :param mus: ([float]) The behaviour policy's action probabilities (n_envs * n_steps, n_act)
+        :param states: ([float]) The recurrent states at the start of the sequences (None for feed-forward)
+        :param masks: ([bool]) Whether or not the episode is over (used for recurrent policies)
+        :param steps: (int) the number of steps done so far in this ``learn`` call (learning-rate schedule)
+        :param writer: (TensorboardLogger) the writer for tensorboard
+        :param diagnostics: (bool) also compute the separate gradient norms of the trust-region version
+        :return: ([str], [float]) the names of the statistics and their values
+        """
+        cur_lr = self.learning_rate_schedule.value_steps(steps)
+        if states is None:
+            states = np.zeros((1, 1), np.float32)
+        diagnostics = bool(diagnostics and self.trust_region)
+        if diagnostics and self._train_fn_diag is None:
+            self._train_fn_diag = self._make_train_fn(diagnostics=True)
+        train_fn = self._train_fn_diag if diagnostics else self._train_fn
+        values = train_fn(obs.astype(self.policy_tf.obs_dtype, copy=False), actions.astype(np.int64),
+                                rewards.astype(np.float32), dones.astype(np.float32), mus.astype(np.float32),
+                                np.asarray(states, np.float32), masks.astype(np.float32),
+                                np.float32(cur_lr)).numpy()
+        self.policy_tf.mark_weights_changed()
+        names = self._stat_names(diagnostics)
+        if writer is not None:
+            stats = dict(zip(names, values))
+            writer.add_scalars({"loss/entropy_loss": stats["entropy"], "loss/policy_gradient_loss": stats["loss_policy"],
+                                "loss/value_function_loss": stats["loss_q"], "loss/loss": stats["loss"],
+                                "input_info/rewards": float(np.mean(rewards)), "input_info/learning_rate": cur_lr,
+                                "input_info/action_probability": float(np.mean(mus))}, self.num_timesteps)
+            if self.full_tensorboard_log:
+                writer.add_histogram("input_info/rewards", rewards, self.num_timesteps)
+                writer.add_histogram("input_info/action_probability", mus, self.num_timesteps)
+                writer.add_histogram("input_info/observation", obs.astype(np.float32), self.num_timesteps)
+        return names, values
+
+    def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="ACER", reset_num_timesteps=True,
+              progress_bar: bool = False):
+        """
+        Train the model for ``total_timesteps`` environment steps.
+
+        :param total_timesteps: (int) The total number of samples to train on
+        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
+        :param log_interval: (int) The number of updates between logs (verbose >= 1)
+        :param tb_log_name: (str) the name of the run for tensorboard log
+        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number
+        :param progress_bar: (bool) show a progress bar (tqdm)
+        :return: (ACER) the trained model
+        """
+        new_tb_log = self._init_num_timesteps(reset_num_timesteps)
+        callback = self._init_callback(callback, progress_bar, total_timesteps)
+        with SetVerbosity(self.verbose), TensorboardWriter(self.graph, self.tensorboard_log, tb_log_name,
+                                                           new_tb_log) as writer:
+            self._setup_learn()
+            self.learning_rate_schedule = Scheduler(initial_value=self.learning_rate, n_values=total_timesteps,
+                                                    schedule=self.lr_schedule)
+            episode_stats = EpisodeStats(self.n_steps, self.n_envs)
+            if self.replay_ratio > 0 and self._buffer is None:
+                self._buffer = Buffer(env=self.env, n_steps=self.n_steps, size=self.buffer_size)
+            buffer = self._buffer if self.replay_ratio > 0 else None
+            runner = self.runner
+            n_train = self.n_envs * (self.n_steps + 1)
+            start_timesteps = self.num_timesteps
+            t_start = time.time()
+            callback.on_training_start(locals(), globals())
+
+            # n_batch samples, 1 on-policy call and multiple off-policy calls
+            for steps in range(0, total_timesteps, self.n_batch):
+                callback.on_rollout_start()
+                rollout = runner.run(callback)
+                callback.update_locals(locals())
+                callback.on_rollout_end()
+                if not runner.continue_training:
+                    break
+                enc_obs, obs, actions, rewards, mus, dones, masks, states, ep_infos, true_rewards = rollout
+                self.ep_info_buf.extend(ep_infos)
+                episode_stats.feed(true_rewards, dones)
+                if buffer is not None:
+                    buffer.put(enc_obs, actions, rewards, mus, dones, masks, states)
+                if writer is not None:
+                    total_episode_reward_logger(self.episode_reward, true_rewards, dones, writer, self.num_timesteps)
+                lr_steps = self.num_timesteps - start_timesteps
+                log_now = self.verbose >= 1 and (int(steps / self.n_batch) % log_interval == 0)
+                names_ops, values_ops = self._train_step(
+                    obs.reshape((n_train,) + obs.shape[2:]), actions.reshape(-1), rewards.reshape(-1),
+                    dones.reshape(-1), mus.reshape((self.n_batch, self.n_act)), states, masks.reshape(-1),
+                    lr_steps, writer, diagnostics=log_now)
+
+                if log_now:
+                    logger.record_tabular("total_timesteps", self.num_timesteps)
+                    logger.record_tabular("fps", int(steps / max(time.time() - t_start, 1e-9)))
+                    # IMP: In EpisodicLife env, during training, we get done=True at each loss of life,
+                    # not just at the terminal state. Thus, this is mean until end of life, not end of episode.
+                    # For true episode rewards, see the monitor files in the log folder.
+                    logger.record_tabular("mean_episode_length", episode_stats.mean_length())
+                    logger.record_tabular("mean_episode_reward", episode_stats.mean_reward())
+                    if len(self.ep_info_buf) > 0 and len(self.ep_info_buf[0]) > 0:
+                        logger.logkv("ep_reward_mean", safe_mean([ep_info["r"] for ep_info in self.ep_info_buf]))
+                        logger.logkv("ep_len_mean", safe_mean([ep_info["l"] for ep_info in self.ep_info_buf]))
+                    for name, val in zip(names_ops, values_ops):
+                        logger.record_tabular(name, float(val))
+                    logger.dump_tabular()
+
+                if buffer is not None and buffer.has_atleast(self.replay_start):
+                    samples_number = np.random.poisson(self.replay_ratio)
+                    for _ in range(samples_number):
+                        obs, actions, rewards, mus, dones, masks, states = buffer.get()
+                        self._train_step(obs.reshape((n_train,) + obs.shape[2:]), actions.reshape(-1),
+                                         rewards.reshape(-1), dones.reshape(-1),
+                                         mus.reshape((self.n_batch, self.n_act)), states, masks.reshape(-1),
+                                         lr_steps)
+        callback.on_training_end()
+        return self
+
+
+class _Runner(AbstractEnvRunner):
+    """
+    Collects ``n_steps`` per env with the behaviour policy's probabilities ``mu`` (SB2 ACER ``_Runner``).
+
+    A time-limit truncation (``infos[i]["TimeLimit.truncated"]``) is kept as a done flag, and the reward of that
+    step gets ``gamma * V(terminal_observation)`` with ACER's value ``sum_a pi(a|x) Q(x, a)``, so the Retrace
+    target bootstraps instead of treating the cut as a termination.
+
+    :param env: (VecEnv) The environment to learn from
+    :param model: (ACER) The model to learn
+    :param n_steps: (int) The number of steps to run for each environment
+    """
+
+    def __init__(self, env, model, n_steps):
+        super().__init__(env=env, model=model, n_steps=n_steps)
+        self.n_act = env.action_space.n
+        self.n_batch = self.n_envs * n_steps
+        self.batch_ob_shape = (self.n_envs * (n_steps + 1),) + env.observation_space.shape
+
+    def _bootstrap_truncated_acer(self, rewards, dones, infos, states_before):
+        truncated = [i for i in np.flatnonzero(dones)
+                     if infos[i].get("TimeLimit.truncated", False) and infos[i].get("terminal_observation") is not None]
+        if not truncated:
+            return rewards
+        terminal_obs = np.stack([np.asarray(infos[i]["terminal_observation"]) for i in truncated])
+        state = states_before[truncated] if states_before is not None else None
+        values = self.model.acer_value(terminal_obs, state)
+        rewards = rewards.astype(np.float32, copy=True)
+        rewards[truncated] += self.model.gamma * values.astype(np.float32)
+        return rewards
+
+    def _run(self):
+        """
+        Run one rollout.
+
+        :return: (tuple) observations twice (SB2's ``enc_obs`` and ``obs``, (n_envs, n_steps + 1, ...)), actions,
+            rewards, mus, dones (n_envs, n_steps), masks (n_envs, n_steps + 1), the recurrent states at the start
+            of the rollout (or None), the finished episodes' infos and the undiscounted, un-bootstrapped rewards
+        """
+        policy = self.model.policy_tf
+        n_steps, n_envs = self.n_steps, self.n_envs
+        mb_obs = np.zeros((n_steps + 1, n_envs) + self.obs.shape[1:], dtype=self.obs.dtype)
+        mb_actions = np.zeros((n_steps, n_envs), dtype=np.int64)
+        mb_mus = np.zeros((n_steps, n_envs, self.n_act), dtype=np.float32)
+        mb_rewards = np.zeros((n_steps, n_envs), dtype=np.float32)
+        mb_true_rewards = np.zeros((n_steps, n_envs), dtype=np.float32)
+        mb_dones = np.zeros((n_steps + 1, n_envs), dtype=bool)
+        start_states = None if self.states is None else np.array(self.states, dtype=np.float32, copy=True)
+        ep_infos = []
+        for step in range(n_steps):
+            states_before = self.states
+            if policy.recurrent:
+                # one compiled call gives the distribution and the next state
+                _, _, states, _, flat = policy._run_tf(self.obs, self.states, self.dones, True)
+            else:
+                flat = policy.flat_params(self.obs)
+                states = None
+            actions = policy.pdtype.np_sample(flat, policy.np_random)
+            mb_obs[step] = self.obs
+            mb_actions[step] = actions
+            mb_mus[step] = softmax_np(flat)
+            mb_dones[step] = self.dones
+            obs, rewards, dones, infos = self.env.step(actions)
+            self.model.num_timesteps += n_envs
+            if not self._step_callback(locals()):
+                return [None] * 10
+            for info in infos:
+                maybe_ep_info = info.get("episode")
+                if maybe_ep_info is not None:
+                    ep_infos.append(maybe_ep_info)
+            mb_true_rewards[step] = rewards
+            mb_rewards[step] = self._bootstrap_truncated_acer(np.asarray(rewards, np.float32), dones, infos,
+                                                              states_before)
+            self.states = states
+            self.dones = dones
+            self.obs[:] = obs
+        mb_obs[n_steps] = self.obs
+        mb_dones[n_steps] = self.dones
+
+        mb_obs = mb_obs.swapaxes(1, 0)
+        mb_actions = mb_actions.swapaxes(1, 0)
+        mb_rewards = mb_rewards.swapaxes(1, 0)
+        mb_true_rewards = mb_true_rewards.swapaxes(1, 0)
+        mb_mus = mb_mus.swapaxes(1, 0)
+        mb_dones = mb_dones.swapaxes(1, 0)
+        mb_masks = mb_dones  # Used for stateful models like LSTM's to mask state when done
+        mb_dones = mb_dones[:, 1:]  # Used for calculating returns. The dones array is now aligned with rewards
+        # shapes are now [n_envs, n_steps(+1), ...]
+        return (mb_obs, mb_obs, mb_actions, mb_rewards, mb_mus, mb_dones, mb_masks, start_states, ep_infos,
+                mb_true_rewards)

@@ -1,0 +1,414 @@
+"""Soft Actor-Critic (stable-baselines 2.x ``SAC``: the first SAC paper's version, with a state-value network).
+
+One gradient step (actor, V and twin-Q losses on the same minibatch with the pre-update weights, the three Adam
+updates, the entropy coefficient update when it is learned, and the Polyak update of the target V network when
+due) is one compiled ``tf.function`` call with a fixed input signature; ``gradient_steps`` steps that follow each
+other run in one call. Acting with an Mlp actor is a NumPy forward pass on weights that the train call returns.
+"""
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+from typing import List
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from sbtf.common.buffers import ReplayBuffer
+from sbtf.common.math_util import scale_action, unscale_action
+from sbtf.common.off_policy import (FlatLayout, FusedAdam, OffPolicyAlgorithm, TrainFunctionCache, copy_variables,
+                                    polyak_update, stateless_seed)
+from sbtf.common.schedules import get_schedule_fn
+from sbtf.sac.policies import SACPolicy, apply_squashing_func, gaussian_entropy, gaussian_likelihood
+
+
+class SAC(OffPolicyAlgorithm):
+    """
+    Soft Actor-Critic (SAC)
+    Off-Policy Maximum Entropy Deep Reinforcement Learning with a Stochastic Actor,
+    This implementation borrows code from original implementation (https://github.com/haarnoja/sac)
+    from OpenAI Spinning Up (https://github.com/openai/spinningup) and from the Softlearning repo
+    (https://github.com/rail-berkeley/softlearning/)
+    Paper: https://arxiv.org/abs/1801.01290
+    Introduction to SAC: https://spinningup.openai.com/en/latest/algorithms/sac.html
+
+    :param policy: (SACPolicy or str) The policy model to use (MlpPolicy, CnnPolicy, LnMlpPolicy, ...)
+    :param env: (Gym environment or str) The environment to learn from (if registered in Gym, can be str)
+    :param gamma: (float) the discount factor
+    :param learning_rate: (float or callable) learning rate for adam optimizer,
+        the same learning rate will be used for all networks (Q-Values, Actor and Value function)
+        it can be a function of the current progress (from 1 to 0)
+    :param buffer_size: (int) size of the replay buffer
+    :param batch_size: (int) Minibatch size for each gradient update
+    :param tau: (float) the soft update coefficient ("polyak update", between 0 and 1)
+    :param ent_coef: (str or float) Entropy regularization coefficient. (Equivalent to
+        inverse of reward scale in the original SAC paper.)  Controlling exploration/exploitation trade-off.
+        Set it to 'auto' to learn it automatically (and 'auto_0.1' for using 0.1 as initial value)
+    :param train_freq: (int) Update the model every `train_freq` steps.
+    :param learning_starts: (int) how many steps of the model to collect transitions for before learning starts
+    :param target_update_interval: (int) update the target network every `target_network_update_freq` steps.
+    :param gradient_steps: (int) How many gradient update after each step
+    :param target_entropy: (str or float) target entropy when learning ent_coef (ent_coef = 'auto')
+    :param action_noise: (ActionNoise) the action noise type (None by default), this can help
+        for hard exploration problem. Cf DDPG for the different action noise type.
+    :param random_exploration: (float) Probability of taking a random action (as in an epsilon-greedy strategy)
+        This is not needed for SAC normally but can help exploring when using HER + SAC.
+    :param verbose: (int) the verbosity level: 0 none, 1 training information, 2 tensorflow debug
+    :param tensorboard_log: (str) the log location for tensorboard (if None, no logging)
+    :param _init_setup_model: (bool) Whether or not to build the network at the creation of the instance
+    :param policy_kwargs: (dict) additional arguments to be passed to the policy on creation
+    :param full_tensorboard_log: (bool) enable additional logging when using tensorboard
+        Note: this has no effect on SAC logging for now
+    :param seed: (int) Seed for the pseudo-random generators (python, numpy, tensorflow, env).
+    :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process)
+    """
+
+    _save_attrs = ("learning_rate", "buffer_size", "learning_starts", "train_freq", "batch_size", "tau", "ent_coef",
+                   "target_entropy", "gamma", "action_noise", "random_exploration", "target_update_interval",
+                   "gradient_steps")
+    _supported_action_spaces = (gym.spaces.Box,)
+    #: compile the train step with XLA
+    jit_compile = True
+
+    def __init__(self, policy, env, gamma=0.99, learning_rate=3e-4, buffer_size=50000, learning_starts=100,
+                 train_freq=1, batch_size=64, tau=0.005, ent_coef='auto', target_update_interval=1, gradient_steps=1,
+                 target_entropy='auto', action_noise=None, random_exploration=0.0, verbose=0, tensorboard_log=None,
+                 _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False, seed=None,
+                 n_cpu_tf_sess=None):
+        super().__init__(policy=policy, env=env, replay_buffer=None, verbose=verbose, policy_base=SACPolicy,
+                         requires_vec_env=False, policy_kwargs=policy_kwargs, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
+        self.buffer_size = buffer_size
+        self.learning_rate = learning_rate
+        self.learning_starts = learning_starts
+        self.train_freq = train_freq
+        self.batch_size = batch_size
+        self.tau = tau
+        self.ent_coef = ent_coef
+        self.target_update_interval = target_update_interval
+        self.gradient_steps = gradient_steps
+        self.gamma = gamma
+        self.action_noise = action_noise
+        self.random_exploration = random_exploration
+        self.tensorboard_log = tensorboard_log
+        self.full_tensorboard_log = full_tensorboard_log
+        self.target_entropy = target_entropy
+
+        self.policy_tf = None
+        self.target_policy = None
+        self.log_ent_coef = None
+        self.params = None
+        self.target_params = None
+        self._train_fns = None
+        self._learn_t0 = 0
+
+        if _init_setup_model:
+            self.setup_model()
+
+    # ------------------------------------------------------------------ setup
+    def setup_model(self):
+        policy = self.policy
+        if not (isinstance(policy, type) and issubclass(policy, SACPolicy)):
+            raise ValueError(f"Error: the input policy for the SAC model must be a subclass of "
+                             f"sbtf.sac.policies.SACPolicy (e.g. 'MlpPolicy'), got {policy!r}.")
+        if self.observation_space is None or self.action_space is None:
+            raise ValueError("Error: SAC needs an environment (or the spaces of a saved model) to build its networks.")
+        self.set_random_seed(self.seed)
+        self.policy_tf = policy(None, self.observation_space, self.action_space, **self.policy_kwargs)
+        self.target_policy = policy(None, self.observation_space, self.action_space, **self.policy_kwargs)
+        self.policy_tf.make_actor()
+        self.policy_tf.make_critics(create_vf=True, create_qf=True)
+        self.target_policy.make_critics(create_vf=True, create_qf=False)
+
+        if isinstance(self.target_entropy, str):
+            if self.target_entropy != 'auto':
+                raise ValueError(f"Error: target_entropy must be 'auto' or a number, got {self.target_entropy!r}.")
+            self._target_entropy_value = float(-np.prod(self.action_space.shape).astype(np.float32))
+            self.target_entropy = self._target_entropy_value
+        else:
+            self._target_entropy_value = float(self.target_entropy)
+
+        self.log_ent_coef = None
+        if isinstance(self.ent_coef, str):
+            if not self.ent_coef.startswith('auto'):
+                raise ValueError(f"Error: ent_coef must be a number, 'auto' or 'auto_<initial value>', got "
+                                 f"{self.ent_coef!r}.")
+            init_value = 1.0
+            if '_' in self.ent_coef:
+                init_value = float(self.ent_coef.split('_')[1])
+                if not init_value > 0.0:
+                    raise ValueError("Error: the initial value of ent_coef must be greater than 0")
+            self.log_ent_coef = tf.Variable(np.log(init_value).astype(np.float32), name="log_ent_coef")
+        else:
+            self._ent_coef_value = float(self.ent_coef)
+
+        self._actor_vars = self.policy_tf.actor_variables()
+        self._critic_vars = self.policy_tf.critic_variables()
+        self._target_vars = self.target_policy.critic_variables()
+        # SB2 pairs target/values_fn with model/values_fn in creation order: the shared CNN, then vf
+        self._target_source_vars = self._critic_vars[:len(self._target_vars)]
+        for target, source in zip(self._target_vars, self._target_source_vars):
+            if tuple(target.shape) != tuple(source.shape):
+                raise RuntimeError("Error: the target value network does not match the value network.")
+            target.assign(source)
+        self.policy_optimizer = FusedAdam(self._actor_vars, name="policy_adam")
+        self.value_optimizer = FusedAdam(self._critic_vars, name="value_adam")
+        self.entropy_optimizer = FusedAdam([self.log_ent_coef], name="entropy_adam") \
+            if self.log_ent_coef is not None else None
+        self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self.jit_compile)
+        self._train_layouts = {}
+        self.params = list(self.policy_tf.named_parameters("model").values()) + \
+            ([self.log_ent_coef] if self.log_ent_coef is not None else [])
+        self.target_params = list(self.target_policy.named_parameters("target").values())
+        if self.replay_buffer is None:
+            self.replay_buffer = ReplayBuffer(self.buffer_size)
+
+    def _policies(self) -> list:
+        return [p for p in (self.policy_tf, self.target_policy) if p is not None]
+
+    def _named_parameters(self) -> "OrderedDict[str, tf.Variable]":
+        params = OrderedDict(self.policy_tf.named_parameters("model"))
+        if self.log_ent_coef is not None:
+            params["model/log_ent_coef:0"] = self.log_ent_coef
+        params.update(self.target_policy.named_parameters("target"))
+        return params
+
+    def _get_save_data(self) -> dict:
+        data = super()._get_save_data()
+        # SB2 writes the float when fixed, else 'auto' (the learned value is the model/log_ent_coef parameter)
+        data["ent_coef"] = self.ent_coef if not isinstance(self.ent_coef, str) else 'auto'
+        return data
+
+    @property
+    def stats_names(self) -> List[str]:
+        names = ['policy_loss', 'qf1_loss', 'qf2_loss', 'value_loss', 'entropy']
+        if self.log_ent_coef is not None:
+            names += ['ent_coef_loss', 'ent_coef']
+        return names
+
+    # ------------------------------------------------------------------ train step
+    def _build_train_fn(self, n_steps: int, update_target):
+        policy, target_policy = self.policy_tf, self.target_policy
+        actor_vars, critic_vars = self._actor_vars, self._critic_vars
+        target_vars, target_source_vars = self._target_vars, self._target_source_vars
+        acting_vars = policy.acting_variables()
+        policy_optimizer, value_optimizer, entropy_optimizer = (self.policy_optimizer, self.value_optimizer,
+                                                                self.entropy_optimizer)
+        log_ent_coef = self.log_ent_coef
+        fixed_ent_coef = None if log_ent_coef is not None else self._ent_coef_value
+        target_entropy = self._target_entropy_value
+        gamma = float(self.gamma)
+        tau = float(self.tau)
+        batch = int(self.batch_size)
+        n_act = policy.n_act
+        obs_shape = tuple(policy.obs_shape)
+        obs_dtype = tf.as_dtype(policy.obs_dtype)
+        n_stats = len(self.stats_names)
+        k_b = (n_steps, batch)
+        # float inputs: actions, rewards, dones, learning rate, per-step target-update flags, stateless seeds
+        in_layout = FlatLayout([k_b + (n_act,), k_b, k_b, (), (n_steps,), (n_steps, 2)])
+        out_layout = FlatLayout([(n_stats,)] + [tuple(v.shape) for v in acting_vars])
+
+        def one_step(obs, actions, rewards, next_obs, dones, lr, seed, do_target):
+            rewards = rewards[:, None]
+            dones = dones[:, None]
+            value_target = target_policy.critic("vf", target_policy.critic_features(next_obs))
+            q_backup = tf.stop_gradient(rewards + (1.0 - dones) * gamma * value_target)
+            with tf.GradientTape(persistent=True) as tape:
+                mu_, log_std = policy.actor_mu_log_std(obs)
+                pi_ = mu_ + tf.random.stateless_normal(tf.shape(mu_), seed=seed) * tf.exp(log_std)
+                logp_pi = gaussian_likelihood(pi_, mu_, log_std)
+                entropy = tf.reduce_mean(gaussian_entropy(log_std))
+                _, policy_out, logp_pi = apply_squashing_func(mu_, pi_, logp_pi)
+                features = policy.critic_features(obs)
+                qf1 = policy.critic("qf1", features, actions)
+                qf2 = policy.critic("qf2", features, actions)
+                value_fn = policy.critic("vf", features)
+                qf1_pi = policy.critic("qf1", features, policy_out)
+                qf2_pi = policy.critic("qf2", features, policy_out)
+                ent_coef = tf.exp(log_ent_coef) if log_ent_coef is not None else fixed_ent_coef
+                min_qf_pi = tf.minimum(qf1_pi, qf2_pi)
+                qf1_loss = 0.5 * tf.reduce_mean((q_backup - qf1) ** 2)
+                qf2_loss = 0.5 * tf.reduce_mean((q_backup - qf2) ** 2)
+                ent_coef_loss = None
+                if log_ent_coef is not None:
+                    ent_coef_loss = -tf.reduce_mean(log_ent_coef * tf.stop_gradient(logp_pi + target_entropy))
+                # SB2: reduce_mean(ent_coef * logp_pi (B,) - qf1_pi (B, 1)), a (B, B) broadcast whose mean is this
+                policy_loss = tf.reduce_mean(ent_coef * logp_pi) - tf.reduce_mean(qf1_pi)
+                # SB2: 0.5 * mean((value_fn (B, 1) - v_backup (B, B))^2) with v_backup = min_qf_pi - ent * logp_pi,
+                # computed in O(B) with mean_ij (d_i + c_j)^2 = mean(d^2) + 2 mean(d) mean(c) + mean(c^2)
+                diff = value_fn[:, 0] - tf.stop_gradient(min_qf_pi[:, 0])
+                ent_logp = tf.stop_gradient(ent_coef * logp_pi)
+                value_loss = 0.5 * (tf.reduce_mean(diff ** 2) + 2.0 * tf.reduce_mean(diff) * tf.reduce_mean(ent_logp)
+                                    + tf.reduce_mean(ent_logp ** 2))
+                values_losses = qf1_loss + qf2_loss + value_loss
+            policy_optimizer.apply(tape.gradient(policy_loss, actor_vars), lr)
+            value_optimizer.apply(tape.gradient(values_losses, critic_vars), lr)
+            stats = [policy_loss, qf1_loss, qf2_loss, value_loss, entropy]
+            if log_ent_coef is not None:
+                entropy_optimizer.apply(tape.gradient(ent_coef_loss, [log_ent_coef]), lr)
+                stats += [ent_coef_loss, tf.exp(log_ent_coef)]
+            del tape
+            if do_target is True:
+                polyak_update(target_vars, target_source_vars, tau)
+            elif do_target is not False:
+                tf.cond(do_target, lambda: _polyak(target_vars, target_source_vars, tau), lambda: tf.constant(False))
+            return tf.stack(stats)
+
+        def train(obs_pair, floats):
+            actions, rewards, dones, lr, flags, seeds = in_layout.unpack_tf(floats)
+            seeds = tf.cast(seeds, tf.int64)
+            obs, next_obs = obs_pair[0], obs_pair[1]
+            if n_steps == 1:
+                stats = one_step(obs[0], actions[0], rewards[0], next_obs[0], dones[0], lr, seeds[0], update_target)
+            else:
+                stats = tf.zeros((n_stats,), tf.float32)
+                for k in tf.range(n_steps):
+                    stats += one_step(obs[k], actions[k], rewards[k], next_obs[k], dones[k], lr, seeds[k],
+                                      flags[k] > 0.5) / float(n_steps)
+            return out_layout.flatten_tf([stats] + [tf.identity(v) for v in acting_vars])
+
+        self._train_layouts[(n_steps, update_target)] = (in_layout, out_layout)
+        signature = [tf.TensorSpec((2,) + k_b + obs_shape, obs_dtype), tf.TensorSpec((in_layout.size,), tf.float32)]
+        return train, signature
+
+    def _run_train(self, flags: list, lr: float) -> np.ndarray:
+        """``len(flags)`` gradient steps in one compiled call; ``flags[k]``: update the target V after step k."""
+        n_steps = len(flags)
+        variant = bool(flags[0]) if n_steps == 1 else None
+        fn = self._train_fns.get(n_steps, variant)
+        in_layout, out_layout = self._train_layouts[(n_steps, variant)]
+        batch = self.batch_size
+        obs, actions, rewards, next_obs, dones = self.replay_buffer.sample(batch * n_steps,
+                                                                           env=self._vec_normalize_env)
+        k_b = (n_steps, batch)
+        obs_dtype, obs_shape = self.policy_tf.obs_dtype, tuple(self.policy_tf.obs_shape)
+        obs_pair = np.stack([obs.astype(obs_dtype, copy=False).reshape(k_b + obs_shape),
+                             next_obs.astype(obs_dtype, copy=False).reshape(k_b + obs_shape)])
+        seeds = np.random.randint(0, 2 ** 24, size=(n_steps, 2))
+        floats = in_layout.pack([actions, rewards, dones, lr, np.asarray(flags, np.float32), seeds])
+        out = fn(obs_pair, floats).numpy()
+        parts = out_layout.unpack_np(out)
+        self.policy_tf.mark_weights_changed()
+        if self.policy_tf.has_numpy_path:
+            self.policy_tf.set_numpy_weights(parts[1:])
+        self.target_policy.mark_weights_changed()
+        return parts[0]
+
+    # ------------------------------------------------------------------ collection
+    def _learn_start(self, total_timesteps: int) -> None:
+        self._lr_fn = get_schedule_fn(self.learning_rate)
+        self._current_lr = self._lr_fn(1)
+        self._learn_t0 = self.num_timesteps
+        self._n_updates = 0
+        if self.action_noise is not None:
+            self.action_noise.reset()
+
+    def _select_actions(self, obs: np.ndarray):
+        n_envs = obs.shape[0]
+        if self.num_timesteps < self.learning_starts or np.random.rand() < self.random_exploration:
+            # actions sampled from the action space are in env units; the algorithm works in [-1, 1]
+            unscaled_action = np.stack([self.env.action_space.sample() for _ in range(n_envs)])
+            action = scale_action(self.action_space, unscaled_action)
+        else:
+            action = self.policy_tf.step(obs, deterministic=False).reshape((n_envs,) + self.action_space.shape)
+            if self.action_noise is not None:
+                action = np.clip(action + self.action_noise(), -1, 1)
+            unscaled_action = unscale_action(self.action_space, action)
+        return action.astype(np.float32, copy=False), unscaled_action
+
+    def _on_dones(self, dones: np.ndarray) -> None:
+        if self.action_noise is not None:
+            self.action_noise.reset()
+
+    def _train_events(self, first_step: int, n_steps: int, total_timesteps: int, writer):
+        flags = []
+        lr = None
+        rb = self.replay_buffer
+        for step in range(first_step, first_step + n_steps):
+            timestep = self._learn_t0 + step + 1
+            if timestep % self.train_freq != 0:
+                continue
+            for grad_step in range(self.gradient_steps):
+                if not rb.can_sample(self.batch_size) or timestep < self.learning_starts:
+                    break
+                if lr is None:
+                    lr = self._lr_fn(1.0 - step / total_timesteps)
+                flags.append((step + grad_step) % self.target_update_interval == 0)
+        if not flags:
+            return None
+        self._current_lr = lr
+        self._n_updates += len(flags)
+        stats = self._run_train(flags, lr)
+        if writer is not None:
+            writer.add_scalars({name: value for name, value in zip(self.stats_names, stats)}, self.num_timesteps)
+            writer.add_scalar("learning_rate", lr, self.num_timesteps)
+        return stats
+
+    def _stats_names(self):
+        return self.stats_names
+
+    def _log_values(self):
+        return [("n_updates", self._n_updates), ("current_lr", self._current_lr)]
+
+    def learn(self, total_timesteps, callback=None, log_interval=4, tb_log_name="SAC", reset_num_timesteps=True,
+              replay_wrapper=None, progress_bar: bool = False):
+        """
+        Train the model for ``total_timesteps`` environment steps (summed over the envs of a VecEnv).
+
+        :param total_timesteps: (int) The total number of samples to train on
+        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
+        :param log_interval: (int) The number of episodes before logging (verbose >= 1)
+        :param tb_log_name: (str) the name of the run for tensorboard log
+        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
+        :param replay_wrapper: (callable) wraps the replay buffer (HER)
+        :param progress_bar: (bool) show a progress bar (tqdm)
+        :return: (SAC) the trained model
+        """
+        return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, replay_wrapper,
+                           progress_bar)
+
+    # ------------------------------------------------------------------ predict
+    def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
+        if actions is not None:
+            raise ValueError("Error: SAC does not have action probabilities.")
+        warnings.warn("Even though SAC has a Gaussian policy, it cannot return a distribution as it "
+                      "is squashed by a tanh before being scaled and outputed.")
+        return None
+
+    def predict(self, observation, state=None, mask=None, deterministic=True):
+        """
+        Get the model's action(s) from an observation: ``tanh(mu)`` (deterministic, the default) or
+        ``tanh(mu + std * N(0, 1))``, rescaled to the action space's bounds.
+
+        :param observation: (np.ndarray) the input observation (single or batch)
+        :param state: (np.ndarray) unused
+        :param mask: (np.ndarray) unused
+        :param deterministic: (bool) whether to return the mean action
+        :return: (np.ndarray, None) the action(s) and None
+        """
+        observation, vectorized_env = self._check_obs(observation)
+        actions = self.policy_tf.step(observation, deterministic=deterministic)
+        actions = actions.reshape((-1,) + self.action_space.shape)
+        actions = unscale_action(self.action_space, actions)
+        if not vectorized_env:
+            actions = actions[0]
+        return actions, None
+
+    # ------------------------------------------------------------------ behaviour cloning
+    def _pretrain_output(self, obs):
+        mu_, _ = self.policy_tf.actor_mu_log_std(obs)
+        low = tf.constant(self.action_space.low, tf.float32)
+        high = tf.constant(self.action_space.high, tf.float32)
+        return low + 0.5 * (tf.tanh(mu_) + 1.0) * (high - low)
+
+    def _pretrain_variables(self) -> list:
+        return list(self._actor_vars)
+
+
+def _polyak(targets, sources, tau):
+    polyak_update(targets, sources, tau)
+    return tf.constant(True)
+
+
+__all__ = ["SAC"]

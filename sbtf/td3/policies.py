@@ -1,0 +1,204 @@
+"""TD3 policies (stable-baselines 2.x ``td3/policies.py``) as Keras models.
+
+``make_actor()`` creates the deterministic actor ``pi/`` (hidden stack ``fc{i}`` [+ ``LayerNorm{_i}``], output
+``dense`` with tanh, in [-1, 1]); ``make_critics()`` creates the twin critics ``values_fn/qf1``, ``values_fn/qf2`` on
+``concat[features, action]``, all with SB2's variable names. Acting with an Mlp actor runs in NumPy on cached
+weights (``step``), with the same maths as the Keras model.
+"""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from sbtf.common.input import check_obs_space
+from sbtf.common.off_policy import ActorCriticNetworks
+from sbtf.common.policies import BasePolicy, nature_cnn, register_policy_base
+
+
+class TD3Policy(BasePolicy):
+    """
+    Policy object that implements a TD3-like actor critic
+
+    :param sess: (None) kept for SB2 compatibility
+    :param ob_space: (gymnasium.Space) The observation space of the environment
+    :param ac_space: (gymnasium.Space) The action space of the environment (Box)
+    :param n_env: (int) The number of environments to run
+    :param n_steps: (int) The number of steps to run for each environment
+    :param n_batch: (int) The number of batch to run (n_envs * n_steps)
+    :param reuse: (bool) ignored (TF2)
+    :param scale: (bool) whether or not to scale the input
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 scale=False):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse, scale=scale)
+        if not isinstance(ac_space, gym.spaces.Box):
+            raise NotImplementedError(f"Error: TD3 policies need a Box action space, got {ac_space!r} "
+                                      f"({type(ac_space).__name__}).")
+        check_obs_space(ob_space, "TD3")
+
+    def make_actor(self, obs=None, reuse=False, scope="pi"):
+        """
+        Creates an actor object
+
+        :param obs: (TensorFlow Tensor) a batch of observations (None: only create the variables)
+        :param reuse: (bool) ignored (TF2)
+        :param scope: (str) the scope name of the actor
+        :return: (TensorFlow Tensor) the output tensor
+        """
+        raise NotImplementedError
+
+    def make_critics(self, obs=None, action=None, reuse=False, scope="values_fn"):
+        """
+        Creates the two Q-Values approximator
+
+        :param obs: (TensorFlow Tensor) a batch of observations (None: only create the variables)
+        :param action: (TensorFlow Tensor) a batch of actions in [-1, 1]
+        :param reuse: (bool) ignored (TF2)
+        :param scope: (str) the scope name
+        :return: ([tf.Tensor]) the output tensors
+        """
+        raise NotImplementedError
+
+    def step(self, obs, state=None, mask=None):
+        """
+        Returns the policy for a single step
+
+        :param obs: ([float] or [int]) The current observation of the environment
+        :param state: ([float]) The last states (used in recurrent policies)
+        :param mask: ([float]) The last masks (used in recurrent policies)
+        :return: ([float]) actions
+        """
+        raise NotImplementedError
+
+    def proba_step(self, obs, state=None, mask=None):
+        """
+        Returns the policy for a single step (TD3 has no probabilities: the actions)
+
+        :param obs: ([float] or [int]) The current observation of the environment
+        :param state: ([float]) The last states (used in recurrent policies)
+        :param mask: ([float]) The last masks (used in recurrent policies)
+        :return: ([float]) actions
+        """
+        return self.step(obs, state, mask)
+
+
+class FeedForwardPolicy(ActorCriticNetworks, TD3Policy):
+    """
+    Policy object that implements a DDPG-like actor critic, using a feed forward neural network.
+
+    :param sess: (None) kept for SB2 compatibility
+    :param ob_space: (gymnasium.Space) The observation space of the environment
+    :param ac_space: (gymnasium.Space) The action space of the environment
+    :param n_env: (int) The number of environments to run
+    :param n_steps: (int) The number of steps to run for each environment
+    :param n_batch: (int) The number of batch to run (n_envs * n_steps)
+    :param reuse: (bool) ignored (TF2)
+    :param layers: ([int]) The size of the Neural network for the policy (if None, default to [64, 64])
+    :param cnn_extractor: (callable) the CNN feature extraction (returns a Keras layer, see ``nature_cnn``)
+    :param feature_extraction: (str) The feature extraction type ("cnn" or "mlp")
+    :param layer_norm: (bool) enable layer normalisation
+    :param act_fun: (tf.func) the activation function to use in the neural network.
+    :param kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 layers=None, cnn_extractor=nature_cnn, feature_extraction="cnn", layer_norm=False,
+                 act_fun=tf.nn.relu, **kwargs):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
+                         scale=(feature_extraction == "cnn"))
+        self._init_networks(layers, cnn_extractor, feature_extraction, layer_norm, act_fun, kwargs)
+
+    def make_actor(self, obs=None, reuse=False, scope="pi"):
+        if self.actor_mlp is None:
+            self._build_actor(scope, [("dense", "tanh")])
+        if obs is None:
+            return None
+        return self.actor(obs)
+
+    def make_critics(self, obs=None, action=None, reuse=False, scope="values_fn"):
+        if not self.critic_heads:
+            self._build_critics(scope, ["qf1", "qf2"], [True, True])
+        if obs is None or action is None:
+            return None
+        features = self.critic_features(obs)
+        return self.critic("qf1", features, action), self.critic("qf2", features, action)
+
+    def actor(self, obs):
+        """The deterministic action in [-1, 1] for a batch of observations (TF)."""
+        return self.actor_heads[0](self.actor_latent(obs))
+
+    def call(self, inputs, training=None):
+        return self.actor(inputs)
+
+    def _actor_tf(self, obs):
+        return self.actor(obs)
+
+    def step(self, obs, state=None, mask=None):
+        obs = self._prepare_obs(obs)
+        if self.has_numpy_path:
+            return np.tanh(self.actor_heads_np(obs)[0])
+        return self._actor_tf_fn(self._actor_tf)(obs).numpy()
+
+
+class CnnPolicy(FeedForwardPolicy):
+    """
+    Policy object that implements actor critic, using a CNN (the nature CNN)
+
+    :param _kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 **_kwargs):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="cnn",
+                         **_kwargs)
+
+
+class LnCnnPolicy(FeedForwardPolicy):
+    """
+    Policy object that implements actor critic, using a CNN (the nature CNN), with layer normalisation
+
+    :param _kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 **_kwargs):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="cnn",
+                         layer_norm=True, **_kwargs)
+
+
+class MlpPolicy(FeedForwardPolicy):
+    """
+    Policy object that implements actor critic, using a MLP (2 layers of 64)
+
+    :param _kwargs: (dict) Extra keyword arguments (``layers``, ``act_fun``, ...)
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 **_kwargs):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp",
+                         **_kwargs)
+
+
+class LnMlpPolicy(FeedForwardPolicy):
+    """
+    Policy object that implements actor critic, using a MLP (2 layers of 64), with layer normalisation
+
+    :param _kwargs: (dict) Extra keyword arguments (``layers``, ``act_fun``, ...)
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 **_kwargs):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp",
+                         layer_norm=True, **_kwargs)
+
+
+register_policy_base(TD3Policy, {
+    "CnnPolicy": CnnPolicy,
+    "LnCnnPolicy": LnCnnPolicy,
+    "MlpPolicy": MlpPolicy,
+    "LnMlpPolicy": LnMlpPolicy,
+})
+
+__all__ = ["TD3Policy", "FeedForwardPolicy", "CnnPolicy", "LnCnnPolicy", "MlpPolicy", "LnMlpPolicy"]

@@ -1,0 +1,360 @@
+"""Twin Delayed DDPG (stable-baselines 2.x ``TD3``).
+
+One gradient step (twin-Q regression on the clipped double-Q target with target policy smoothing; every
+``policy_delay`` steps also the actor update and the Polyak update of all target networks) is one compiled
+``tf.function`` call with a fixed input signature; ``gradient_steps`` steps that follow each other run in one
+call. Acting with an Mlp actor is a NumPy forward pass on weights that the train call returns.
+"""
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from sbtf.common.buffers import ReplayBuffer
+from sbtf.common.math_util import scale_action, unscale_action
+from sbtf.common.off_policy import FlatLayout, FusedAdam, OffPolicyAlgorithm, TrainFunctionCache, polyak_update
+from sbtf.common.schedules import get_schedule_fn
+from sbtf.td3.policies import TD3Policy
+
+STATS_NAMES = ['qf1_loss', 'qf2_loss']
+
+
+class TD3(OffPolicyAlgorithm):
+    """
+    Twin Delayed DDPG (TD3)
+    Addressing Function Approximation Error in Actor-Critic Methods.
+
+    Original implementation: https://github.com/sfujim/TD3
+    Paper: https://arxiv.org/pdf/1802.09477.pdf
+    Introduction to TD3: https://spinningup.openai.com/en/latest/algorithms/td3.html
+
+    :param policy: (TD3Policy or str) The policy model to use (MlpPolicy, CnnPolicy, LnMlpPolicy, ...)
+    :param env: (Gym environment or str) The environment to learn from (if registered in Gym, can be str)
+    :param gamma: (float) the discount factor
+    :param learning_rate: (float or callable) learning rate for adam optimizer,
+        the same learning rate will be used for all networks (Q-Values and Actor networks)
+        it can be a function of the current progress (from 1 to 0)
+    :param buffer_size: (int) size of the replay buffer
+    :param batch_size: (int) Minibatch size for each gradient update
+    :param tau: (float) the soft update coefficient ("polyak update" of the target networks, between 0 and 1)
+    :param policy_delay: (int) Policy and target networks will only be updated once every policy_delay steps
+        per training steps. The Q values will be updated policy_delay more often (update every training step).
+    :param action_noise: (ActionNoise) the action noise type. Cf DDPG for the different action noise type.
+    :param target_policy_noise: (float) Standard deviation of Gaussian noise added to target policy
+        (smoothing noise)
+    :param target_noise_clip: (float) Limit for absolute value of target policy smoothing noise.
+    :param train_freq: (int) Update the model every `train_freq` steps.
+    :param learning_starts: (int) how many steps of the model to collect transitions for before learning starts
+    :param gradient_steps: (int) How many gradient update after each step
+    :param random_exploration: (float) Probability of taking a random action (as in an epsilon-greedy strategy)
+        This is not needed for TD3 normally but can help exploring when using HER + TD3.
+    :param verbose: (int) the verbosity level: 0 none, 1 training information, 2 tensorflow debug
+    :param tensorboard_log: (str) the log location for tensorboard (if None, no logging)
+    :param _init_setup_model: (bool) Whether or not to build the network at the creation of the instance
+    :param policy_kwargs: (dict) additional arguments to be passed to the policy on creation
+    :param full_tensorboard_log: (bool) enable additional logging when using tensorboard
+        Note: this has no effect on TD3 logging for now
+    :param seed: (int) Seed for the pseudo-random generators (python, numpy, tensorflow, env).
+    :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process)
+    """
+
+    _save_attrs = ("learning_rate", "buffer_size", "learning_starts", "train_freq", "batch_size", "tau",
+                   "policy_delay", "target_noise_clip", "target_policy_noise", "gamma", "action_noise",
+                   "random_exploration", "gradient_steps")
+    _supported_action_spaces = (gym.spaces.Box,)
+    #: compile the train step with XLA
+    jit_compile = True
+
+    def __init__(self, policy, env, gamma=0.99, learning_rate=3e-4, buffer_size=50000, learning_starts=100,
+                 train_freq=100, gradient_steps=100, batch_size=128, tau=0.005, policy_delay=2, action_noise=None,
+                 target_policy_noise=0.2, target_noise_clip=0.5, random_exploration=0.0, verbose=0,
+                 tensorboard_log=None, _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False,
+                 seed=None, n_cpu_tf_sess=None):
+        super().__init__(policy=policy, env=env, replay_buffer=None, verbose=verbose, policy_base=TD3Policy,
+                         requires_vec_env=False, policy_kwargs=policy_kwargs, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
+        self.buffer_size = buffer_size
+        self.learning_rate = learning_rate
+        self.learning_starts = learning_starts
+        self.train_freq = train_freq
+        self.batch_size = batch_size
+        self.tau = tau
+        self.gradient_steps = gradient_steps
+        self.gamma = gamma
+        self.action_noise = action_noise
+        self.random_exploration = random_exploration
+        self.policy_delay = policy_delay
+        self.target_noise_clip = target_noise_clip
+        self.target_policy_noise = target_policy_noise
+        self.tensorboard_log = tensorboard_log
+        self.full_tensorboard_log = full_tensorboard_log
+
+        self.policy_tf = None
+        self.target_policy_tf = None
+        self.params = None
+        self.target_params = None
+        self._train_fns = None
+        self._learn_t0 = 0
+
+        if _init_setup_model:
+            self.setup_model()
+
+    # ------------------------------------------------------------------ setup
+    def setup_model(self):
+        policy = self.policy
+        if not (isinstance(policy, type) and issubclass(policy, TD3Policy)):
+            raise ValueError(f"Error: the input policy for the TD3 model must be a subclass of "
+                             f"sbtf.td3.policies.TD3Policy (e.g. 'MlpPolicy'), got {policy!r}.")
+        if self.observation_space is None or self.action_space is None:
+            raise ValueError("Error: TD3 needs an environment (or the spaces of a saved model) to build its networks.")
+        self.set_random_seed(self.seed)
+        self.policy_tf = policy(None, self.observation_space, self.action_space, **self.policy_kwargs)
+        self.target_policy_tf = policy(None, self.observation_space, self.action_space, **self.policy_kwargs)
+        self.policy_tf.make_actor()
+        self.policy_tf.make_critics()
+        self.target_policy_tf.make_actor()
+        self.target_policy_tf.make_critics()
+        self._actor_vars = self.policy_tf.actor_variables()
+        self._critic_vars = self.policy_tf.critic_variables()
+        self._source_vars = self._actor_vars + self._critic_vars
+        self._target_vars = self.target_policy_tf.actor_variables() + self.target_policy_tf.critic_variables()
+        for target, source in zip(self._target_vars, self._source_vars):
+            target.assign(source)
+        self.policy_optimizer = FusedAdam(self._actor_vars, name="policy_adam")
+        self.qvalues_optimizer = FusedAdam(self._critic_vars, name="qvalues_adam")
+        self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self.jit_compile)
+        self._train_layouts = {}
+        self.params = list(self.policy_tf.named_parameters("model").values())
+        self.target_params = list(self.target_policy_tf.named_parameters("target").values())
+        if self.replay_buffer is None:
+            self.replay_buffer = ReplayBuffer(self.buffer_size)
+
+    def _policies(self) -> list:
+        return [p for p in (self.policy_tf, self.target_policy_tf) if p is not None]
+
+    def _named_parameters(self) -> "OrderedDict[str, tf.Variable]":
+        params = OrderedDict(self.policy_tf.named_parameters("model"))
+        params.update(self.target_policy_tf.named_parameters("target"))
+        return params
+
+    # ------------------------------------------------------------------ train step
+    def _build_train_fn(self, n_steps: int, update_policy):
+        policy, target_policy = self.policy_tf, self.target_policy_tf
+        actor_vars, critic_vars = self._actor_vars, self._critic_vars
+        source_vars, target_vars = self._source_vars, self._target_vars
+        acting_vars = policy.acting_variables()
+        policy_optimizer, qvalues_optimizer = self.policy_optimizer, self.qvalues_optimizer
+        gamma, tau = float(self.gamma), float(self.tau)
+        noise_std, noise_clip = float(self.target_policy_noise), float(self.target_noise_clip)
+        batch = int(self.batch_size)
+        n_act = policy.n_act
+        obs_shape = tuple(policy.obs_shape)
+        obs_dtype = tf.as_dtype(policy.obs_dtype)
+        k_b = (n_steps, batch)
+        # float inputs: actions, rewards, dones, learning rate, per-step policy-update flags, stateless seeds
+        in_layout = FlatLayout([k_b + (n_act,), k_b, k_b, (), (n_steps,), (n_steps, 2)])
+        out_layout = FlatLayout([(3,)] + [tuple(v.shape) for v in acting_vars])
+
+        def one_step(obs, actions, rewards, next_obs, dones, lr, seed, do_policy):
+            rewards = rewards[:, None]
+            dones = dones[:, None]
+            target_action = target_policy.actor(next_obs)
+            target_noise = tf.random.stateless_normal(tf.shape(target_action), seed=seed, stddev=noise_std)
+            target_noise = tf.clip_by_value(target_noise, -noise_clip, noise_clip)
+            noisy_target_action = tf.clip_by_value(target_action + target_noise, -1.0, 1.0)
+            next_features = target_policy.critic_features(next_obs)
+            min_qf_target = tf.minimum(target_policy.critic("qf1", next_features, noisy_target_action),
+                                       target_policy.critic("qf2", next_features, noisy_target_action))
+            q_backup = tf.stop_gradient(rewards + (1.0 - dones) * gamma * min_qf_target)
+            with tf.GradientTape() as tape:
+                features = policy.critic_features(obs)
+                qf1 = policy.critic("qf1", features, actions)
+                qf2 = policy.critic("qf2", features, actions)
+                qf1_loss = tf.reduce_mean((q_backup - qf1) ** 2)
+                qf2_loss = tf.reduce_mean((q_backup - qf2) ** 2)
+                qvalues_losses = qf1_loss + qf2_loss
+            qvalue_grads = tape.gradient(qvalues_losses, critic_vars)
+            # the policy loss of SB2 is computed with the critics of before this step's critic update
+            if do_policy is True:
+                policy_loss = policy_update_pre(obs, lr, qvalue_grads)
+            elif do_policy is False:
+                qvalues_optimizer.apply(qvalue_grads, lr)
+                policy_loss = tf.constant(0.0)
+            else:
+                policy_loss = tf.cond(do_policy, lambda: policy_update_pre(obs, lr, qvalue_grads),
+                                      lambda: critic_only(qvalue_grads, lr))
+            return tf.stack([qf1_loss, qf2_loss, policy_loss])
+
+        def critic_only(qvalue_grads, lr):
+            qvalues_optimizer.apply(qvalue_grads, lr)
+            return tf.constant(0.0)
+
+        def policy_update_pre(obs, lr, qvalue_grads):
+            with tf.GradientTape() as tape:
+                qf1_pi = policy.critic("qf1", policy.critic_features(obs), policy.actor(obs))
+                policy_loss = -tf.reduce_mean(qf1_pi)
+            policy_grads = tape.gradient(policy_loss, actor_vars)
+            qvalues_optimizer.apply(qvalue_grads, lr)
+            policy_optimizer.apply(policy_grads, lr)
+            polyak_update(target_vars, source_vars, tau)
+            return policy_loss
+
+        def train(obs_pair, floats):
+            actions, rewards, dones, lr, flags, seeds = in_layout.unpack_tf(floats)
+            seeds = tf.cast(seeds, tf.int64)
+            obs, next_obs = obs_pair[0], obs_pair[1]
+            if n_steps == 1:
+                stats = one_step(obs[0], actions[0], rewards[0], next_obs[0], dones[0], lr, seeds[0], update_policy)
+            else:
+                stats = tf.zeros((3,), tf.float32)
+                for k in tf.range(n_steps):
+                    stats += one_step(obs[k], actions[k], rewards[k], next_obs[k], dones[k], lr, seeds[k],
+                                      flags[k] > 0.5) / float(n_steps)
+            return out_layout.flatten_tf([stats] + [tf.identity(v) for v in acting_vars])
+
+        self._train_layouts[(n_steps, update_policy)] = (in_layout, out_layout)
+        signature = [tf.TensorSpec((2,) + k_b + obs_shape, obs_dtype), tf.TensorSpec((in_layout.size,), tf.float32)]
+        return train, signature
+
+    def _run_train(self, flags: list, lr: float) -> np.ndarray:
+        """``len(flags)`` gradient steps in one compiled call; ``flags[k]``: update the actor and targets too."""
+        n_steps = len(flags)
+        variant = bool(flags[0]) if n_steps == 1 else None
+        fn = self._train_fns.get(n_steps, variant)
+        in_layout, out_layout = self._train_layouts[(n_steps, variant)]
+        batch = self.batch_size
+        obs, actions, rewards, next_obs, dones = self.replay_buffer.sample(batch * n_steps,
+                                                                           env=self._vec_normalize_env)
+        k_b = (n_steps, batch)
+        obs_dtype, obs_shape = self.policy_tf.obs_dtype, tuple(self.policy_tf.obs_shape)
+        obs_pair = np.stack([obs.astype(obs_dtype, copy=False).reshape(k_b + obs_shape),
+                             next_obs.astype(obs_dtype, copy=False).reshape(k_b + obs_shape)])
+        seeds = np.random.randint(0, 2 ** 24, size=(n_steps, 2))
+        floats = in_layout.pack([actions, rewards, dones, lr, np.asarray(flags, np.float32), seeds])
+        out = fn(obs_pair, floats).numpy()
+        parts = out_layout.unpack_np(out)
+        if any(flags):
+            self.policy_tf.mark_weights_changed()
+            if self.policy_tf.has_numpy_path:
+                self.policy_tf.set_numpy_weights(parts[1:])
+            self.target_policy_tf.mark_weights_changed()
+        return parts[0]
+
+    # ------------------------------------------------------------------ collection
+    def _learn_start(self, total_timesteps: int) -> None:
+        self._lr_fn = get_schedule_fn(self.learning_rate)
+        self._current_lr = self._lr_fn(1)
+        self._learn_t0 = self.num_timesteps
+        self._n_updates = 0
+        if self.action_noise is not None:
+            self.action_noise.reset()
+
+    def _select_actions(self, obs: np.ndarray):
+        n_envs = obs.shape[0]
+        if self.num_timesteps < self.learning_starts or np.random.rand() < self.random_exploration:
+            unscaled_action = np.stack([self.env.action_space.sample() for _ in range(n_envs)])
+            action = scale_action(self.action_space, unscaled_action)
+        else:
+            action = self.policy_tf.step(obs).reshape((n_envs,) + self.action_space.shape)
+            if self.action_noise is not None:
+                action = np.clip(action + self.action_noise(), -1, 1)
+            unscaled_action = unscale_action(self.action_space, action)
+        return action.astype(np.float32, copy=False), unscaled_action
+
+    def _on_dones(self, dones: np.ndarray) -> None:
+        if self.action_noise is not None:
+            self.action_noise.reset()
+
+    def _train_events(self, first_step: int, n_steps: int, total_timesteps: int, writer):
+        flags = []
+        lr = None
+        rb = self.replay_buffer
+        for step in range(first_step, first_step + n_steps):
+            if step % self.train_freq != 0:
+                continue
+            timestep = self._learn_t0 + step + 1
+            for grad_step in range(self.gradient_steps):
+                if not rb.can_sample(self.batch_size) or timestep < self.learning_starts:
+                    break
+                if lr is None:
+                    lr = self._lr_fn(1.0 - step / total_timesteps)
+                flags.append((step + grad_step) % self.policy_delay == 0)
+        if not flags:
+            return None
+        self._current_lr = lr
+        self._n_updates += len(flags)
+        stats = self._run_train(flags, lr)
+        if writer is not None:
+            values = {"qf1_loss": stats[0], "qf2_loss": stats[1], "learning_rate": lr}
+            if any(flags):
+                values["policy_loss"] = stats[2]
+            writer.add_scalars(values, self.num_timesteps)
+        return stats[:2]
+
+    def _stats_names(self):
+        return STATS_NAMES
+
+    def _log_values(self):
+        return [("n_updates", self._n_updates), ("current_lr", self._current_lr)]
+
+    def learn(self, total_timesteps, callback=None, log_interval=4, tb_log_name="TD3", reset_num_timesteps=True,
+              replay_wrapper=None, progress_bar: bool = False):
+        """
+        Train the model for ``total_timesteps`` environment steps (summed over the envs of a VecEnv).
+
+        :param total_timesteps: (int) The total number of samples to train on
+        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
+        :param log_interval: (int) The number of episodes before logging (verbose >= 1)
+        :param tb_log_name: (str) the name of the run for tensorboard log
+        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
+        :param replay_wrapper: (callable) wraps the replay buffer (HER)
+        :param progress_bar: (bool) show a progress bar (tqdm)
+        :return: (TD3) the trained model
+        """
+        return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, replay_wrapper,
+                           progress_bar)
+
+    # ------------------------------------------------------------------ predict
+    def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
+        _ = np.array(observation)
+        if actions is not None:
+            raise ValueError("Error: TD3 does not have action probabilities.")
+        warnings.warn("Warning: action probability is meaningless for TD3. Returning None")
+        return None
+
+    def predict(self, observation, state=None, mask=None, deterministic=True):
+        """
+        Get the model's action(s) from an observation: the actor's action, plus ``action_noise`` (clipped to
+        [-1, 1]) when not deterministic and noise is set, rescaled to the action space's bounds.
+
+        :param observation: (np.ndarray) the input observation (single or batch)
+        :param state: (np.ndarray) unused
+        :param mask: (np.ndarray) unused
+        :param deterministic: (bool) whether to leave the action noise out
+        :return: (np.ndarray, None) the action(s) and None
+        """
+        observation, vectorized_env = self._check_obs(observation)
+        actions = self.policy_tf.step(observation)
+        if self.action_noise is not None and not deterministic:
+            actions = np.clip(actions + self.action_noise(), -1, 1)
+        actions = actions.reshape((-1,) + self.action_space.shape)
+        actions = unscale_action(self.action_space, actions)
+        if not vectorized_env:
+            actions = actions[0]
+        return actions, None
+
+    # ------------------------------------------------------------------ behaviour cloning
+    def _pretrain_output(self, obs):
+        action = self.policy_tf.actor(obs)
+        low = tf.constant(self.action_space.low, tf.float32)
+        high = tf.constant(self.action_space.high, tf.float32)
+        return low + 0.5 * (action + 1.0) * (high - low)
+
+    def _pretrain_variables(self) -> list:
+        return list(self._actor_vars)
+
+
+__all__ = ["TD3"]

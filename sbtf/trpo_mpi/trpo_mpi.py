@@ -1,0 +1,490 @@
+"""Trust Region Policy Optimization, MPI version (stable-baselines 2.x ``TRPO``, ``trpo_mpi/trpo_mpi.py``).
+
+Per iteration: one trajectory segment per process; the surrogate gradient ``g`` (averaged over MPI ranks); the
+natural-gradient direction ``s = (F + cg_damping I)^-1 g`` by conjugate gradient on Fisher-vector products
+(Hessian-vector products of the mean KL between the old and the new policy, on every 5th sample, averaged over
+ranks); a step scaled to the KL radius ``max_kl`` and a backtracking line search (halving up to 10 times) that
+needs an improved surrogate and a mean KL below ``1.5 * max_kl``; then ``vf_iters`` epochs of Adam (``MpiAdam``) on
+the value function in minibatches of 128. GAIL (``sbtf.gail.GAIL``) is this class with ``using_gail=True``: the
+reward comes from a discriminator trained after every ``g_step`` policy updates.
+
+Speed: the surrogate and its gradient, the Fisher-vector product, each line-search evaluation and the value
+function's minibatch steps are ``tf.function``\\ s with fixed input signatures. In one process the whole
+conjugate-gradient solve (all Fisher-vector products) and the whole value-function fit are one compiled call
+each; with several processes every product / minibatch gradient is averaged over the ranks between calls.
+Acting uses the policy's NumPy fast path.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from collections import deque
+from contextlib import contextmanager
+
+import numpy as np
+import tensorflow as tf
+
+from sbtf import logger
+from sbtf.common.base_class import SetVerbosity, TensorboardWriter
+from sbtf.common.cg import conjugate_gradient, conjugate_gradient_tf
+from sbtf.common.math_util import explained_variance, safe_mean, total_episode_reward_logger
+from sbtf.common.mpi_adam import MpiAdam
+from sbtf.common.mpi_model import MpiActorCriticRLModel
+from sbtf.common.mpi_util import allreduce_mean
+from sbtf.common.runners import traj_segment_generator
+from sbtf.common.tf_util import (GetFlat, SetFromFlat, assign_from_flat, flat_size, flatgrad, minibatch_loop,
+                                  unflatten_tensor)
+from sbtf.trpo_mpi.utils import add_vtarg_and_adv
+
+LOSS_NAMES = ["optimgain", "meankl", "entloss", "surrgain", "entropy"]
+VF_BATCH_SIZE = 128  # SB2's value-function minibatch size
+FVP_SUBSAMPLE = 5  # Fisher-vector products on every 5th sample (Schulman's thesis, pp. 40-42)
+LINE_SEARCH_STEPS = 10
+
+
+class TRPO(MpiActorCriticRLModel):
+    """
+    Trust Region Policy Optimization (https://arxiv.org/abs/1502.05477)
+
+    :param policy: (ActorCriticPolicy or str) The policy model to use (MlpPolicy, CnnPolicy, ...; not recurrent)
+    :param env: (Gym environment or str) The environment to learn from (if registered in Gym, can be str); one
+        environment (for parallel collection run the script under ``mpirun -np N``)
+    :param gamma: (float) the discount value
+    :param timesteps_per_batch: (int) the number of timesteps to run per batch (horizon), per MPI process
+    :param max_kl: (float) the Kullback-Leibler loss threshold
+    :param cg_iters: (int) the number of iterations for the conjugate gradient calculation
+    :param lam: (float) GAE factor
+    :param entcoeff: (float) the weight for the entropy loss
+    :param cg_damping: (float) the compute gradient dampening factor
+    :param vf_stepsize: (float) the value function stepsize
+    :param vf_iters: (int) the value function's number iterations for learning
+    :param verbose: (int) the verbosity level: 0 none, 1 training information, 2 tensorflow debug
+    :param tensorboard_log: (str) the log location for tensorboard (if None, no logging; rank 0 only)
+    :param _init_setup_model: (bool) Whether or not to build the network at the creation of the instance
+    :param policy_kwargs: (dict) additional arguments to be passed to the policy on creation
+    :param full_tensorboard_log: (bool) also log histograms of returns, advantages and observations
+    :param seed: (int) Seed for the pseudo-random generators (python, numpy, tensorflow, env); MPI rank ``r`` uses
+        ``seed + 10000 * r``.
+    :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (default 1, as SB2; applied to the
+        process when TensorFlow has not started yet)
+    """
+
+    _save_attrs = ("gamma", "timesteps_per_batch", "max_kl", "cg_iters", "lam", "entcoeff", "cg_damping",
+                   "vf_stepsize", "vf_iters", "hidden_size_adversary", "adversary_entcoeff", "expert_dataset",
+                   "g_step", "d_step", "d_stepsize", "using_gail")
+
+    def __init__(self, policy, env, gamma=0.99, timesteps_per_batch=1024, max_kl=0.01, cg_iters=10, lam=0.98,
+                 entcoeff=0.0, cg_damping=1e-2, vf_stepsize=3e-4, vf_iters=3, verbose=0, tensorboard_log=None,
+                 _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False,
+                 seed=None, n_cpu_tf_sess=1):
+        self.using_gail = False
+        self.timesteps_per_batch = timesteps_per_batch
+        self.cg_iters = cg_iters
+        self.cg_damping = cg_damping
+        self.gamma = gamma
+        self.lam = lam
+        self.max_kl = max_kl
+        self.vf_iters = vf_iters
+        self.vf_stepsize = vf_stepsize
+        self.entcoeff = entcoeff
+        self.tensorboard_log = tensorboard_log
+        self.full_tensorboard_log = full_tensorboard_log
+
+        # GAIL Params
+        self.hidden_size_adversary = 100
+        self.adversary_entcoeff = 1e-3
+        self.expert_dataset = None
+        self.g_step = 1
+        self.d_step = 1
+        self.d_stepsize = 3e-4
+
+        self.loss_names = list(LOSS_NAMES)
+        self.reward_giver = None
+        self.vfadam = None
+        self.d_adam = None
+        self.timed = None
+        self.allmean = None
+        super().__init__(policy=policy, env=env, verbose=verbose, requires_vec_env=False,
+                         _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs, seed=seed,
+                         n_cpu_tf_sess=n_cpu_tf_sess)
+        if _init_setup_model:
+            self.setup_model()
+
+    # ------------------------------------------------------------------ setup
+    def setup_model(self):
+        with SetVerbosity(self.verbose):
+            self.set_random_seed(self.seed)
+            if self.using_gail:
+                from sbtf.gail.adversary import TransitionClassifier  # pylint: disable=import-outside-toplevel
+
+                self.reward_giver = TransitionClassifier(self.observation_space, self.action_space,
+                                                         self.hidden_size_adversary,
+                                                         entcoeff=self.adversary_entcoeff, comm=self.comm)
+            self._setup_policies()
+
+            named = self.policy_pi.named_parameters()
+            # SB2: the policy step moves everything but the value function (and the unused q head) ...
+            self._pi_vars = [v for name, v in named.items() if "/vf" not in name and "/q/" not in name]
+            # ... and the value-function fit everything but the policy head
+            self._vf_vars = [v for name, v in named.items() if "/pi" not in name and "/logstd" not in name]
+            self.get_flat = GetFlat(self._pi_vars)
+            self.set_from_flat = SetFromFlat(self._pi_vars)
+            self.vfadam = MpiAdam(self._vf_vars, comm=self.comm)
+            if self.using_gail:
+                self.d_adam = MpiAdam(self.reward_giver.get_trainable_variables(), comm=self.comm)
+            self.params = self.get_parameter_list()
+            self._shuffle_gen = tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
+            self.allmean = lambda arr: allreduce_mean(np.asarray(arr), self.comm)
+            self.timed = self._timed
+            self._build_functions()
+
+    def _reseed_policy(self, seed: int) -> None:
+        super()._reseed_policy(seed)
+        if getattr(self, "_shuffle_gen", None) is not None:
+            self._shuffle_gen.reset_from_seed(seed)
+
+    def _named_parameters(self):
+        params = self.policy_pi.named_parameters()
+        params.update(self.old_policy.named_parameters(prefix="oldpi/model"))
+        if self.using_gail and self.reward_giver is not None:
+            params.update(self.reward_giver.named_parameters())
+        return params
+
+    def _on_parameters_loaded(self) -> None:
+        super()._on_parameters_loaded()
+        if self.reward_giver is not None:
+            self.reward_giver.mark_weights_changed()
+
+    @contextmanager
+    def _timed(self, msg: str):
+        if self._log_verbose():
+            print(msg)
+            start_time = time.time()
+            yield
+            print("done in {:.3f} seconds".format(time.time() - start_time))
+        else:
+            yield
+
+    # ------------------------------------------------------------------ compiled maths
+    def _distributions(self, obs):
+        pi, oldpi = self.policy_pi, self.old_policy
+        flat, vpred, _, _ = pi.forward(obs)
+        old_flat, _, _, _ = oldpi.forward(obs)
+        return (pi.proba_distribution_from_flat(flat), oldpi.proba_distribution_from_flat(tf.stop_gradient(old_flat)),
+                vpred)
+
+    def _losses(self, obs, actions, atarg):
+        """SB2's TRPO losses: (optimgain, [optimgain, meankl, entbonus, surrgain, meanent])."""
+        dist, old_dist, _ = self._distributions(obs)
+        meankl = tf.reduce_mean(old_dist.kl(dist))
+        meanent = tf.reduce_mean(dist.entropy())
+        entbonus = self.entcoeff * meanent
+        ratio = tf.exp(old_dist.neglogp(actions) - dist.neglogp(actions))  # advantage * pnew / pold
+        surrgain = tf.reduce_mean(ratio * atarg)
+        optimgain = surrgain + entbonus
+        return optimgain, tf.stack([optimgain, meankl, entbonus, surrgain, meanent])
+
+    def _mean_kl(self, obs):
+        dist, old_dist, _ = self._distributions(obs)
+        return tf.reduce_mean(old_dist.kl(dist))
+
+    def _fvp(self, vec, obs):
+        """Fisher-vector product: the Hessian of the mean KL(old || new) times ``vec`` (no damping)."""
+        variables = self._pi_vars
+        tangents = unflatten_tensor(vec, variables)
+        with tf.GradientTape() as outer:
+            with tf.GradientTape() as inner:
+                kl = self._mean_kl(obs)
+            grads = inner.gradient(kl, variables)
+            gvp = tf.add_n([tf.reduce_sum(g * t) for g, t in zip(grads, tangents) if g is not None])
+        return flatgrad(outer.gradient(gvp, variables), variables)
+
+    def _lossandgrad(self, obs, actions, atarg):
+        with tf.GradientTape() as tape:
+            optimgain, losses = self._losses(obs, actions, atarg)
+        return flatgrad(tape.gradient(optimgain, self._pi_vars), self._pi_vars), losses
+
+    def _vf_lossandgrad(self, obs, ret):
+        with tf.GradientTape() as tape:
+            _, vpred, _, _ = self.policy_pi.forward(obs)
+            vferr = tf.reduce_mean(tf.square(vpred - ret))
+        return flatgrad(tape.gradient(vferr, self._vf_vars), self._vf_vars), vferr
+
+    def _build_functions(self) -> None:
+        obs_spec = self.policy_pi.obs_signature()
+        act_spec = self._action_spec()
+        vec = tf.TensorSpec((None,), tf.float32)
+        scalar = tf.TensorSpec((), tf.float32)
+        theta = tf.TensorSpec((flat_size(self._pi_vars),), tf.float32)
+        cg_iters = int(self.cg_iters)
+        vf_iters = int(self.vf_iters)
+
+        # autograph is off everywhere: the loops are explicit tf.while_loops (tracing stays short)
+        compile_fn = functools.partial(tf.function, autograph=False)
+        self.compute_lossandgrad = compile_fn(self._lossandgrad, input_signature=[obs_spec, act_spec, vec])
+        self.compute_losses = compile_fn(lambda obs, actions, atarg: self._losses(obs, actions, atarg)[1],
+                                         input_signature=[obs_spec, act_spec, vec])
+        self.compute_fvp = compile_fn(self._fvp, input_signature=[theta, obs_spec])
+        self.compute_vflossandgrad = compile_fn(self._vf_lossandgrad, input_signature=[obs_spec, vec])
+
+        def set_and_compute_losses(thnew, obs, actions, atarg):
+            """A line-search trial: move the policy to ``thnew`` and evaluate the losses (one call)."""
+            assign_from_flat(self._pi_vars, thnew)
+            return self._losses(obs, actions, atarg)[1]
+
+        self._set_and_compute_losses = compile_fn(set_and_compute_losses,
+                                                  input_signature=[theta, obs_spec, act_spec, vec])
+
+        def natural_step(grad, obs_sub, damping):
+            """One process: the whole CG solve of (F + damping I) s = g, and s^T (F + damping I) s / 2."""
+            def f_ax(v):
+                return self._fvp(v, obs_sub) + damping * v
+
+            stepdir = conjugate_gradient_tf(f_ax, grad, cg_iters=cg_iters)
+            shs = 0.5 * tf.reduce_sum(stepdir * f_ax(stepdir))
+            return stepdir, shs
+
+        self._natural_step = compile_fn(natural_step, input_signature=[theta, obs_spec, scalar])
+
+        def fit_vf(obs, ret, stepsize):
+            """One process: ``vf_iters`` epochs of shuffled minibatch Adam steps on the value function."""
+            n = tf.shape(obs)[0]
+            batch = tf.minimum(n, VF_BATCH_SIZE)
+            n_mb = n // batch
+            perms = tf.argsort(self._shuffle_gen.uniform((vf_iters, n)), axis=1)  # one permutation per epoch
+
+            def step(k):
+                start = (k % n_mb) * batch
+                idx = perms[k // n_mb, start:start + batch]
+                grad, _ = self._vf_lossandgrad(tf.gather(obs, idx), tf.gather(ret, idx))
+                return self.vfadam.apply_flat_grad(grad, stepsize)
+
+            minibatch_loop(vf_iters * n_mb, step)
+            return tf.constant(True)
+
+        self._fit_vf = compile_fn(fit_vf, input_signature=[obs_spec, vec, scalar])
+
+    # ------------------------------------------------------------------ one policy + value update
+    def _fisher_vector_product(self, vec: np.ndarray, fvp_obs: np.ndarray) -> np.ndarray:
+        return self.allmean(self.compute_fvp(vec.astype(np.float32), fvp_obs).numpy()) + self.cg_damping * vec
+
+    def _update_policy(self, observation, action, atarg):
+        """The natural-gradient step with line search; returns the losses after the step (averaged over ranks)."""
+        fvp_obs = observation[::FVP_SUBSAMPLE]
+        with self.timed("computegrad"):
+            grad, lossbefore = self.compute_lossandgrad(observation, action, atarg)
+        lossbefore = self.allmean(lossbefore.numpy())
+        grad = self.allmean(grad.numpy())
+        mean_losses = lossbefore
+        if np.allclose(grad, 0):
+            logger.log("Got zero gradient. not updating")
+            return mean_losses
+        with self.timed("conjugate_gradient"):
+            if self.nworkers == 1:
+                stepdir, shs = self._natural_step(grad.astype(np.float32), fvp_obs, np.float32(self.cg_damping))
+                stepdir, shs = stepdir.numpy().astype(np.float64), float(shs.numpy())
+            else:
+                stepdir = conjugate_gradient(lambda v: self._fisher_vector_product(v, fvp_obs), grad,
+                                             cg_iters=self.cg_iters, verbose=self._log_verbose())
+                shs = 0.5 * stepdir.dot(self._fisher_vector_product(stepdir, fvp_obs))
+        if not np.isfinite(stepdir).all():
+            raise FloatingPointError("TRPO: the conjugate-gradient step direction is not finite (NaN/inf in the "
+                                     "Fisher-vector products); check the observations and rewards for NaNs.")
+        # abs(shs) to avoid taking square root of negative values
+        lagrange_multiplier = np.sqrt(abs(shs) / self.max_kl)
+        fullstep = stepdir / lagrange_multiplier
+        expectedimprove = grad.dot(fullstep)
+        surrbefore = lossbefore[0]
+        stepsize = 1.0
+        thbefore = self.get_flat()
+        thnew = thbefore
+        for _ in range(LINE_SEARCH_STEPS):
+            thnew = (thbefore + fullstep * stepsize).astype(np.float32)
+            mean_losses = self.allmean(self._set_and_compute_losses(thnew, observation, action, atarg).numpy())
+            surr, kl_loss = mean_losses[0], mean_losses[1]
+            improve = surr - surrbefore
+            logger.log("Expected: %.3f Actual: %.3f" % (expectedimprove, improve))
+            if not np.isfinite(mean_losses).all():
+                logger.log("Got non-finite value of losses -- bad!")
+            elif kl_loss > self.max_kl * 1.5:
+                logger.log("violated KL constraint. shrinking step.")
+            elif improve < 0:
+                logger.log("surrogate didn't improve. shrinking step.")
+            else:
+                logger.log("Stepsize OK!")
+                break
+            stepsize *= .5
+        else:
+            logger.log("couldn't compute a good step")
+            self.set_from_flat(thbefore)
+        self.policy_pi.mark_weights_changed()
+        return mean_losses
+
+    def _update_vf(self, observation, tdlamret) -> None:
+        stepsize = np.float32(self.vf_stepsize)
+        if self.nworkers == 1:
+            self._fit_vf(observation, tdlamret, stepsize)
+        else:
+            n = observation.shape[0]
+            batch = min(n, VF_BATCH_SIZE)
+            for _ in range(int(self.vf_iters)):
+                perm = np.random.permutation(n)
+                for start in range(0, n - batch + 1, batch):
+                    idx = perm[start:start + batch]
+                    grad, _ = self.compute_vflossandgrad(observation[idx], tdlamret[idx])
+                    self.vfadam.update(grad.numpy(), stepsize)
+        self.policy_pi.mark_weights_changed()
+
+    def _update_discriminator(self, observation, action) -> list:
+        """GAIL: ``d_step`` Adam steps of the discriminator on generator vs expert minibatches; returns the losses."""
+        batch_size = self.timesteps_per_batch // self.d_step
+        d_losses = []  # list of tuples, each of which gives the loss for a minibatch
+        n = len(observation)
+        perm = np.random.permutation(n)
+        for start in range(0, n - batch_size + 1, batch_size):
+            idx = perm[start:start + batch_size]
+            ob_batch, ac_batch = observation[idx], action[idx]
+            ob_expert, ac_expert = self.expert_dataset.get_next_batch()
+            # update running mean/std for reward_giver
+            if self.reward_giver.normalize:
+                self.reward_giver.obs_rms.update(np.concatenate((ob_batch.reshape(len(ob_batch), -1),
+                                                                 np.asarray(ob_expert).reshape(len(ob_expert), -1)),
+                                                                0))
+            *newlosses, grad = self.reward_giver.lossandgrad(ob_batch, ac_batch, ob_expert, ac_expert)
+            self.d_adam.update(grad, self.d_stepsize)
+            self.reward_giver.mark_weights_changed()
+            d_losses.append(newlosses)
+        return d_losses
+
+    def _initialize_dataloader(self) -> None:
+        """Initialize dataloader."""
+        batchsize = self.timesteps_per_batch // self.d_step
+        self.expert_dataset.init_dataloader(batchsize)
+
+    # ------------------------------------------------------------------ learn
+    def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="TRPO", reset_num_timesteps=True):
+        """
+        Train the model for ``total_timesteps`` environment steps (summed over MPI ranks).
+
+        :param total_timesteps: (int) The total number of samples to train on
+        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
+        :param log_interval: (int) unused, as in SB2 (with ``verbose=1`` every iteration is logged)
+        :param tb_log_name: (str) the name of the run for tensorboard log
+        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
+        :return: (TRPO) the trained model
+        """
+        if self.using_gail and self.expert_dataset is None:
+            raise ValueError("Error: GAIL learns from expert demonstrations: pass expert_dataset=ExpertDataset(...) "
+                             "to the constructor (or to GAIL.load(..., expert_dataset=...)) before calling learn().")
+        new_tb_log = self._init_num_timesteps(reset_num_timesteps)
+        callback = self._init_callback(callback, total_timesteps=total_timesteps)
+
+        with SetVerbosity(self.verbose), self._mpi_learn_context(), \
+                TensorboardWriter(self.graph, self._tensorboard_log_for_rank(), tb_log_name, new_tb_log) as writer:
+            self._setup_learn()
+            self._check_single_env()
+            self.sync_parameters()
+            callback.on_training_start(locals(), globals())
+
+            seg_gen = traj_segment_generator(self.policy_pi, self.env, self.timesteps_per_batch,
+                                             reward_giver=self.reward_giver, gail=self.using_gail,
+                                             callback=callback, model=self, timestep_increment=self.nworkers)
+            episodes_so_far = 0
+            iters_so_far = 0
+            timesteps_so_far = 0
+            t_start = time.time()
+            len_buffer = deque(maxlen=40)  # rolling buffer for episode lengths
+            reward_buffer = deque(maxlen=40)  # rolling buffer for episode rewards
+            true_reward_buffer = deque(maxlen=40) if self.using_gail else None
+            if self.using_gail:
+                self._initialize_dataloader()
+
+            while timesteps_so_far < total_timesteps:
+                logger.log("********** Iteration %i ************" % iters_so_far)
+                logger.log("Optimizing Policy...")
+                mean_losses = vpredbefore = tdlamret = observation = action = seg = None
+                timesteps_before = self.num_timesteps
+                local_steps = 0
+                stopped = False
+                for _ in range(self.g_step):  # g_step = 1 when not using GAIL
+                    with self.timed("sampling"):
+                        seg = next(seg_gen)
+                    if not seg["continue_training"]:  # stopped early by the callback
+                        stopped = True
+                        break
+                    local_steps += int(seg["total_timestep"])
+                    add_vtarg_and_adv(seg, self.gamma, self.lam)
+                    observation = seg["observations"].astype(self.policy_pi.obs_dtype, copy=False)
+                    action = seg["actions"]
+                    atarg, tdlamret = seg["adv"], seg["tdlamret"]
+                    vpredbefore = seg["vpred"].copy()  # predicted value function before update
+                    atarg = self._standardize(atarg)  # standardized advantage function estimate
+                    if writer is not None:
+                        total_episode_reward_logger(self.episode_reward,
+                                                    seg["true_rewards"].reshape((self.n_envs, -1)),
+                                                    seg["dones"].reshape((self.n_envs, -1)), writer,
+                                                    timesteps_before + (local_steps - int(seg["total_timestep"]))
+                                                    * self.nworkers)
+                    self.assign_old_eq_new()
+                    mean_losses = self._update_policy(observation, action, atarg)
+                    with self.timed("vf"):
+                        self._update_vf(observation, tdlamret)
+                    if self.nworkers > 1 and iters_so_far % 20 == 0:
+                        self.check_parameters_synced()
+                if stopped:
+                    break
+                for loss_name, loss_val in zip(self.loss_names, mean_losses):
+                    logger.record_tabular(loss_name, float(loss_val))
+                logger.record_tabular("explained_variance_tdlam_before", explained_variance(vpredbefore, tdlamret))
+
+                if self.using_gail:
+                    # ------------------ Update D ------------------
+                    logger.log("Optimizing Discriminator...")
+                    d_losses = self._update_discriminator(observation, action)
+                    if d_losses:
+                        for name, value in zip(self.reward_giver.loss_name, np.mean(d_losses, axis=0)):
+                            logger.record_tabular("d_" + name, float(value))
+                    lens, rews, true_rets = self._gather_episode_stats(seg["ep_lens"], seg["ep_rets"],
+                                                                       seg["ep_true_rets"])
+                    true_reward_buffer.extend(true_rets)
+                    self.ep_info_buf.extend({"r": r, "l": length} for r, length in zip(true_rets, lens))
+                else:
+                    lens, rews = self._gather_episode_stats(seg["ep_lens"], seg["ep_rets"])
+                    self.ep_info_buf.extend({"r": r, "l": length} for r, length in zip(rews, lens))
+                len_buffer.extend(lens)
+                reward_buffer.extend(rews)
+
+                if len(len_buffer) > 0:
+                    logger.record_tabular("EpLenMean", safe_mean(len_buffer))
+                    logger.record_tabular("EpRewMean", safe_mean(reward_buffer))
+                if self.using_gail and len(true_reward_buffer) > 0:
+                    logger.record_tabular("EpTrueRewMean", safe_mean(true_reward_buffer))
+                logger.record_tabular("EpThisIter", len(lens))
+                episodes_so_far += len(lens)
+                # all g_step segments count (SB2 counted only the last one, so GAIL ran g_step times longer)
+                current_it_timesteps = int(self.comm.allreduce(local_steps))
+                timesteps_so_far += current_it_timesteps
+                self.num_timesteps = timesteps_before + current_it_timesteps
+                iters_so_far += 1
+
+                if writer is not None:
+                    writer.add_scalars({f"loss/{name}": float(val) for name, val in zip(self.loss_names, mean_losses)},
+                                       self.num_timesteps)
+                    writer.add_scalars({"input_info/discounted_rewards": float(np.mean(tdlamret)),
+                                        "input_info/learning_rate": float(self.vf_stepsize),
+                                        "input_info/advantage": float(np.mean(seg["adv"])),
+                                        "input_info/kl_clip_range": float(self.max_kl)}, self.num_timesteps)
+                    if self.full_tensorboard_log:
+                        writer.add_histogram("input_info/discounted_rewards", tdlamret, self.num_timesteps)
+                        writer.add_histogram("input_info/advantage", seg["adv"], self.num_timesteps)
+                        writer.add_histogram("input_info/observation", observation, self.num_timesteps)
+                logger.record_tabular("EpisodesSoFar", episodes_so_far)
+                logger.record_tabular("TimestepsSoFar", self.num_timesteps)
+                logger.record_tabular("TimeElapsed", time.time() - t_start)
+                if self._log_verbose():
+                    logger.dump_tabular()
+            callback.on_training_end()
+        return self
+
+
+__all__ = ["TRPO"]
