@@ -120,7 +120,7 @@ HYPERPARAMS_PACKAGE = "sbtf"
 HYPERPARAMS_FOLDER = "hyperparams"
 
 #: modules (inside sbtf) that register subcommands when imported; see the module docstring
-SUBCOMMAND_MODULES: Tuple[str, ...] = ()
+SUBCOMMAND_MODULES: Tuple[str, ...] = ("sbtf_converters.convert_cli", "sbtf_converters.export")
 #: entry-point group through which other packages add subcommands
 ENTRY_POINT_GROUP = "sbtf.cli"
 

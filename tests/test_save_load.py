@@ -184,3 +184,10 @@ def test_load_with_env_and_continue_training(tmp_path, trained_ppo2):
         loaded.set_env(wrong)
     with pytest.raises(ValueError, match="policy kwargs"):
         PPO2.load(tmp_path / "m.zip", policy_kwargs={"net_arch": [8]})
+
+
+def test_saved_file_has_normal_permissions(tmp_path, trained_ppo2):
+    umask = os.umask(0)
+    os.umask(umask)
+    trained_ppo2.save(tmp_path / "m.zip")
+    assert (tmp_path / "m.zip").stat().st_mode & 0o777 == 0o666 & ~umask

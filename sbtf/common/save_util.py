@@ -52,6 +52,10 @@ def atomic_write_bytes(path: Union[str, os.PathLike], payload: bytes) -> None:
     os.makedirs(folder, exist_ok=True)
     fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=folder)
     try:
+        # mkstemp creates 0600 files; give the result the permissions a plain open() would (0666 & ~umask)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
