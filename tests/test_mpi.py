@@ -215,6 +215,7 @@ import os, sys
 import gymnasium as gym
 import numpy as np
 from sbtf import GAIL, PPO1, TRPO
+from sbtf.common.callbacks import BaseCallback
 from sbtf.common.mpi_util import get_comm
 from sbtf.gail import ExpertDataset
 
@@ -246,6 +247,17 @@ for name, make in makers.items():
     model.save(os.path.join(out_dir, f"{name}_rank{rank}"))
     print(f"RESULT {name} rank={rank} synced={synced} different_data={different_data} "
           f"num_timesteps={model.num_timesteps}", flush=True)
+
+
+class StopOnRankOne(BaseCallback):
+    def _on_step(self):
+        return not (rank == 1 and self.n_calls >= 10)
+
+
+# a callback that stops on one rank only: every rank leaves learn() (no rank waits forever in a collective)
+model.learn(10 ** 6, callback=StopOnRankOne())
+model.check_parameters_synced()
+print(f"STOPPED rank={rank} num_timesteps={model.num_timesteps}", flush=True)
 """
 
 FAIL_SCRIPT = """
@@ -299,6 +311,8 @@ def test_mpirun_ppo1_trpo_gail_keep_ranks_in_sync(tmp_path):
             assert f"RESULT {algo} rank={rank} synced=True different_data=True num_timesteps=512" in lines, lines
         assert (tmp_path / f"{algo}_rank0.zip").exists()
         assert not (tmp_path / f"{algo}_rank1.zip").exists()  # only rank 0 saves
+    stopped = [line for line in result.stdout.splitlines() if line.startswith("STOPPED")]
+    assert len(stopped) == 2, result.stdout
 
 
 @pytest.mark.mpi

@@ -10,9 +10,10 @@ Entry points
 The exported function maps a batch of observations to a dict of named outputs. ``action`` is always there and is
 what ``model.predict(obs, deterministic=True)`` returns (same dtype, same scaling): the distribution mode of
 actor-critic models with Box actions clipped to the action bounds, ``argmax Q`` for DQN, ``unscale(tanh(mu))`` for
-SAC, ``unscale(actor(obs))`` for TD3. Extra outputs where the model has them: ``logits`` / ``probabilities``
-(categorical and Bernoulli policies), ``mean`` / ``std`` (Gaussian policies, before clipping), ``value``,
-``q_values``, and ``state`` for recurrent policies (which also take ``state`` and ``mask`` inputs).
+SAC, ``unscale(actor(obs))`` for TD3 and DDPG (DDPG's observation normalisation included). Extra outputs where the
+model has them: ``logits`` / ``probabilities`` (categorical and Bernoulli policies), ``mean`` / ``std`` (Gaussian
+policies, before clipping), ``value``, ``q_values``, and ``state`` for recurrent policies (which also take ``state``
+and ``mask`` inputs).
 See ``docs/export.md``.
 
 Only TensorFlow is imported at module import; ``tf2onnx``/``onnx`` and ``tensorflowjs`` (the ``export`` extra) are
@@ -45,6 +46,8 @@ FORMATS = ("savedmodel", "tfjs", "onnx")
 #: onnxruntime-web, and has every op sbtf policies need (Softmax, Tanh, Clip, Conv, ArgMax, LayerNormalization is
 #: not used: sbtf's layer norm is written with basic ops).
 DEFAULT_OPSET = 17
+#: ONNX names of outputs that share their name with an input in the other formats
+ONNX_OUTPUT_RENAMES = {"state": "next_state"}
 #: name of the JSON file describing an export (inputs, outputs, spaces, VecNormalize folding)
 METADATA_FILE = "sbtf_export.json"
 METADATA_FORMAT = "sbtf-export"
@@ -69,22 +72,18 @@ class ExportGraph:
     :param inputs: ordered ``{name: tf.TensorSpec}``; ``observation`` first (batch dimension None), then for
         recurrent policies ``state`` (batch, state_size) and ``mask`` (batch,)
     :param outputs: ``outputs(**inputs) -> {name: tf.Tensor}``; ``action`` first, with predict's dtype and scaling
-    :param trackables: ``{attribute: Keras model / tf.Module}`` that own the variables ``outputs`` reads
     :param descriptions: ``{output name: one-line meaning}`` (written to the export's metadata)
     :param notes: extra JSON-able metadata (e.g. how ``action`` is computed)
     """
 
     inputs: "OrderedDict[str, Any]"
     outputs: Callable[..., Dict[str, Any]]
-    trackables: Dict[str, Any]
     descriptions: Dict[str, str] = field(default_factory=dict)
     notes: Dict[str, Any] = field(default_factory=dict)
 
 
 _EXPORTERS: "OrderedDict[Union[type, str], Callable[[Any], ExportGraph]]" = OrderedDict()
 _NOT_EXPORTABLE: Dict[str, str] = {
-    "DDPG": "DDPG export is not implemented yet: its actor reads normalised observations (obs_rms) that the "
-            "export graph does not fold in yet",
     "HER": "HER export is not implemented yet: export the wrapped model instead (model.model.export(...)); its "
            "observation is concat[observation, achieved_goal, desired_goal]",
 }
@@ -125,7 +124,8 @@ def get_export_graph(model: Any) -> ExportGraph:
         if klass.__name__ in _NOT_EXPORTABLE:
             raise ExportError(f"cannot export this {type(model).__name__} model: {_NOT_EXPORTABLE[klass.__name__]}")
     raise ExportError(f"cannot export a {type(model).__name__} model: no export graph is registered for it (sbtf "
-                      "exports actor-critic models (A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL), DQN, SAC and TD3); "
+                      "exports actor-critic models (A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL), DQN, SAC, TD3 and "
+                      "DDPG); "
                       "define _export_outputs(obs) on the class or call "
                       "sbtf_converters.export.register_exporter(cls, builder)")
 
@@ -154,21 +154,9 @@ def _graph_from_method(model: Any) -> ExportGraph:
             raise ExportError(f"{type(model).__name__}._export_outputs must return a dict with an 'action' entry")
         return OrderedDict([("action", result["action"])] + [(k, v) for k, v in result.items() if k != "action"])
 
-    trackables = {f"net{i}": net for i, net in enumerate(_model_networks(model))}
-    return ExportGraph(OrderedDict(observation=_obs_spec(policy)), outputs, trackables,
+    return ExportGraph(OrderedDict(observation=_obs_spec(policy)), outputs,
                        {"action": "the deterministic action (as predict(deterministic=True))"},
                        {"action": f"{type(model).__name__}._export_outputs"})
-
-
-def _model_networks(model: Any) -> list:
-    nets = []
-    try:
-        nets = list(model._policies())  # pylint: disable=protected-access
-    except Exception:  # pylint: disable=broad-except
-        nets = []
-    if not nets:
-        nets = [model.policy_tf]
-    return nets
 
 
 def _finite_bounds(space) -> Tuple[np.ndarray, np.ndarray]:
@@ -252,7 +240,7 @@ def _actor_critic_graph(model: Any, include_q: bool = False) -> ExportGraph:
         descriptions["q_values"] = "Q(s, a) for every action"
     if recurrent:
         descriptions["state"] = "the next LSTM state (concat[c, h]); feed it back with mask = done flags"
-    return ExportGraph(inputs, outputs, {"policy": policy}, descriptions, {"action": note})
+    return ExportGraph(inputs, outputs, descriptions, {"action": note})
 
 
 def _dqn_graph(model: Any) -> ExportGraph:
@@ -263,7 +251,7 @@ def _dqn_graph(model: Any) -> ExportGraph:
         q_values = q_net.q_values(observation)
         return OrderedDict(action=tf.argmax(q_values, axis=1), q_values=q_values)
 
-    return ExportGraph(OrderedDict(observation=_obs_spec(q_net)), outputs, {"q_net": q_net},
+    return ExportGraph(OrderedDict(observation=_obs_spec(q_net)), outputs,
                        OrderedDict(action="argmax of the Q-values (int64; int32 in TF.js)",
                                    q_values="Q(s, a) for every action"),
                        {"action": "argmax(Q)"})
@@ -299,7 +287,7 @@ def _sac_graph(model: Any) -> ExportGraph:
                                std="standard deviation of the Gaussian before the tanh squashing")
     if has_vf:
         descriptions["value"] = "state-value estimate V(s) (SAC's value function)"
-    return ExportGraph(OrderedDict(observation=_obs_spec(policy)), outputs, {"policy": policy}, descriptions,
+    return ExportGraph(OrderedDict(observation=_obs_spec(policy)), outputs, descriptions,
                        {"action": "low + 0.5 * (tanh(mu) + 1) * (high - low)"})
 
 
@@ -307,9 +295,9 @@ def _td3_graph(model: Any) -> ExportGraph:
     policy = model.policy_tf
 
     def outputs(observation):
-        return OrderedDict(action=_unscale(model, policy(observation)))
+        return OrderedDict(action=_unscale(model, policy.actor(observation)))
 
-    return ExportGraph(OrderedDict(observation=_obs_spec(policy)), outputs, {"policy": policy},
+    return ExportGraph(OrderedDict(observation=_obs_spec(policy)), outputs,
                        OrderedDict(action="unscale(actor(obs)) in the action space bounds (float32)"),
                        {"action": "low + 0.5 * (actor(obs) + 1) * (high - low)"})
 
@@ -319,6 +307,7 @@ register_exporter("ACER", lambda model: _actor_critic_graph(model, include_q=Tru
 register_exporter("DQN", _dqn_graph)
 register_exporter("SAC", _sac_graph)
 register_exporter("TD3", _td3_graph)
+# DDPG defines DDPG._export_outputs itself (the actor on its normalised observations, unscaled)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -397,11 +386,12 @@ class ExportBundle:
     """
     What every format is written from.
 
-    :param module: a ``tf.Module`` that tracks the networks' variables (what a SavedModel saves)
+    :param module: a ``tf.Module`` that tracks the variables ``serve`` reads (what a SavedModel saves)
     :param serve: ``tf.function`` with a fixed input signature: inputs -> ordered ``{name: tensor}``
     :param extra_signatures: ``{signature name: tf.function}`` also written to SavedModels (``serving_float``)
     :param input_specs: ordered ``{input name: tf.TensorSpec}``
     :param metadata: JSON-able description (what :data:`METADATA_FILE` holds)
+    :param fn: the Python function ``serve`` compiles (``fn(*inputs in input_specs order) -> {name: tensor}``)
     """
 
     module: Any
@@ -409,6 +399,7 @@ class ExportBundle:
     extra_signatures: Dict[str, Any]
     input_specs: "OrderedDict[str, Any]"
     metadata: Dict[str, Any]
+    fn: Callable[..., Dict[str, Any]]
 
 
 def build_export_module(model: Any, vecnormalize: Any = None) -> ExportBundle:
@@ -455,11 +446,13 @@ def build_export_module(model: Any, vecnormalize: Any = None) -> ExportBundle:
             raise ExportError("the export graph of {} has no 'action' output".format(type(model).__name__))
         return OrderedDict((key, tf.identity(value, name=key)) for key, value in outputs.items())
 
-    module = tf.Module(name="sbtf_export")
-    for attr, trackable in graph.trackables.items():
-        setattr(module, attr, trackable)
     serve = tf.function(serve_impl, input_signature=list(specs.values()), autograph=False)
-    structured = serve.get_concrete_function().structured_outputs
+    concrete = serve.get_concrete_function()
+    structured = concrete.structured_outputs
+    # the SavedModel root tracks exactly the variables the function reads (not the Keras models, whose caches of
+    # compiled functions are not saveable)
+    module = tf.Module(name="sbtf_export")
+    module.policy_variables = list(concrete.variables)
 
     extra_signatures = {}
     if policy_obs_dtype != tf.float32 and stats is None:
@@ -480,7 +473,7 @@ def build_export_module(model: Any, vecnormalize: Any = None) -> ExportBundle:
         outputs_meta[name] = {"shape": _shape_list(tensor.shape), "dtype": tensor.dtype.name,
                               "description": graph.descriptions.get(name, "")}
     metadata = _metadata(model, inputs_meta, outputs_meta, graph, stats, vecnormalize)
-    return ExportBundle(module, serve, extra_signatures, specs, metadata)
+    return ExportBundle(module, serve, extra_signatures, specs, metadata, serve_impl)
 
 
 def _shape_list(shape) -> list:
@@ -539,7 +532,7 @@ def export_model(model: Any, path: Union[str, os.PathLike], format: str = "saved
     """
     Export an sbtf model's deterministic policy.
 
-    :param model: an sbtf model (A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL, DQN, SAC, TD3)
+    :param model: an sbtf model (A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL, DQN, SAC, TD3, DDPG)
     :param path: output: a folder for ``savedmodel`` and ``tfjs``, a file (``.onnx``) for ``onnx``
     :param format: ``"savedmodel"``, ``"tfjs"`` (graph model: model.json + weight shards) or ``"onnx"``
     :param vecnormalize: a ``VecNormalize`` or the path of saved statistics to fold in (the exported model then
@@ -577,6 +570,10 @@ def export_model(model: Any, path: Union[str, os.PathLike], format: str = "saved
 
 def _require(name: str, what: str) -> Any:
     import importlib  # pylint: disable=import-outside-toplevel
+    if name == "tensorflowjs":
+        # tensorflowjs imports tensorflow_decision_forests, whose welcome message imports IPython (not installed)
+        # whenever stdout is not a terminal or file (pytest capture, some pipes): ModuleNotFoundError 'IPython'
+        os.environ.setdefault("TFDF_DISABLE_WELCOME_MESSAGE", "1")
     try:
         return importlib.import_module(name)
     except ImportError as exc:
@@ -686,6 +683,7 @@ def _split_unfusable_activations(model_json: Dict[str, Any]) -> List[str]:
 
 
 def _write_tfjs(bundle: ExportBundle, path: str) -> None:
+    _require("tensorflowjs", "the TF.js export")
     from tensorflowjs.converters import tf_saved_model_conversion_v2 as tfjs_conv  # pylint: disable=C0415
 
     parent = os.path.dirname(os.path.abspath(path))
@@ -736,18 +734,28 @@ def _write_onnx(bundle: ExportBundle, path: str, opset: int) -> None:
     if opset not in supported or opset < 13:
         raise ExportError(f"ONNX opset {opset} is not supported here: tf2onnx {tf2onnx.__version__} writes opsets "
                           f"13..{supported[-1]} for sbtf policies (default {DEFAULT_OPSET})")
+    tf = _tf()
     specs = list(bundle.serve.input_signature)
-    model_proto, _ = tf2onnx.convert.from_function(bundle.serve, input_signature=specs, opset=opset)
+    # ONNX value names are unique in a graph: the recurrent output `state` is `next_state` there (input: `state`)
+    renamed = {name: ONNX_OUTPUT_RENAMES.get(name, name) if name in bundle.input_specs else name
+               for name in bundle.metadata["outputs"]}
+
+    def onnx_fn(*args):
+        return OrderedDict((renamed[key], value) for key, value in bundle.fn(*args).items())
+
+    function = tf.function(onnx_fn, input_signature=specs, autograph=False)
+    model_proto, _ = tf2onnx.convert.from_function(function, input_signature=specs, opset=opset)
     foreign = sorted({node.op_type for node in model_proto.graph.node if node.domain not in ("", "ai.onnx")})
     if foreign:
         raise ExportError(f"tf2onnx could not convert the TensorFlow ops {foreign} of this "
                           f"{bundle.metadata['algo']} {bundle.metadata['policy']} to standard ONNX ops (opset "
                           f"{opset}); try another opset or the savedmodel format")
     output_names = [out.name for out in model_proto.graph.output]
-    expected = list(bundle.metadata["outputs"])
+    expected = list(renamed.values())
     if sorted(output_names) != sorted(expected):
         raise ExportError(f"unexpected ONNX outputs {output_names} (expected {expected})")
     meta = dict(bundle.metadata)
+    meta["outputs"] = OrderedDict((renamed[name], info) for name, info in bundle.metadata["outputs"].items())
     meta.update(export_format="onnx", opset=opset)
     entry = model_proto.metadata_props.add()
     entry.key, entry.value = METADATA_FILE, json.dumps(meta)
@@ -807,7 +815,7 @@ def _missing_bundle_message(web_dir: str) -> str:
 
 
 def write_demo(model: Any, out_dir: Union[str, os.PathLike], vecnormalize: Any = None,
-               tfjs_bundle: Optional[str] = None) -> str:
+               tfjs_bundle: Optional[str] = None, tfjs_dir: Optional[str] = None) -> str:
     """
     Write a ready-to-serve demo folder: ``index.html``, ``cartpole.js``, ``policy.js``, ``vendor/tf.min.js`` and the
     TF.js graph model in ``model/``. Serve the folder over HTTP (``python -m http.server -d OUT``) and open
@@ -817,6 +825,7 @@ def write_demo(model: Any, out_dir: Union[str, os.PathLike], vecnormalize: Any =
     :param out_dir: the folder to write (created; its ``model/`` is replaced)
     :param vecnormalize: VecNormalize statistics to fold in (see :func:`export_model`)
     :param tfjs_bundle: path of ``tf.min.js`` (default: :func:`find_tfjs_bundle`)
+    :param tfjs_dir: a TF.js export of this model to copy as ``model/`` (default: export it)
     :return: (str) the path of ``index.html``
     """
     import gymnasium as gym  # pylint: disable=import-outside-toplevel
@@ -837,7 +846,16 @@ def write_demo(model: Any, out_dir: Union[str, os.PathLike], vecnormalize: Any =
         raise ExportError(_missing_bundle_message(web_dir))
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    export_model(model, os.path.join(out_dir, "model"), format="tfjs", vecnormalize=vecnormalize)
+    model_dir = os.path.join(out_dir, "model")
+    if tfjs_dir is not None:
+        if not os.path.isfile(os.path.join(tfjs_dir, "model.json")):
+            raise ExportError(f"{tfjs_dir} is not a TF.js export (no model.json)")
+        tmp = tempfile.mkdtemp(prefix=".sbtf-export-", dir=out_dir)
+        os.rmdir(tmp)
+        shutil.copytree(tfjs_dir, tmp)
+        _replace_dir(tmp, model_dir)
+    else:
+        export_model(model, model_dir, format="tfjs", vecnormalize=vecnormalize)
     for name in DEMO_FILES:
         shutil.copyfile(os.path.join(web_dir, name), os.path.join(out_dir, name))
     os.makedirs(os.path.join(out_dir, "vendor"), exist_ok=True)
@@ -859,7 +877,7 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``sbtf export``."""
     parser.add_argument("model_path", metavar="MODEL", help="model file (.zip from sbtf; .zip or .pkl from "
                                                             "stable-baselines 2)")
-    parser.add_argument("--format", "-f", default="savedmodel", choices=FORMATS,
+    parser.add_argument("--format", default="savedmodel", choices=FORMATS,
                         help="output format (default: savedmodel)")
     parser.add_argument("-o", "--output", default=None, metavar="OUT",
                         help="output folder (savedmodel, tfjs) or file (onnx); default: next to MODEL "
@@ -867,8 +885,8 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algo", default=None, metavar="ALGO",
                         help="algorithm of the file (a2c, ppo2, dqn, ...); default: read from the file")
     parser.add_argument("--vecnormalize", default=None, metavar="PATH",
-                        help="VecNormalize statistics (vecnormalize.pkl or its folder) to fold into the exported model, "
-                             "which then takes raw observations")
+                        help="VecNormalize statistics (vecnormalize.pkl or its folder) to fold into the exported "
+                             "model, which then takes raw observations")
     parser.add_argument("--demo", default=None, metavar="OUT_DIR",
                         help="with --format tfjs: also write a ready-to-serve CartPole web page (model + page + "
                              "vendored tf.min.js) to OUT_DIR")
@@ -961,19 +979,21 @@ def _run(args: argparse.Namespace) -> int:
         model = cls.load(model_path)
     except (ValueError, TypeError, KeyError, OSError, NotImplementedError) as exc:
         raise _CLIFailure(f"cannot load {model_path} as {cls.__name__}: {exc}", 2) from exc
-    if args.vecnormalize is None:
-        for name in ("vecnormalize.pkl",):
-            beside = os.path.join(os.path.dirname(os.path.abspath(model_path)), name)
+    if args.vecnormalize is None:  # statistics where `sbtf train` / the rl-baselines-zoo put them
+        folder, stem = os.path.dirname(os.path.abspath(model_path)), os.path.splitext(model_path)[0]
+        for beside in (os.path.join(folder, "vecnormalize.pkl"), os.path.join(stem, "vecnormalize.pkl"),
+                       os.path.join(stem, "obs_rms.pkl")):
             if os.path.isfile(beside):
                 print(f"note: {beside} exists; pass --vecnormalize {beside} if the model was trained on normalised "
                       "observations (the export then takes raw observations)", file=sys.stderr)
+                break
     output = args.output or _default_output(model_path, args.format)
     try:
         written = export_model(model, output, format=args.format, vecnormalize=args.vecnormalize, opset=args.opset)
         print(f"Exported {cls.__name__} ({type(model.policy_tf).__name__}) from {model_path} to {written} "
               f"({args.format})")
         if args.demo:
-            index = write_demo(model, args.demo, vecnormalize=args.vecnormalize)
+            index = write_demo(model, args.demo, vecnormalize=args.vecnormalize, tfjs_dir=written)
             print(f"Wrote the CartPole demo to {args.demo}: serve it with `python -m http.server -d {args.demo} "
                   f"8000` and open http://127.0.0.1:8000/{os.path.basename(index)}")
     except ExportError as exc:

@@ -33,6 +33,8 @@ NAMES_OPS = ("loss", "loss_q", "entropy", "loss_policy", "loss_f", "loss_bc", "e
 TRUST_REGION_NAMES_OPS = ("norm_grads_q", "norm_grads_policy", "avg_norm_grads_f", "avg_norm_k", "avg_norm_g",
                           "avg_norm_k_dot_g", "avg_norm_adj")
 #: trust-region statistics that need a second backward pass: only computed on the updates that are logged
+import os as _os
+_JIT = _os.environ.get("SBTF_ACER_JIT", "1") == "1"
 SEPARATE_NORMS = ("norm_grads_q", "norm_grads_policy")
 
 
@@ -393,7 +395,7 @@ class ACER(ActorCriticRLModel):
             entropy = tf.reduce_mean(-tf.reduce_sum(f * tf.math.log(f + eps), axis=1))
             return loss_f, loss_bc, entropy, coef_f, coef_bc
 
-        @tf.function(input_signature=signature, jit_compile=not recurrent, autograph=False)
+        @tf.function(input_signature=signature, jit_compile=(not recurrent) and _JIT, autograph=False)
         def train_step(obs, actions, rewards, dones, mus, states, masks, lr):
             polyak_flat = _forward(polyak, obs, states, masks)[0]
             f_polyak = strip(tf.nn.softmax(polyak_flat), n_envs, n_steps)

@@ -283,12 +283,26 @@ class KfacOptimizer(tf.Module):
         return stats
 
     def compute_stats_eigen(self, indices: Sequence[int]) -> list:
-        """Eigen-decompositions ``(d, Q)`` of the A and G statistics of the given blocks (not assigned)."""
-        out = []
+        """
+        Eigen-decompositions ``((d_A, Q_A), (d_G, Q_G))`` of the statistics of the given blocks (not assigned).
+        Matrices of the same size are decomposed in one batched call.
+        """
+        mats = []
         for index in indices:
             block = self.blocks[index]
-            out.append((tf.linalg.eigh(block.a_stats), tf.linalg.eigh(block.g_stats)))
-        return out
+            mats.extend([block.a_stats, block.g_stats])
+        by_size: dict[int, list[int]] = {}
+        for k, mat in enumerate(mats):
+            by_size.setdefault(int(mat.shape[0]), []).append(k)
+        results: list = [None] * len(mats)
+        for members in by_size.values():
+            if len(members) == 1:
+                results[members[0]] = tf.linalg.eigh(mats[members[0]])
+                continue
+            eig_vals, eig_vecs = tf.linalg.eigh(tf.stack([tf.convert_to_tensor(mats[k]) for k in members]))
+            for j, k in enumerate(members):
+                results[k] = (eig_vals[j], eig_vecs[j])
+        return [(results[2 * i], results[2 * i + 1]) for i in range(len(indices))]
 
     def apply_stats_eigen(self, indices: Sequence[int], eigen_list: list) -> None:
         for index, ((a_e, a_q), (g_e, g_q)) in zip(indices, eigen_list):

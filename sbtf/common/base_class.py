@@ -507,7 +507,7 @@ class BaseRLModel(ABC):
         Export the deterministic policy (what ``predict(obs, deterministic=True)`` returns) for deployment.
 
         :param path: (str) output folder (``savedmodel``, ``tfjs``) or file (``onnx``)
-        :param format: (str) ``"savedmodel"``, ``"tfjs"`` or ``"onnx"`` (the last two need ``pip install 'sbtf[export]'``)
+        :param format: (str) ``"savedmodel"``, ``"tfjs"`` or ``"onnx"`` (tfjs and onnx need the ``export`` extra)
         :param vecnormalize: (VecNormalize or str) observation statistics to fold in (the export takes raw observations)
         :param kwargs: passed to ``sbtf_converters.export.export_model`` (e.g. ``opset`` for ONNX)
         :return: (str) the path written

@@ -5,8 +5,9 @@ step everywhere, so parameters that start equal stay equal (``sync`` broadcasts 
 verifies them every 100 updates, as SB2).
 
 The Adam state (first/second moment vectors and the step count) lives in TensorFlow variables so that the same
-optimiser can also be stepped inside a compiled training loop (``apply_flat_grad``) when the job has one process;
-``update`` (NumPy gradient in, one compiled call) and ``apply_flat_grad`` (TF ops) share that state and the maths:
+optimiser can also be stepped inside a compiled training loop: ``update_tf`` averages the gradient over the ranks
+in the graph (an ``Allreduce`` wrapped in ``tf.numpy_function``) and applies ``apply_flat_grad``. ``update`` (NumPy
+gradient in, one compiled call) and the TF methods share that state and the maths:
 ``step_size = lr * sqrt(1 - beta2^t) / (1 - beta1^t)``, ``theta -= step_size * m / (sqrt(v) + epsilon)``.
 Works without mpirun and without mpi4py (a one-process communicator is used).
 """
@@ -17,7 +18,7 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.mpi_util import allreduce_sum, get_comm, sync_check
+from sbtf.common.mpi_util import allreduce_sum, allreduce_tf, get_comm, sync_check
 from sbtf.common.tf_util import GetFlat, SetFromFlat, assign_add_from_flat, flat_size
 
 
@@ -93,6 +94,17 @@ class MpiAdam:
         step = -tf.cast(step_size, tf.float32) * m / (tf.sqrt(v) + self.epsilon)
         assign_add_from_flat(self.var_list, step)
         return t
+
+    def reduce_grad_tf(self, local_grad: tf.Tensor) -> tf.Tensor:
+        """This rank's flat gradient averaged (summed if not ``scale_grad_by_procs``) over the ranks, in TF ops."""
+        return allreduce_tf(local_grad, self.comm, mean=self.scale_grad_by_procs)
+
+    def update_tf(self, local_grad: tf.Tensor, learning_rate) -> tf.Tensor:
+        """
+        ``update`` as TF ops, for a minibatch loop inside one ``tf.function``: the gradient is averaged over the
+        ranks in the graph (``allreduce_tf``; nothing to do in one process), then one Adam step is applied.
+        """
+        return self.apply_flat_grad(self.reduce_grad_tf(local_grad), learning_rate)
 
     def update(self, local_grad, learning_rate: float) -> None:
         """

@@ -89,6 +89,16 @@ class MpiActorCriticRLModel(ActorCriticRLModel):
             raise ValueError(f"Error: {type(self).__name__} does not support recurrent policies "
                              f"({self.policy.__name__}), as in stable-baselines; use PPO2 or A2C for LSTM policies.")
 
+    def _make_vec_env(self, env):
+        vec_env = super()._make_vec_env(env)
+        if vec_env.num_envs != 1:  # checked before the env replaces the current one
+            self.n_envs, old = vec_env.num_envs, self.n_envs
+            try:
+                self._check_single_env()
+            finally:
+                self.n_envs = old
+        return vec_env
+
     def _on_env_changed(self) -> None:
         self._check_single_env()
 
@@ -97,6 +107,7 @@ class MpiActorCriticRLModel(ActorCriticRLModel):
         """Build ``policy_pi`` (``model/``) and ``old_policy`` (``oldpi/model/``), and the ``oldpi <- pi`` copy."""
         self._check_policy()
         self._check_single_env()
+        self._param_getflat = self._param_setfromflat = None
         self.policy_pi = self._make_policy(self.n_envs, 1, None)
         self.old_policy = self._make_policy(self.n_envs, 1, None)
         self._assign_old_eq_new_fn = make_assign_fn(list(self.old_policy.named_parameters().values()),
@@ -170,6 +181,15 @@ class MpiActorCriticRLModel(ActorCriticRLModel):
         """Concatenate per-rank lists (episode lengths, returns, ...) over all ranks (collective)."""
         gathered = self.comm.allgather(tuple(list(map(float, values)) for values in local_lists))
         return [[v for rank_values in gathered for v in rank_values[k]] for k in range(len(local_lists))]
+
+    def _any_rank_stopped(self, stopped: bool) -> bool:
+        """
+        Whether a callback stopped training on any rank (collective): all ranks then leave ``learn()`` together,
+        instead of the others waiting forever in the next collective call.
+        """
+        if self.nworkers == 1:
+            return bool(stopped)
+        return int(self.comm.allreduce(int(bool(stopped)))) > 0
 
     @staticmethod
     def _standardize(adv: np.ndarray) -> np.ndarray:

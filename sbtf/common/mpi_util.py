@@ -250,6 +250,29 @@ def allreduce_mean(arr, comm=None) -> np.ndarray:
     return out
 
 
+def allreduce_tf(tensor, comm=None, mean: bool = True):
+    """
+    Sum (or mean) of a float tensor over the ranks, as an op inside a ``tf.function``: a ``tf.numpy_function`` that
+    calls ``Allreduce``, so that loops with one collective per step (minibatch gradients, Fisher-vector products)
+    stay in one compiled call. With one process the tensor is returned unchanged (no op is added).
+
+    Every rank must run the same graph the same number of times (the collectives happen in program order).
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    comm = get_comm(comm)
+    if comm.Get_size() == 1:
+        return tensor
+    dtype = tensor.dtype
+
+    def _reduce(arr):
+        return (allreduce_mean(arr, comm) if mean else allreduce_sum(arr, comm)).astype(arr.dtype, copy=False)
+
+    out = tf.numpy_function(_reduce, [tensor], dtype, stateful=True, name="mpi_allreduce")
+    out.set_shape(tensor.shape)
+    return out
+
+
 def allgather(obj, comm=None) -> list:
     """The list of ``obj`` from every rank, in rank order."""
     return list(get_comm(comm).allgather(obj))
@@ -314,7 +337,11 @@ def abort_job(comm=None, errorcode: int = 1) -> None:
     comm = get_comm(comm)
     sys.stdout.flush()
     sys.stderr.flush()
-    comm.Abort(int(errorcode))
+    try:
+        comm.Abort(int(errorcode))
+    finally:
+        # MPI_Abort may return before the launcher's kill arrives: never let this rank carry on
+        os._exit(int(errorcode))
 
 
 @contextlib.contextmanager
@@ -377,5 +404,5 @@ def mpi_rank_or_zero() -> int:
 
 __all__ = ["SingleProcessComm", "MPIUnavailableError", "MpiSyncError", "INSTALL_HINT", "launched_by_mpi",
            "launcher_size", "get_mpi", "get_comm", "mpi_in_use", "get_rank", "get_size", "is_root", "allreduce_sum",
-           "allreduce_mean", "allgather", "allreduce_object_sum", "broadcast_array", "sync_check", "abort_job",
+           "allreduce_mean", "allreduce_tf", "allgather", "allreduce_object_sum", "broadcast_array", "sync_check", "abort_job",
            "abort_on_exception", "install_abort_excepthook", "rank_seed", "mpi_rank_or_zero"]

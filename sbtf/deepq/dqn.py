@@ -18,8 +18,8 @@ import tensorflow as tf
 
 from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from sbtf.common.distributions import softmax_np
-from sbtf.common.off_policy import (FlatLayout, FusedAdam, OffPolicyAlgorithm, TrainFunctionCache, copy_variables,
-                                    huber_loss)
+from sbtf.common.off_policy import (FastFunction, FlatLayout, FusedAdam, OffPolicyAlgorithm, TrainFunctionCache,
+                                    copy_variables, huber_loss, stateless_seed)
 from sbtf.common.schedules import LinearSchedule, get_schedule_fn
 from sbtf.deepq.policies import DQNPolicy
 
@@ -70,9 +70,6 @@ class DQN(OffPolicyAlgorithm):
                    "prioritized_replay_beta0", "prioritized_replay_beta_iters", "exploration_final_eps",
                    "exploration_fraction", "learning_rate", "gamma", "buffer_size", "exploration_initial_eps")
     _supported_action_spaces = (gym.spaces.Discrete,)
-    #: compile the train step with XLA
-    jit_compile = True
-
     def __init__(self, policy, env, gamma=0.99, learning_rate=5e-4, buffer_size=50000, exploration_fraction=0.1,
                  exploration_final_eps=0.02, exploration_initial_eps=1.0, train_freq=1, batch_size=32, double_q=True,
                  learning_starts=1000, target_network_update_freq=500, prioritized_replay=False,
@@ -115,6 +112,8 @@ class DQN(OffPolicyAlgorithm):
         self._train_fns: Optional[TrainFunctionCache] = None
         self._current_eps = 0.0
         self._perturbed_weights = None
+        self._adaptive_weights = None
+        self._pn_fns = None
         self._reset_perturbation = True
         self._last_stats = None
 
@@ -146,7 +145,7 @@ class DQN(OffPolicyAlgorithm):
         self._q_vars = list(self.q_net.named_parameters().values())
         self._target_vars = list(self.target_q_net.named_parameters().values())
         self.optimizer = FusedAdam(self._q_vars)
-        self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self.jit_compile)
+        self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self._use_xla(self.q_net))
         self._train_layouts = {}
         q_vars, target_vars = self._q_vars, self._target_vars
         self._update_target_fn = tf.function(lambda: copy_variables(target_vars, q_vars) or tf.constant(True),
@@ -161,6 +160,7 @@ class DQN(OffPolicyAlgorithm):
         self.step_model = self.q_net
         self.proba_step = self.q_net.proba_step
         self._perturbed_weights = None
+        self._pn_fns = None
         self._reset_perturbation = True
         self.params = self.get_parameter_list()
         self._ensure_replay_buffer()
@@ -204,10 +204,13 @@ class DQN(OffPolicyAlgorithm):
         if self.q_net is None:
             return
         self.eps_var.assign(float(self._current_eps))
-        if self.param_noise and self._perturbed_weights is not None and self.q_net.has_numpy_path:
-            for name, var in zip(self.q_net.numpy_weights().keys(),
-                                 self.perturbed_q_net.named_parameters().values()):
-                var.assign(self._perturbed_weights[name])
+        if self.param_noise and self.q_net.has_numpy_path:
+            for weights, net in ((self._perturbed_weights, self.perturbed_q_net),
+                                 (self._adaptive_weights, self.adaptive_q_net)):
+                if weights is not None:
+                    for var, value in zip(net.named_parameters().values(), weights.values()):
+                        var.assign(value)
+                    net.mark_weights_changed()
 
     def _on_parameters_loaded(self) -> None:
         super()._on_parameters_loaded()
@@ -215,6 +218,8 @@ class DQN(OffPolicyAlgorithm):
         if self.param_noise and self.q_net.has_numpy_path:
             self._perturbed_weights = OrderedDict(zip(self.q_net.numpy_weights().keys(),
                                                       self.perturbed_q_net.numpy_weights().values()))
+            self._adaptive_weights = OrderedDict(zip(self.q_net.numpy_weights().keys(),
+                                                     self.adaptive_q_net.numpy_weights().values()))
 
     # ------------------------------------------------------------------ train step
     def _build_train_fn(self, n_steps: int, copy_target: bool):
@@ -361,44 +366,78 @@ class DQN(OffPolicyAlgorithm):
         return OrderedDict((name, (value + np.random.normal(0.0, scale, value.shape).astype(value.dtype))
                             if name in perturbable else value.copy()) for name, value in weights.items())
 
-    def _assign_weights(self, net: DQNPolicy, weights: "OrderedDict[str, np.ndarray]") -> None:
-        for var, value in zip(net.named_parameters().values(), weights.values()):
-            var.assign(value)
-        net.mark_weights_changed()
-
     def _perturb(self) -> None:
         """Re-sample the perturbed network: Q-network weights + N(0, param_noise_scale) on fully connected layers."""
-        weights = self._noisy_copy(self.param_noise_scale)
         if self.q_net.has_numpy_path:
-            self._perturbed_weights = weights
+            self._perturbed_weights = self._noisy_copy(self.param_noise_scale)
         else:
-            self._assign_weights(self.perturbed_q_net, weights)
+            self._param_noise_fns()[0](np.float32(self.param_noise_scale), stateless_seed())
+            self.perturbed_q_net.mark_weights_changed()
 
     def _perturbed_q_values(self, obs: np.ndarray) -> np.ndarray:
         if self.q_net.has_numpy_path:
             return self.q_net.q_values_np(obs, weights=self._perturbed_weights)
         return self.perturbed_q_net.q_values_np(obs)
 
+    @staticmethod
+    def _mean_kl_np(q_values: np.ndarray, q_other: np.ndarray) -> float:
+        def log_softmax(x):
+            x = x - x.max(axis=1, keepdims=True)
+            return x - np.log(np.sum(np.exp(x), axis=1, keepdims=True))
+
+        log_p, log_q = log_softmax(q_values), log_softmax(q_other)
+        return float(np.mean(np.sum(np.exp(log_p) * (log_p - log_q), axis=-1)))
+
+    def _param_noise_fns(self):
+        """Compiled (perturb, adapt) for policies without a NumPy path: one TF call each."""
+        if getattr(self, "_pn_fns", None) is None:
+            q_vars = self._q_vars
+            names = list(self.q_net.named_parameters("").keys())
+            perturbable = ["fully_connected" in name for name in names]
+            perturbed_vars = list(self.perturbed_q_net.named_parameters().values())
+            adaptive_vars = list(self.adaptive_q_net.named_parameters().values())
+            q_net, adaptive_q_net = self.q_net, self.adaptive_q_net
+
+            def noisy_assign(targets, scale, seed):
+                for i, (target, source, noisy) in enumerate(zip(targets, q_vars, perturbable)):
+                    if noisy:
+                        noise = tf.random.stateless_normal(source.shape, seed=seed + i, stddev=scale)
+                        target.assign(source + noise)
+                    else:
+                        target.assign(source)
+
+            def perturb(scale, seed):
+                noisy_assign(perturbed_vars, scale, seed)
+                return tf.constant(True)
+
+            def adapt(obs, scale, seed):
+                noisy_assign(adaptive_vars, scale, seed)
+                log_p = tf.nn.log_softmax(q_net.q_values(obs))
+                log_q = tf.nn.log_softmax(adaptive_q_net.q_values(obs))
+                return tf.reduce_mean(tf.reduce_sum(tf.exp(log_p) * (log_p - log_q), axis=-1))
+
+            scalar, seed_spec = tf.TensorSpec((), tf.float32), tf.TensorSpec((2,), tf.int64)
+            self._pn_fns = (
+                FastFunction(tf.function(perturb, input_signature=[scalar, seed_spec]).get_concrete_function()),
+                FastFunction(tf.function(adapt, input_signature=[self.q_net.obs_signature(), scalar, seed_spec])
+                             .get_concrete_function()))
+        return self._pn_fns
+
     def _adapt_param_noise(self, obs: np.ndarray) -> None:
         """SB2's scale adaptation: perturb another copy, compare softmax(Q) by KL, scale the noise by 1.01."""
-        weights = self._noisy_copy(self.param_noise_scale)
-        q_values = self.q_net.q_values_np(obs)
         if self.q_net.has_numpy_path:
-            q_adaptive = self.q_net.q_values_np(obs, weights=weights)
+            weights = self._noisy_copy(self.param_noise_scale)
+            mean_kl = self._mean_kl_np(self.q_net.q_values_np(obs), self.q_net.q_values_np(obs, weights=weights))
+            self._adaptive_weights = weights
         else:
-            self._assign_weights(self.adaptive_q_net, weights)
-            q_adaptive = self.adaptive_q_net.q_values_np(obs)
-        log_p = q_values - np.log(np.sum(np.exp(q_values - q_values.max(1, keepdims=True)), 1, keepdims=True)) \
-            - q_values.max(1, keepdims=True)
-        log_q = q_adaptive - np.log(np.sum(np.exp(q_adaptive - q_adaptive.max(1, keepdims=True)), 1, keepdims=True)) \
-            - q_adaptive.max(1, keepdims=True)
-        mean_kl = float(np.mean(np.sum(np.exp(log_p) * (log_p - log_q), axis=-1)))
+            obs = self.q_net._prepare_obs(obs)
+            mean_kl = float(self._param_noise_fns()[1](obs, np.float32(self.param_noise_scale),
+                                                       stateless_seed()).numpy())
+            self.adaptive_q_net.mark_weights_changed()
         if mean_kl < self.param_noise_threshold:
             self.param_noise_scale *= 1.01
         else:
             self.param_noise_scale /= 1.01
-        if self.q_net.has_numpy_path:
-            self._adaptive_weights = weights
 
     # ------------------------------------------------------------------ training schedule
     def _train_events(self, first_step: int, n_steps: int, total_timesteps: int, writer):

@@ -31,8 +31,10 @@ class _NumpyState:
     """Plain holder for NumPy caches (avoids Keras attribute tracking on every update)."""
 
     def __init__(self):
-        self.version = -1
+        self.counter = 0  # bumped when the weights change
+        self.version = -1  # the counter value the cache was built at
         self.plan = None
+        self.names = None
 
 
 class DQNPolicy(BasePolicy):
@@ -66,6 +68,10 @@ class DQNPolicy(BasePolicy):
     def q_values(self, obs) -> tf.Tensor:
         """The Q-values ``(batch, n_actions)`` of a batch of (raw) observations, in TF."""
         raise NotImplementedError
+
+    def mark_weights_changed(self) -> None:
+        """Tell the NumPy fast path that the weights changed (a plain counter: no Keras attribute tracking)."""
+        self._np_state.counter += 1
 
     def call(self, inputs, training=None):
         return self.q_values(inputs)
@@ -242,10 +248,8 @@ class FeedForwardPolicy(DQNPolicy):
     def numpy_weights(self) -> "OrderedDict[str, np.ndarray]":
         """``{relative SB2 name (no prefix, no ':0'): array}`` of the current weights (cached until they change)."""
         state = self._np_state
-        if state.version != self._weights_version:
-            state.plan = OrderedDict((name, var.numpy()) for layer in self._named_layers
-                                     for name, var in layer.named_variables())
-            state.version = self._weights_version
+        if state.version != state.counter:
+            self.set_numpy_weights([var.numpy() for var in self.acting_variables()])
         return state.plan
 
     def acting_variables(self) -> list:
@@ -255,9 +259,10 @@ class FeedForwardPolicy(DQNPolicy):
     def set_numpy_weights(self, arrays: list) -> None:
         """Install fresh NumPy copies of ``acting_variables()`` (e.g. returned by a train step) as the cache."""
         state = self._np_state
-        state.plan = OrderedDict(zip((name for layer in self._named_layers for name, _ in layer.named_variables()),
-                                     arrays))
-        state.version = self._weights_version
+        if state.names is None:
+            state.names = [name for layer in self._named_layers for name, _ in layer.named_variables()]
+        state.plan = OrderedDict(zip(state.names, arrays))
+        state.version = state.counter
 
     def _numpy_q(self, obs: np.ndarray, weights: Optional[dict]) -> np.ndarray:
         w = self.numpy_weights() if weights is None else weights

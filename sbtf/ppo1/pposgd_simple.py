@@ -1,9 +1,9 @@
 """Proximal Policy Optimization, MPI version (stable-baselines 2.x ``PPO1``, ``ppo1/pposgd_simple.py``).
 
 One environment per process; under ``mpirun -np N`` every rank collects ``timesteps_per_actorbatch`` steps and the
-minibatch gradients are averaged over the ranks by ``MpiAdam`` (see ``sbtf.common.mpi_model``). In one process
-the whole optimisation phase (``optim_epochs`` epochs of shuffled minibatches, each an Adam step) runs in one
-compiled call; with several processes each minibatch gradient is one compiled call followed by an ``Allreduce``.
+minibatch gradients are averaged over the ranks by ``MpiAdam`` (see ``sbtf.common.mpi_model``). The whole
+optimisation phase (``optim_epochs`` epochs of shuffled minibatches, each an Adam step) runs in one compiled call;
+under MPI each minibatch gradient is averaged over the ranks inside that call (``MpiAdam.update_tf``).
 """
 from __future__ import annotations
 
@@ -80,8 +80,6 @@ class PPO1(MpiActorCriticRLModel):
         self.loss_names = list(LOSS_NAMES)
         self.adam = None
         self._train_fn = None
-        self._lossandgrad_fn = None
-        self._eval_losses_fn = None
         super().__init__(policy=policy, env=env, verbose=verbose, requires_vec_env=False,
                          _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs, seed=seed,
                          n_cpu_tf_sess=n_cpu_tf_sess)
@@ -148,7 +146,6 @@ class PPO1(MpiActorCriticRLModel):
 
         # autograph is off: the loops are explicit tf.while_loops (tracing stays short)
         compile_fn = functools.partial(tf.function, autograph=False)
-        self._lossandgrad_fn = compile_fn(self._lossandgrad, input_signature=[obs_spec, act_spec, vec, vec, scalar])
 
         def _eval_losses(obs, actions, atarg, ret, lrmult, perm):
             """Losses of every full minibatch of ``perm`` (n_minibatches, 5), SB2's "Evaluating losses"."""
@@ -164,11 +161,9 @@ class PPO1(MpiActorCriticRLModel):
                                    (tf.constant(0), tf.TensorArray(tf.float32, size=n_mb, element_shape=(5,))))
             return out.stack()
 
-        self._eval_losses_fn = compile_fn(_eval_losses, input_signature=[
-            obs_spec, act_spec, vec, vec, scalar, tf.TensorSpec((None,), tf.int32)])
-
         def train_epochs(obs, actions, atarg, ret, lrmult, stepsize):
-            """One process: every epoch's shuffled minibatch Adam steps, then the evaluation pass, in one call."""
+            """Every epoch's shuffled minibatch Adam steps (gradients averaged over the ranks in the graph), then
+            the evaluation pass, in one call."""
             n = tf.shape(obs)[0]
             n_mb = n // batch_size
             perms = tf.cast(tf.argsort(self._shuffle_gen.uniform((epochs + 1, n)), axis=1), tf.int32)
@@ -178,7 +173,7 @@ class PPO1(MpiActorCriticRLModel):
                 idx = perms[k // n_mb, start:start + batch_size]
                 grad, _ = self._lossandgrad(tf.gather(obs, idx), tf.gather(actions, idx), tf.gather(atarg, idx),
                                             tf.gather(ret, idx), lrmult)
-                return self.adam.apply_flat_grad(grad, stepsize)
+                return self.adam.update_tf(grad, stepsize)
 
             minibatch_loop(epochs * n_mb, step)
             with tf.control_dependencies([self.adam._t.read_value()]):
@@ -190,19 +185,7 @@ class PPO1(MpiActorCriticRLModel):
         """The optimisation phase of one iteration; returns the per-minibatch losses of the evaluation pass."""
         lrmult = np.float32(lrmult)
         stepsize = np.float32(self.optim_stepsize * lrmult)
-        if self.nworkers == 1:
-            losses = self._train_fn(obs, actions, atarg, ret, lrmult, stepsize).numpy()
-        else:
-            batch_size = self._batch_size()
-            n = obs.shape[0]
-            for _ in range(int(self.optim_epochs)):
-                perm = np.random.permutation(n)
-                for start in range(0, n - batch_size + 1, batch_size):
-                    idx = perm[start:start + batch_size]
-                    grad, _ = self._lossandgrad_fn(obs[idx], actions[idx], atarg[idx], ret[idx], lrmult)
-                    self.adam.update(grad.numpy(), stepsize)
-            perm = np.random.permutation(n).astype(np.int32)
-            losses = self._eval_losses_fn(obs, actions, atarg, ret, lrmult, perm).numpy()
+        losses = self._train_fn(obs, actions, atarg, ret, lrmult, stepsize).numpy()
         self.policy_pi.mark_weights_changed()
         return losses
 
@@ -248,7 +231,7 @@ class PPO1(MpiActorCriticRLModel):
                 logger.log("********** Iteration %i ************" % iters_so_far)
                 timesteps_before = self.num_timesteps
                 seg = next(seg_gen)
-                if not seg["continue_training"]:  # stopped early by the callback
+                if self._any_rank_stopped(not seg["continue_training"]):  # stopped early by a callback
                     break
                 add_vtarg_and_adv(seg, self.gamma, self.lam)
                 observations = seg["observations"].astype(self.policy_pi.obs_dtype, copy=False)
@@ -268,6 +251,8 @@ class PPO1(MpiActorCriticRLModel):
                 for loss_val, name in zip(mean_losses, self.loss_names):
                     logger.record_tabular("loss_" + name, float(loss_val))
                 logger.record_tabular("ev_tdlam_before", explained_variance(vpredbefore, tdlamret))
+                if self.nworkers > 1 and iters_so_far % 20 == 0:
+                    self.check_parameters_synced()
 
                 lens, rews = self._gather_episode_stats(seg["ep_lens"], seg["ep_rets"])
                 len_buffer.extend(lens)

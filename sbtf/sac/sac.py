@@ -68,9 +68,6 @@ class SAC(OffPolicyAlgorithm):
                    "target_entropy", "gamma", "action_noise", "random_exploration", "target_update_interval",
                    "gradient_steps")
     _supported_action_spaces = (gym.spaces.Box,)
-    #: compile the train step with XLA
-    jit_compile = True
-
     def __init__(self, policy, env, gamma=0.99, learning_rate=3e-4, buffer_size=50000, learning_starts=100,
                  train_freq=1, batch_size=64, tau=0.005, ent_coef='auto', target_update_interval=1, gradient_steps=1,
                  target_entropy='auto', action_noise=None, random_exploration=0.0, verbose=0, tensorboard_log=None,
@@ -155,7 +152,7 @@ class SAC(OffPolicyAlgorithm):
         self.value_optimizer = FusedAdam(self._critic_vars, name="value_adam")
         self.entropy_optimizer = FusedAdam([self.log_ent_coef], name="entropy_adam") \
             if self.log_ent_coef is not None else None
-        self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self.jit_compile)
+        self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self._use_xla(self.policy_tf))
         self._train_layouts = {}
         self.params = list(self.policy_tf.named_parameters("model").values()) + \
             ([self.log_ent_coef] if self.log_ent_coef is not None else [])

@@ -66,9 +66,6 @@ class TD3(OffPolicyAlgorithm):
                    "policy_delay", "target_noise_clip", "target_policy_noise", "gamma", "action_noise",
                    "random_exploration", "gradient_steps")
     _supported_action_spaces = (gym.spaces.Box,)
-    #: compile the train step with XLA
-    jit_compile = True
-
     def __init__(self, policy, env, gamma=0.99, learning_rate=3e-4, buffer_size=50000, learning_starts=100,
                  train_freq=100, gradient_steps=100, batch_size=128, tau=0.005, policy_delay=2, action_noise=None,
                  target_policy_noise=0.2, target_noise_clip=0.5, random_exploration=0.0, verbose=0,
@@ -125,7 +122,7 @@ class TD3(OffPolicyAlgorithm):
             target.assign(source)
         self.policy_optimizer = FusedAdam(self._actor_vars, name="policy_adam")
         self.qvalues_optimizer = FusedAdam(self._critic_vars, name="qvalues_adam")
-        self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self.jit_compile)
+        self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self._use_xla(self.policy_tf))
         self._train_layouts = {}
         self.params = list(self.policy_tf.named_parameters("model").values())
         self.target_params = list(self.target_policy_tf.named_parameters("target").values())

@@ -9,10 +9,10 @@ the value function in minibatches of 128. GAIL (``sbtf.gail.GAIL``) is this clas
 reward comes from a discriminator trained after every ``g_step`` policy updates.
 
 Speed: the surrogate and its gradient, the Fisher-vector product, each line-search evaluation and the value
-function's minibatch steps are ``tf.function``\\ s with fixed input signatures. In one process the whole
-conjugate-gradient solve (all Fisher-vector products) and the whole value-function fit are one compiled call
-each; with several processes every product / minibatch gradient is averaged over the ranks between calls.
-Acting uses the policy's NumPy fast path.
+function's minibatch steps are ``tf.function``\\ s with fixed input signatures (autograph off, explicit
+``tf.while_loop``\\ s). The whole conjugate-gradient solve (every Fisher-vector product) and the whole value-function
+fit are one compiled call each; under MPI the products and minibatch gradients are averaged over the ranks inside
+those calls (``allreduce_tf``). Acting uses the policy's NumPy fast path.
 """
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ import tensorflow as tf
 
 from sbtf import logger
 from sbtf.common.base_class import SetVerbosity, TensorboardWriter
-from sbtf.common.cg import conjugate_gradient, conjugate_gradient_tf
+from sbtf.common.cg import conjugate_gradient_tf
 from sbtf.common.math_util import explained_variance, safe_mean, total_episode_reward_logger
 from sbtf.common.mpi_adam import MpiAdam
 from sbtf.common.mpi_model import MpiActorCriticRLModel
-from sbtf.common.mpi_util import allreduce_mean
+from sbtf.common.mpi_util import allreduce_mean, allreduce_tf
 from sbtf.common.runners import traj_segment_generator
 from sbtf.common.tf_util import (GetFlat, SetFromFlat, assign_from_flat, flat_size, flatgrad, minibatch_loop,
                                   unflatten_tensor)
@@ -236,9 +236,10 @@ class TRPO(MpiActorCriticRLModel):
                                                   input_signature=[theta, obs_spec, act_spec, vec])
 
         def natural_step(grad, obs_sub, damping):
-            """One process: the whole CG solve of (F + damping I) s = g, and s^T (F + damping I) s / 2."""
+            """The whole CG solve of (F + damping I) s = g, and s^T (F + damping I) s / 2 (products averaged over
+            the ranks in the graph)."""
             def f_ax(v):
-                return self._fvp(v, obs_sub) + damping * v
+                return allreduce_tf(self._fvp(v, obs_sub), self.comm) + damping * v
 
             stepdir = conjugate_gradient_tf(f_ax, grad, cg_iters=cg_iters)
             shs = 0.5 * tf.reduce_sum(stepdir * f_ax(stepdir))
@@ -247,7 +248,8 @@ class TRPO(MpiActorCriticRLModel):
         self._natural_step = compile_fn(natural_step, input_signature=[theta, obs_spec, scalar])
 
         def fit_vf(obs, ret, stepsize):
-            """One process: ``vf_iters`` epochs of shuffled minibatch Adam steps on the value function."""
+            """``vf_iters`` epochs of shuffled minibatch Adam steps on the value function (gradients averaged over
+            the ranks in the graph)."""
             n = tf.shape(obs)[0]
             batch = tf.minimum(n, VF_BATCH_SIZE)
             n_mb = n // batch
@@ -257,7 +259,7 @@ class TRPO(MpiActorCriticRLModel):
                 start = (k % n_mb) * batch
                 idx = perms[k // n_mb, start:start + batch]
                 grad, _ = self._vf_lossandgrad(tf.gather(obs, idx), tf.gather(ret, idx))
-                return self.vfadam.apply_flat_grad(grad, stepsize)
+                return self.vfadam.update_tf(grad, stepsize)
 
             minibatch_loop(vf_iters * n_mb, step)
             return tf.constant(True)
@@ -266,6 +268,7 @@ class TRPO(MpiActorCriticRLModel):
 
     # ------------------------------------------------------------------ one policy + value update
     def _fisher_vector_product(self, vec: np.ndarray, fvp_obs: np.ndarray) -> np.ndarray:
+        """SB2's ``fisher_vector_product``: the product averaged over the ranks, plus ``cg_damping * vec`` (NumPy)."""
         return self.allmean(self.compute_fvp(vec.astype(np.float32), fvp_obs).numpy()) + self.cg_damping * vec
 
     def _update_policy(self, observation, action, atarg):
@@ -280,13 +283,8 @@ class TRPO(MpiActorCriticRLModel):
             logger.log("Got zero gradient. not updating")
             return mean_losses
         with self.timed("conjugate_gradient"):
-            if self.nworkers == 1:
-                stepdir, shs = self._natural_step(grad.astype(np.float32), fvp_obs, np.float32(self.cg_damping))
-                stepdir, shs = stepdir.numpy().astype(np.float64), float(shs.numpy())
-            else:
-                stepdir = conjugate_gradient(lambda v: self._fisher_vector_product(v, fvp_obs), grad,
-                                             cg_iters=self.cg_iters, verbose=self._log_verbose())
-                shs = 0.5 * stepdir.dot(self._fisher_vector_product(stepdir, fvp_obs))
+            stepdir, shs = self._natural_step(grad.astype(np.float32), fvp_obs, np.float32(self.cg_damping))
+            stepdir, shs = stepdir.numpy().astype(np.float64), float(shs.numpy())
         if not np.isfinite(stepdir).all():
             raise FloatingPointError("TRPO: the conjugate-gradient step direction is not finite (NaN/inf in the "
                                      "Fisher-vector products); check the observations and rewards for NaNs.")
@@ -321,18 +319,7 @@ class TRPO(MpiActorCriticRLModel):
         return mean_losses
 
     def _update_vf(self, observation, tdlamret) -> None:
-        stepsize = np.float32(self.vf_stepsize)
-        if self.nworkers == 1:
-            self._fit_vf(observation, tdlamret, stepsize)
-        else:
-            n = observation.shape[0]
-            batch = min(n, VF_BATCH_SIZE)
-            for _ in range(int(self.vf_iters)):
-                perm = np.random.permutation(n)
-                for start in range(0, n - batch + 1, batch):
-                    idx = perm[start:start + batch]
-                    grad, _ = self.compute_vflossandgrad(observation[idx], tdlamret[idx])
-                    self.vfadam.update(grad.numpy(), stepsize)
+        self._fit_vf(observation, tdlamret, np.float32(self.vf_stepsize))
         self.policy_pi.mark_weights_changed()
 
     def _update_discriminator(self, observation, action) -> list:
@@ -409,7 +396,7 @@ class TRPO(MpiActorCriticRLModel):
                 for _ in range(self.g_step):  # g_step = 1 when not using GAIL
                     with self.timed("sampling"):
                         seg = next(seg_gen)
-                    if not seg["continue_training"]:  # stopped early by the callback
+                    if self._any_rank_stopped(not seg["continue_training"]):  # stopped early by a callback
                         stopped = True
                         break
                     local_steps += int(seg["total_timestep"])

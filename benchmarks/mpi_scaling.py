@@ -1,0 +1,199 @@
+"""Throughput of sbtf's MPI algorithms with ``mpirun -np N`` against one process.
+
+    python benchmarks/mpi_scaling.py                       # TRPO and PPO1 on CartPole-v1, 1 and 2 processes
+    python benchmarks/mpi_scaling.py --algos trpo --nprocs 1,2,4 --repeats 3
+    python benchmarks/mpi_scaling.py --no-write            # print only
+
+Each configuration runs ``repeats`` times in fresh processes (``<python> mpi_scaling.py --worker ...``, under the
+venv's ``mpirun -np N`` when N > 1). A worker builds the model, waits for every rank (``Barrier``), then times
+``learn(total_timesteps)``; rank 0 reports the global steps (``num_timesteps``, summed over ranks) divided by the
+wall time of ``learn()``, and the CPU time every rank spent in it. Two settings of the per-process batch are
+measured for N > 1: the same per-process batch as one process (N times more data per update, the usual way to
+use MPI) and the per-process batch divided by N (the same global batch per update as one process).
+
+The results go to ``benchmarks/results/mpi_scaling.json`` and to the "MPI" section of ``docs/benchmarks.md``
+(between ``<!-- BEGIN MPI SCALING -->`` and ``<!-- END MPI SCALING -->``; the rest of the page is kept).
+Standard library only in the driver; the workers need sbtf and the ``mpi`` extra.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+BEGIN, END = "<!-- BEGIN MPI SCALING -->", "<!-- END MPI SCALING -->"
+
+ALGOS = {
+    # name: (class, batch argument, per-process batch, other keyword arguments)
+    "trpo": ("TRPO", "timesteps_per_batch", 2048,
+             dict(gamma=0.99, max_kl=0.01, cg_iters=15, cg_damping=0.1, lam=0.95, entcoeff=0.0, vf_stepsize=1e-3,
+                  vf_iters=10)),
+    "ppo1": ("PPO1", "timesteps_per_actorbatch", 2048,
+             dict(optim_batchsize=64, optim_epochs=10, lam=0.95, gamma=0.99, entcoeff=0.0, optim_stepsize=3e-4,
+                  schedule="constant")),
+}
+
+
+# ----------------------------------------------------------------------------------------------- worker
+def worker(args) -> None:
+    import gymnasium as gym  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    import sbtf  # pylint: disable=import-outside-toplevel
+    from sbtf.common.mpi_util import get_comm  # pylint: disable=import-outside-toplevel
+
+    comm = get_comm()
+    cls_name, batch_arg, _, kwargs = ALGOS[args.algo]
+    kwargs = dict(kwargs)
+    kwargs[batch_arg] = args.batch
+    model = getattr(sbtf, cls_name)("MlpPolicy", gym.make(args.env), seed=args.seed, verbose=0, **kwargs)
+    comm.Barrier()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    model.learn(args.timesteps)
+    comm.Barrier()
+    wall = time.perf_counter() - wall0
+    cpu = comm.allgather(time.process_time() - cpu0)
+    returns = [info["r"] for info in list(model.ep_info_buf)[-20:]]
+    if comm.Get_rank() == 0:
+        print("RESULT " + json.dumps({"steps": int(model.num_timesteps), "seconds": wall,
+                                      "steps_per_s": model.num_timesteps / wall, "cpu_seconds": cpu,
+                                      "last_returns_mean": sum(returns) / max(len(returns), 1)}), flush=True)
+
+
+# ----------------------------------------------------------------------------------------------- driver
+def run_one(python: str, nprocs: int, algo: str, batch: int, timesteps: int, env: str, seed: int) -> dict:
+    cmd = [python, os.path.abspath(__file__), "--worker", "--algo", algo, "--batch", str(batch), "--timesteps",
+           str(timesteps), "--env", env, "--seed", str(seed)]
+    if nprocs > 1:
+        mpirun = os.path.join(os.path.dirname(python), "mpirun")
+        cmd = [mpirun, "-np", str(nprocs)] + cmd
+    child_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1",
+                     PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env, timeout=3600)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise RuntimeError(f"worker failed ({proc.returncode}): {proc.stderr[-2000:]}")
+
+
+def _git_revision() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "sbtf"], capture_output=True, text=True,
+                               cwd=REPO).stdout.strip()
+        return rev + ("+dirty(sbtf/)" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def render(results: dict) -> str:
+    meta = results["meta"]
+    lines = [BEGIN, "## MPI: `mpirun -np N` against one process", "",
+             "Throughput of sbtf's MPI algorithms (see `docs/mpi.md`) on "
+             f"`{meta['env']}`, written by `benchmarks/mpi_scaling.py`. *steps/s* is the number of environment steps "
+             "of all ranks (`num_timesteps`) over the wall time of `learn()` on rank 0 (TF tracing included); "
+             "every rank is one process with one TensorFlow thread. *per-process batch* is `timesteps_per_batch` "
+             "(TRPO) / `timesteps_per_actorbatch` (PPO1): with the same per-process batch, N ranks put N times "
+             "more data into each update; with the batch divided by N, each update sees the same number of steps "
+             "as one process.", "",
+             f"Last run: {meta['date']} · `uname -m` {meta['machine']} · {meta['cores']} cores · "
+             f"{meta['timesteps']:,} timesteps per run · repeats {meta['repeats']} · sbtf tree {meta['revision']} · "
+             f"load average at start {meta['load']}.", "",
+             "| algorithm | processes | per-process batch | steps/s (median) | min - max | speed-up vs 1 process "
+             "| CPU-s per 1000 steps (all ranks) | mean return, last 20 episodes |",
+             "|---|---|---|---|---|---|---|---|"]
+    for algo, rows in results["rows"].items():
+        base = None
+        for row in rows:
+            speeds = [r["steps_per_s"] for r in row["runs"]]
+            median = statistics.median(speeds)
+            if row["nprocs"] == 1:
+                base = median
+            cpu = statistics.median([sum(r["cpu_seconds"]) / r["steps"] * 1000 for r in row["runs"]])
+            ret = statistics.median([r["last_returns_mean"] for r in row["runs"]])
+            speedup = f"{median / base:.2f}x" if base else "n/a"
+            lines.append(f"| {ALGOS[algo][0]} | {row['nprocs']} | {row['batch']} | **{median:,.0f}** | "
+                         f"{min(speeds):,.0f} - {max(speeds):,.0f} | {speedup} | {cpu:.2f} | {ret:.1f} |")
+    lines += ["", "On a machine with 2 cores, 2 processes can at best double the throughput; other processes "
+              "running at the same time (see the load average) take from both settings alike only if they stay "
+              "constant, so compare the CPU-seconds per 1000 steps as well.", "", END]
+    return "\n".join(lines)
+
+
+def update_docs(path: str, section: str) -> None:
+    text = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmarks\n"
+    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.DOTALL)
+    if pattern.search(text):
+        text = pattern.sub(lambda _m: section, text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--algo", default="trpo", help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, default=2048, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--algos", default="trpo,ppo1", help="comma-separated: trpo, ppo1")
+    parser.add_argument("--nprocs", default="1,2", help="comma-separated process counts")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--timesteps", type=int, default=50_000)
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--python", default=sys.executable, help="interpreter with sbtf and the mpi extra")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args)
+        return 0
+
+    nprocs_list = [int(n) for n in args.nprocs.split(",")]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    results = {"meta": {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+                        "machine": platform.machine(), "cores": os.cpu_count(), "timesteps": args.timesteps,
+                        "repeats": args.repeats, "env": args.env, "revision": _git_revision(),
+                        "load": f"{load:.2f}", "command": " ".join(sys.argv)},
+               "rows": {}}
+    for algo in args.algos.split(","):
+        base_batch = ALGOS[algo][2]
+        configs = []
+        for n in nprocs_list:
+            configs.append((n, base_batch))
+            if n > 1:
+                configs.append((n, base_batch // n))
+        rows = [{"nprocs": n, "batch": batch, "runs": []} for n, batch in configs]
+        for repeat in range(args.repeats):  # alternate the configurations within each repeat
+            for row in rows:
+                result = run_one(args.python, row["nprocs"], algo, row["batch"], args.timesteps, args.env, repeat)
+                row["runs"].append(result)
+                print(f"[{algo}] np={row['nprocs']} batch={row['batch']} seed={repeat}: "
+                      f"{result['steps_per_s']:,.0f} steps/s", flush=True)
+        results["rows"][algo] = rows
+    section = render(results)
+    print(section)
+    if not args.no_write:
+        os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+        with open(os.path.join(HERE, "results", "mpi_scaling.json"), "w", encoding="utf-8") as handle:
+            json.dump(results, handle, indent=2)
+        update_docs(os.path.join(REPO, "docs", "benchmarks.md"), section)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""Replay buffers (uniform, prioritized) and segment trees: SB2 API, vectorised maths, atomic save/load."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer, load_buffer
+from sbtf.common.segment_tree import MinSegmentTree, SegmentTree, SumSegmentTree
+
+
+# ----------------------------------------------------------------------------------------------- segment trees
+@pytest.mark.parametrize("capacity", [1, 2, 16, 64])
+def test_segment_trees_match_brute_force(capacity):
+    rng = np.random.default_rng(capacity)
+    values = rng.random(capacity) * 10
+    sum_tree, min_tree = SumSegmentTree(capacity), MinSegmentTree(capacity)
+    for i, value in enumerate(values):  # scalar path
+        sum_tree[i] = value
+        min_tree[i] = value
+    for _ in range(50):
+        start = int(rng.integers(0, capacity))
+        end = int(rng.integers(start + 1, capacity + 1))
+        assert sum_tree.sum(start, end) == pytest.approx(values[start:end].sum())
+        assert min_tree.min(start, end) == pytest.approx(values[start:end].min())
+    assert sum_tree.sum() == pytest.approx(values.sum())
+    assert min_tree.min() == pytest.approx(values.min())
+    # vectorised update with repeated indices: the last value wins, as for a NumPy array
+    idx = rng.integers(0, capacity, size=2 * capacity)
+    new = rng.random(2 * capacity)
+    sum_tree[idx] = new
+    min_tree[idx] = new
+    values[idx] = new
+    assert np.allclose(sum_tree[np.arange(capacity)], values)
+    assert sum_tree.sum() == pytest.approx(values.sum())
+    assert min_tree.min() == pytest.approx(values.min())
+    for start in range(capacity):
+        assert sum_tree.sum(start, capacity) == pytest.approx(values[start:].sum())
+        assert min_tree.min(0, start + 1) == pytest.approx(values[:start + 1].min())
+
+
+def test_find_prefixsum_idx_matches_brute_force():
+    rng = np.random.default_rng(0)
+    tree = SumSegmentTree(32)
+    values = rng.random(32)
+    values[[3, 7, 20]] = 0.0  # zero-priority leaves are never found
+    tree[np.arange(32)] = values
+    prefix = rng.random(1000) * values.sum()
+    expected = np.searchsorted(np.cumsum(values), prefix, side="right")
+    found = tree.find_prefixsum_idx(prefix)
+    assert np.array_equal(found, expected)
+    assert not np.isin(found, [3, 7, 20]).any()
+    assert tree.find_prefixsum_idx(0.0)[0] == 0
+    with pytest.raises(ValueError):
+        tree.find_prefixsum_idx(values.sum() * 2)
+
+
+def test_segment_tree_rejects_bad_capacity_and_indices():
+    with pytest.raises(ValueError, match="power of 2"):
+        SegmentTree(6, np.add, 0.0)
+    tree = SumSegmentTree(4)
+    with pytest.raises(IndexError):
+        tree[4] = 1.0
+    with pytest.raises(IndexError):
+        tree[np.array([0, 5])] = 1.0
+
+
+# ----------------------------------------------------------------------------------------------- uniform buffer
+def _fill(buffer, n, obs_shape=(3,), offset=0):
+    for i in range(n):
+        value = offset + i
+        buffer.add(np.full(obs_shape, value, np.float32), np.array([value, -value], np.float32), float(value),
+                   np.full(obs_shape, value + 0.5, np.float32), value % 2 == 0)
+
+
+def test_replay_buffer_ring_and_sb2_api():
+    buffer = ReplayBuffer(5)
+    assert len(buffer) == 0 and buffer.buffer_size == 5 and not buffer.can_sample(1)
+    _fill(buffer, 3)
+    assert len(buffer) == 3 and buffer.can_sample(3) and not buffer.can_sample(4) and not buffer.is_full()
+    _fill(buffer, 4, offset=3)  # 7 transitions in a buffer of 5: slots 0, 1 overwritten by 5, 6
+    assert len(buffer) == 5 and buffer.is_full() and buffer.next_idx == 2
+    rewards = [entry[2] for entry in buffer.storage]
+    assert rewards == [5.0, 6.0, 2.0, 3.0, 4.0]
+    obs_t, action, reward, obs_tp1, done = buffer.storage[0]
+    assert np.allclose(obs_t, 5) and np.allclose(action, [5, -5]) and np.allclose(obs_tp1, 5.5) and done == 0.0
+    obs, actions, rews, next_obs, dones = buffer.sample(64)
+    assert obs.shape == (64, 3) and actions.shape == (64, 2) and rews.shape == (64,) and dones.shape == (64,)
+    assert rews.dtype == np.float32 and dones.dtype == np.float32
+    assert set(rews.tolist()) <= {2.0, 3.0, 4.0, 5.0, 6.0}
+    assert np.allclose(obs[:, 0], rews) and np.allclose(next_obs[:, 0], rews + 0.5)
+    assert np.allclose(actions[:, 0], rews) and np.allclose(dones, (rews % 2 == 0))
+
+
+def test_replay_buffer_extend_wraps_and_keeps_uint8():
+    buffer = ReplayBuffer(6)
+    images = np.arange(4 * 2 * 2 * 1, dtype=np.uint8).reshape(4, 2, 2, 1)
+    buffer.extend(images, np.arange(4), np.arange(4, dtype=np.float32), images + 1, np.zeros(4))
+    buffer.extend(images, np.arange(4, 8), np.arange(4, 8, dtype=np.float32), images + 1, np.ones(4))
+    assert len(buffer) == 6 and buffer.next_idx == 2
+    obs, actions, rewards, next_obs, dones = buffer.sample(10)
+    assert obs.dtype == np.uint8 and next_obs.dtype == np.uint8 and actions.dtype == np.int64
+    assert np.array_equal([entry[2] for entry in buffer.storage], [6, 7, 2, 3, 4, 5])
+    buffer.extend(images.repeat(3, axis=0), np.arange(12), np.arange(12, dtype=np.float32), images.repeat(3, 0),
+                  np.zeros(12))  # more than the capacity: only the last 6 survive
+    assert sorted(entry[2] for entry in buffer.storage) == [6, 7, 8, 9, 10, 11]
+    with pytest.raises(ValueError, match="same length"):
+        buffer.extend(images, np.arange(3), np.arange(4), images, np.zeros(4))
+    with pytest.raises(ValueError, match="empty"):
+        ReplayBuffer(3).sample(2)
+
+
+# ----------------------------------------------------------------------------------------------- prioritized
+def test_prioritized_sampling_is_proportional_to_priority():
+    np.random.seed(0)
+    alpha = 0.7
+    buffer = PrioritizedReplayBuffer(10, alpha=alpha)
+    _fill(buffer, 10)
+    priorities = np.arange(1, 11, dtype=np.float64)
+    buffer.update_priorities(np.arange(10), priorities)
+    n = 40000
+    _, _, rewards, _, _, weights, idxes = buffer.sample(n, beta=0.5)
+    counts = np.bincount(idxes, minlength=10)
+    expected = priorities ** alpha / np.sum(priorities ** alpha)
+    # every index within 5 standard deviations of its binomial expectation
+    std = np.sqrt(n * expected * (1 - expected))
+    assert np.all(np.abs(counts - n * expected) < 5 * std)
+    assert np.allclose(rewards, idxes)  # the sampled data are the transitions at those indices
+
+
+def test_prioritized_importance_weights_formula():
+    np.random.seed(1)
+    alpha, beta = 0.6, 0.4
+    buffer = PrioritizedReplayBuffer(16, alpha=alpha)
+    _fill(buffer, 12)
+    priorities = np.random.rand(12) + 0.1
+    buffer.update_priorities(np.arange(12), priorities)
+    *_, weights, idxes = buffer.sample(200, beta=beta)
+    probs = priorities ** alpha / np.sum(priorities ** alpha)
+    max_weight = (probs.min() * 12) ** (-beta)
+    expected = (probs[idxes] * 12) ** (-beta) / max_weight
+    assert weights.dtype == np.float32
+    assert np.allclose(weights, expected, rtol=1e-5)
+    assert weights.max() <= 1.0 + 1e-6
+
+
+def test_prioritized_new_transitions_get_max_priority_and_validation():
+    buffer = PrioritizedReplayBuffer(8, alpha=1.0)
+    _fill(buffer, 4)
+    buffer.update_priorities([0, 1], [5.0, 0.5])
+    _fill(buffer, 2, offset=4)
+    assert np.allclose(buffer._it_sum[np.arange(6)], [5.0, 0.5, 1.0, 1.0, 5.0, 5.0])
+    buffer.extend(np.zeros((2, 3)), np.zeros((2, 2)), np.zeros(2), np.zeros((2, 3)), np.zeros(2))
+    assert np.allclose(buffer._it_sum[np.arange(8)], [5.0, 0.5, 1.0, 1.0, 5.0, 5.0, 5.0, 5.0])
+    with pytest.raises(ValueError, match="beta"):
+        buffer.sample(4, beta=0)
+    with pytest.raises(ValueError, match="> 0"):
+        buffer.update_priorities([0], [0.0])
+    with pytest.raises(ValueError, match="indices"):
+        buffer.update_priorities([9], [1.0])
+    with pytest.raises(ValueError, match="alpha"):
+        PrioritizedReplayBuffer(4, alpha=-1)
+
+
+# ----------------------------------------------------------------------------------------------- save / load
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_buffer_save_load_roundtrip(tmp_path, prioritized):
+    buffer = PrioritizedReplayBuffer(7, alpha=0.6) if prioritized else ReplayBuffer(7)
+    _fill(buffer, 9)
+    if prioritized:
+        buffer.update_priorities([0, 3, 5], [2.0, 0.1, 7.0])
+    path = tmp_path / "sub" / "buffer.npz"
+    buffer.save(path)
+    assert sorted(os.listdir(path.parent)) == ["buffer.npz"]  # no temporary file left behind
+    loaded = load_buffer(path)
+    assert type(loaded) is type(buffer)
+    assert len(loaded) == len(buffer) and loaded.next_idx == buffer.next_idx
+    assert loaded.buffer_size == buffer.buffer_size
+    for a, b in zip(loaded.storage, buffer.storage):
+        for x, y in zip(a, b):
+            assert np.array_equal(x, y)
+    if prioritized:
+        assert np.allclose(loaded._it_sum[np.arange(7)], buffer._it_sum[np.arange(7)])
+        assert loaded._it_min.min() == pytest.approx(buffer._it_min.min())
+        assert loaded._max_priority == buffer._max_priority and loaded.alpha == buffer.alpha
+    # the loaded buffer keeps working as a ring
+    _fill(loaded, 1, offset=100)
+    assert loaded.storage[buffer.next_idx][2] == 100.0
+
+
+def test_empty_buffer_and_bad_files(tmp_path):
+    path = tmp_path / "empty.npz"
+    ReplayBuffer(3).save(path)
+    assert len(load_buffer(path)) == 0
+    not_a_buffer = tmp_path / "other.npz"
+    np.savez(not_a_buffer, x=np.zeros(3))
+    with pytest.raises(ValueError, match="not a replay buffer"):
+        load_buffer(not_a_buffer)
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(b"not a zip at all")
+    with pytest.raises(ValueError, match="not a replay buffer"):
+        load_buffer(garbage)
+    with pytest.raises(TypeError):
+        PrioritizedReplayBuffer.load(path)
+
+
+def test_sample_normalizes_with_vec_normalize():
+    class FakeVecNormalize:
+        @staticmethod
+        def normalize_obs(obs):
+            return obs * 2
+
+        @staticmethod
+        def normalize_reward(reward):
+            return reward - 1
+
+    buffer = ReplayBuffer(4)
+    _fill(buffer, 4)
+    obs, _, rewards, next_obs, _ = buffer.sample(16, env=FakeVecNormalize())
+    raw = rewards + 1
+    assert np.allclose(obs[:, 0], 2 * raw) and np.allclose(next_obs[:, 0], 2 * (raw + 0.5))
