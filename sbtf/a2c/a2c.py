@@ -129,8 +129,7 @@ class A2C(ActorCriticRLModel):
             grads = tape.gradient(loss, self._variables)
             grads, _ = clip_grads(grads, self.max_grad_norm)
             self.optimizer.apply(grads, lr)
-            # the new weights come back with the losses, so acting needs no extra TF call to refresh them
-            return tf.stack([pg_loss, vf_loss, entropy]), self._weights_for_numpy()
+            return tf.stack([pg_loss, vf_loss, entropy])
 
         return train_step
 
@@ -145,13 +144,10 @@ class A2C(ActorCriticRLModel):
             cur_lr = self.learning_rate_schedule.value()
         if states is None:
             states = np.zeros((1, 1), np.float32)
-        stats, weights = self._train_fn(obs.astype(self.policy_tf.obs_dtype, copy=False), actions,
-                                        rewards.astype(np.float32), values.astype(np.float32),
-                                        masks.astype(np.float32), states, np.float32(cur_lr))
-        stats = stats.numpy()
+        stats = self._train_fn(obs.astype(self.policy_tf.obs_dtype, copy=False), actions,
+                               rewards.astype(np.float32), values.astype(np.float32), masks.astype(np.float32),
+                               states, np.float32(cur_lr)).numpy()
         self.policy_tf.mark_weights_changed()
-        if weights:
-            self.policy_tf.set_numpy_weights([w.numpy() for w in weights])
         if writer is not None:
             writer.add_scalars({"loss/policy_gradient_loss": stats[0], "loss/value_function_loss": stats[1],
                                 "loss/entropy_loss": stats[2], "input_info/learning_rate": cur_lr,

@@ -668,12 +668,6 @@ class ActorCriticRLModel(BaseRLModel):
         self.initial_state = policy.initial_state
         self.params = self.get_parameter_list()
 
-    def _weights_for_numpy(self) -> list:
-        """Inside a train step: the updated weights when the policy acts in NumPy (else nothing to copy)."""
-        if getattr(self.policy_tf, "_np_forward", None) is None:
-            return []
-        return [tf.identity(v) for v in self.policy_tf.parameter_list()]
-
     def _pretrain_output(self, obs):
         flat, _, _, _ = self.policy_tf.forward(obs)
         if isinstance(self.action_space, gym.spaces.Box):

@@ -215,7 +215,7 @@ class PPO2(ActorCriticRLModel):
                     stats += self._apply_minibatch(
                         take(s_obs), take(s_returns), None, take(s_actions), take(s_values), take(s_neglogpacs),
                         None, lr, cliprange, cliprange_vf, 1)
-            return stats / float(noptepochs * nminibatches), self._weights_for_numpy()
+            return stats / float(noptepochs * nminibatches)
 
         return train_epochs
 
@@ -226,11 +226,8 @@ class PPO2(ActorCriticRLModel):
         crvf = np.float32(cliprange_vf_now)
         obs = obs.astype(self.policy_tf.obs_dtype, copy=False)
         if not self.policy_tf.recurrent:
-            stats, weights = self._train_fn(obs, returns, actions, values, neglogpacs, lr, cr, crvf)
-            stats = stats.numpy()
+            stats = self._train_fn(obs, returns, actions, values, neglogpacs, lr, cr, crvf).numpy()
             self.policy_tf.mark_weights_changed()
-            if weights:
-                self.policy_tf.set_numpy_weights([w.numpy() for w in weights])
             return stats
         else:
             envs_per_batch = self.n_envs // self.nminibatches
