@@ -89,14 +89,18 @@ CASES = OrderedDict([
     ("ppo2_cnn", lambda: PPO2("CnnPolicy", TinyImageEnv(), n_steps=8, nminibatches=1, seed=3)),
     ("ppo2_lstm", lambda: PPO2("MlpLnLstmPolicy", "CartPole-v1", n_steps=8, nminibatches=1, seed=3,
                                policy_kwargs=dict(n_lstm=16))),
+    ("acer", lambda: _algorithm("ACER")("MlpPolicy", "CartPole-v1", seed=7)),
+    ("acktr_box", lambda: _algorithm("ACKTR")("MlpPolicy", "Pendulum-v1", seed=7)),
+    ("ppo1", lambda: _algorithm("PPO1")("MlpPolicy", "CartPole-v1", seed=8)),
+    ("trpo_box", lambda: _algorithm("TRPO")("MlpPolicy", "Pendulum-v1", seed=8)),
     ("dqn", lambda: DQN("MlpPolicy", "CartPole-v1", seed=4, learning_starts=0)),
     ("sac", lambda: _algorithm("SAC")("MlpPolicy", "Pendulum-v1", seed=5)),
     ("td3", lambda: _algorithm("TD3")("MlpPolicy", "Pendulum-v1", seed=5)),
     ("ddpg", lambda: _algorithm("DDPG")("MlpPolicy", "Pendulum-v1", seed=6, normalize_observations=True,
                                         observation_range=(-2.0, 2.0))),
 ])
-#: what each format is checked on (CNN and LSTM exports go through every format too)
-TFJS_CASES = [name for name in CASES]
+#: every case goes through every format (CNN and LSTM included)
+TFJS_CASES = list(CASES)
 _models: dict = {}
 
 
@@ -182,6 +186,9 @@ def _expected(model, feed) -> dict:
         expected["probabilities"] = (np.concatenate(probabilities, axis=-1)
                                      if isinstance(probabilities, list) else probabilities)
     expected["value"] = policy.value(obs, state, mask)
+    if name == "ACER":  # ACER's value is sum_a pi(a|s) Q(s, a); its Q head is exported too
+        expected["value"] = model.acer_value(obs, state, mask)
+        expected["q_values"] = policy.forward(tf.constant(obs))[2].numpy()
     if new_state is not None:
         expected["state"] = new_state
     return expected
@@ -260,36 +267,16 @@ def test_onnx_matches_predict(case, tmp_path):
     assert any(op.version == sx.DEFAULT_OPSET for op in proto.opset_import if op.domain in ("", "ai.onnx"))
 
 
-@pytest.fixture(scope="module")
-def tfjs_outputs(tmp_path_factory):
-    """Export every case to TF.js and run them all in one Node process: {case: (outputs, expected) or skip}."""
-    node = _needs_tfjs_node()
-    root = tmp_path_factory.mktemp("tfjs")
-    runs, cases, skipped = [], [], {}
-    for case in TFJS_CASES:
-        try:
-            model = _model(case)
-        except pytest.skip.Exception as exc:
-            skipped[case] = str(exc)
-            continue
-        feed = _inputs(model, seed=3)
-        model_dir = sx.export_model(model, root / case, format="tfjs")
-        runs.append((model_dir, feed))
-        cases.append((case, model, feed))
-    results = _run_tfjs(node, runs)
-    out = {case: (result, _expected(model, feed)) for (case, model, feed), result in zip(cases, results)}
-    out.update({case: reason for case, reason in skipped.items()})
-    return out
-
-
 @pytest.mark.parametrize("case", TFJS_CASES)
-def test_tfjs_matches_predict(case, tfjs_outputs):
-    entry = tfjs_outputs[case]
-    if isinstance(entry, str):
-        pytest.skip(entry)
-    got, expected = entry
-    if "action" in expected and np.issubdtype(expected["action"].dtype, np.integer):
-        expected = dict(expected, action=expected["action"].astype(np.int64))  # int64 is int32 in TF.js
+def test_tfjs_matches_predict(case, tmp_path):
+    node = _needs_tfjs_node()
+    model = _model(case)
+    feed = _inputs(model, seed=3)
+    model_dir = sx.export_model(model, tmp_path / case, format="tfjs")
+    got = _run_tfjs(node, [(model_dir, feed)])[0]
+    expected = _expected(model, feed)
+    if np.issubdtype(expected["action"].dtype, np.integer):
+        expected["action"] = expected["action"].astype(np.int64)  # int64 is int32 in TF.js
     _compare(case, got, expected, "tfjs")
 
 

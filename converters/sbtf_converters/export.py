@@ -125,8 +125,7 @@ def get_export_graph(model: Any) -> ExportGraph:
             raise ExportError(f"cannot export this {type(model).__name__} model: {_NOT_EXPORTABLE[klass.__name__]}")
     raise ExportError(f"cannot export a {type(model).__name__} model: no export graph is registered for it (sbtf "
                       "exports actor-critic models (A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL), DQN, SAC, TD3 and "
-                      "DDPG); "
-                      "define _export_outputs(obs) on the class or call "
+                      "DDPG); define _export_outputs(obs) on the class or call "
                       "sbtf_converters.export.register_exporter(cls, builder)")
 
 
@@ -168,7 +167,12 @@ def _finite_bounds(space) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def _actor_critic_graph(model: Any, include_q: bool = False) -> ExportGraph:
-    """A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL: the mode of the policy's distribution (Box: clipped)."""
+    """
+    A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL: the mode of the policy's distribution (Box: clipped).
+
+    With ``include_q`` (ACER) the ``q_values`` head is exported too, and ``value`` is ACER's state value
+    ``sum_a pi(a|s) Q(s, a)`` (ACER does not train the value head).
+    """
     import gymnasium as gym  # pylint: disable=import-outside-toplevel
     tf = _tf()
 
@@ -219,9 +223,11 @@ def _actor_critic_graph(model: Any, include_q: bool = False) -> ExportGraph:
             out["action"] = action
             out["logits"] = flat
             out["probabilities"] = tf.sigmoid(flat)
-        out["value"] = value
         if include_q:
+            out["value"] = tf.reduce_sum(tf.nn.softmax(flat, axis=-1) * q_values, axis=-1)
             out["q_values"] = q_values
+        else:
+            out["value"] = value
         if recurrent:
             out["state"] = new_state
         return out
@@ -237,6 +243,7 @@ def _actor_critic_graph(model: Any, include_q: bool = False) -> ExportGraph:
             descriptions["probabilities"] = "sigmoid of the logits"
     descriptions["value"] = "state-value estimate V(s)"
     if include_q:
+        descriptions["value"] = "state value V(s) = sum_a pi(a|s) Q(s, a) (ACER)"
         descriptions["q_values"] = "Q(s, a) for every action"
     if recurrent:
         descriptions["state"] = "the next LSTM state (concat[c, h]); feed it back with mask = done flags"
@@ -414,6 +421,9 @@ def build_export_module(model: Any, vecnormalize: Any = None) -> ExportBundle:
     import gymnasium as gym  # pylint: disable=import-outside-toplevel
     tf = _tf()
 
+    flush = getattr(model, "_flush_stats", None)
+    if callable(flush):  # statistics kept in NumPy between train calls (DDPG's obs_rms) -> their TF variables
+        flush()
     graph = get_export_graph(model)
     specs = OrderedDict(graph.inputs)
     obs_spec = specs["observation"]
@@ -989,7 +999,11 @@ def _run(args: argparse.Namespace) -> int:
                 break
     output = args.output or _default_output(model_path, args.format)
     try:
-        written = export_model(model, output, format=args.format, vecnormalize=args.vecnormalize, opset=args.opset)
+        if hasattr(model, "export"):  # the model's own method (an algorithm may extend it)
+            written = model.export(output, format=args.format, vecnormalize=args.vecnormalize, opset=args.opset)
+        else:
+            written = export_model(model, output, format=args.format, vecnormalize=args.vecnormalize,
+                                   opset=args.opset)
         print(f"Exported {cls.__name__} ({type(model.policy_tf).__name__}) from {model_path} to {written} "
               f"({args.format})")
         if args.demo:
