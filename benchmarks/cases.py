@@ -286,14 +286,27 @@ _add(Case(
     sbtf=Side("DDPG", dict(
         gamma=0.99, nb_rollout_steps=1, nb_train_steps=1, batch_size=256, tau=0.005, actor_lr=1e-3,
         critic_lr=1e-3, buffer_size=1_000_000, normalize_observations=False, normalize_returns=False,
-        critic_l2_reg=0.0, clip_norm=None, policy_kwargs=dict(layers=[400, 300]),
+        observation_range=(-10.0, 10.0), critic_l2_reg=0.0, clip_norm=None, policy_kwargs=dict(layers=[400, 300]),
     ), action_noise=("normal", 0.1)),
     notes=(
-        "SB3's `train_freq=1, gradient_steps=1` is SB2's `nb_rollout_steps=1, nb_train_steps=1`.",
+        "Cycle mapping: SB3 collects `train_freq=1` step and then does `gradient_steps=1` update; SB2's cycle is "
+        "`nb_rollout_steps` steps then `nb_train_steps` updates, so `nb_rollout_steps=1, nb_train_steps=1` is the "
+        "same interleaving (one update per environment step, on data up to the current step). A longer cycle "
+        "with the same ratio (e.g. 100/100, which sbtf runs as one compiled call) would be faster but would "
+        "train on staler data, so it is not used here.",
+        "`learning_rate=1e-3` (SB3, both networks) is SB2's `actor_lr=1e-3, critic_lr=1e-3`; `tau`, `gamma`, "
+        "`batch_size`, `buffer_size` and the 400x300 ReLU networks are the same on both sides; both use Adam "
+        "with epsilon 1e-8 (SB2's MpiAdam in one process).",
+        "SB2's DDPG clips the observations the networks see to `observation_range` (default (-5, 5)) even "
+        "without normalisation; Pendulum's angular velocity reaches +-8, so the sbtf side passes (-10, 10) (no "
+        "clipping, as SB3).",
         "SB2's DDPG has no `learning_starts`: it acts with the noisy policy from the first step and trains "
         "once the buffer holds `batch_size` (256) transitions; SB3 acts uniformly at random for the first "
         "100 steps and trains from then on.",
-        "SB2's DDPG critic feeds the action in after the first hidden layer, SB3's at the input.",
+        "SB2 computes the actor and critic gradients on the same pre-update networks; SB3 updates the critic "
+        "first and then the actor against the updated critic.",
+        "SB2's DDPG critic feeds the action in after the first hidden layer, SB3's at the input; SB2 starts the "
+        "output layers from uniform(-3e-3, 3e-3) weights.",
     ),
 ))
 

@@ -5,6 +5,9 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# OpenBLAS's worker threads spin-wait: on a busy 2-core machine they make the SVDs of SB2's orthogonal initialiser
+# (and small NumPy products) 100x slower. The tests' matrices are small: one BLAS thread is faster in any case.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402

@@ -23,10 +23,19 @@ def cartpole_vec(n_envs: int = 8) -> DummyVecEnv:
     return DummyVecEnv([lambda: gym.make("CartPole-v1") for _ in range(n_envs)])
 
 
+def quick_acer(*args, **kwargs) -> ACER:
+    """ACER without XLA compilation of the train step: the same maths, seconds less to build in short tests
+    (the XLA path is exercised by the learning tests)."""
+    model = ACER(*args, _init_setup_model=False, **kwargs)
+    model._jit_compile = False
+    model.setup_model()
+    return model
+
+
 @pytest.fixture(scope="module")
 def small_model():
     """A briefly trained feed-forward ACER (shared by the tests that only need a working model)."""
-    model = ACER("MlpPolicy", cartpole_vec(2), n_steps=5, replay_start=20, buffer_size=200, seed=0)
+    model = quick_acer("MlpPolicy", cartpole_vec(2), n_steps=5, replay_start=20, buffer_size=200, seed=0)
     model.learn(400)
     return model
 
@@ -189,7 +198,7 @@ def test_acer_lstm_runs_and_learns_a_little(tmp_path):
 
 def test_trust_region_off_and_no_replay_run():
     env = DummyVecEnv([lambda: IdentityEnv(3, ep_length=20) for _ in range(2)])
-    model = ACER("MlpPolicy", env, n_steps=5, trust_region=False, replay_ratio=0, seed=0)
+    model = quick_acer("MlpPolicy", env, n_steps=5, trust_region=False, replay_ratio=0, seed=0)
     model.learn(100)
     assert model._buffer is None
     assert model._stat_names(False) == list(model.names_ops) and "avg_norm_adj" not in model.names_ops
@@ -200,7 +209,7 @@ def test_save_load_identical_predictions_and_no_polyak_saved(tmp_path, small_mod
     model = small_model
     assert list(model.get_parameters()) == SB2_CARTPOLE_PARAMS
     model.save(tmp_path / "acer.zip")
-    loaded = ACER.load(tmp_path / "acer.zip")
+    loaded = ACER.load(tmp_path / "acer.zip", _jit_compile=False)
     assert list(loaded.get_parameters()) == SB2_CARTPOLE_PARAMS
     obs = np.random.RandomState(0).randn(10, 4).astype(np.float32)
     np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
@@ -246,14 +255,14 @@ def test_num_procs_is_deprecated():
 def test_no_retracing_after_warmup(small_model):
     model = small_model
     model.learn(200, reset_num_timesteps=False)  # on-policy and replay steps
-    traces = model._train_fn.experimental_get_tracing_count()
+    traces = model._train_tf.experimental_get_tracing_count()
     model.learn(600, reset_num_timesteps=False)
-    assert model._train_fn.experimental_get_tracing_count() == traces == 1
+    assert model._train_tf.experimental_get_tracing_count() == traces == 1
 
 
 def test_time_limit_truncation_bootstraps_with_acer_value():
     env = DummyVecEnv([lambda: IdentityEnv(2, ep_length=3) for _ in range(2)])
-    model = ACER("MlpPolicy", env, n_steps=4, gamma=0.9, seed=0)
+    model = quick_acer("MlpPolicy", env, n_steps=4, gamma=0.9, seed=0)
     captured = []
     original = model.acer_value
 
@@ -270,3 +279,17 @@ def test_time_limit_truncation_bootstraps_with_acer_value():
     assert len(captured) == 1
     np.testing.assert_allclose(rewards[:, 2], true_rewards[:, 2] + 0.9 * captured[0][1], rtol=1e-6)
     np.testing.assert_array_equal(rewards[:, [0, 1, 3]], true_rewards[:, [0, 1, 3]])
+
+
+def test_pretrain_clones_an_expert_and_resets_the_average(tmp_path):
+    from sbtf.gail import ExpertDataset, generate_expert_traj
+
+    path = str(tmp_path / "expert_cartpole")
+    generate_expert_traj(lambda obs: int(obs[2] + 0.5 * obs[3] > 0), path, env=gym.make("CartPole-v1"),
+                         n_episodes=6)
+    dataset = ExpertDataset(expert_path=path + ".npz", batch_size=128, verbose=0)
+    model = quick_acer("MlpPolicy", "CartPole-v1", seed=0)
+    model.pretrain(dataset, n_epochs=60, learning_rate=1e-3)
+    assert evaluate(model, "CartPole-v1", n_episodes=3) >= 300
+    for var, shadow in model._polyak_pairs:
+        np.testing.assert_array_equal(var.numpy(), shadow.numpy())

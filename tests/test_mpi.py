@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -58,6 +59,8 @@ def test_collectives_in_one_process():
     buf = np.ones(3)
     assert broadcast_array(buf) is buf
     sync_check(np.random.randn(5))  # nothing to compare against: must not raise
+    tensor = object()
+    assert mpi_util.allreduce_tf(tensor) is tensor  # one process: no op is added to the graph
     with pytest.raises(ValueError, match="boom"):
         with abort_on_exception():  # one process: the exception propagates (no abort)
             raise ValueError("boom")
@@ -199,9 +202,8 @@ def test_launched_by_mpirun_without_mpi4py_fails_clearly():
     result = _run_python("""
         import sys
         sys.modules["mpi4py"] = None
-        import gymnasium as gym
-        from sbtf import TRPO
-        TRPO("MlpPolicy", gym.make("CartPole-v1"))
+        from sbtf.common import mpi_util
+        mpi_util.get_comm()  # what every MPI algorithm asks for first (tested under mpirun below)
     """, env=env)
     assert result.returncode != 0
     assert "MPIUnavailableError" in result.stderr
@@ -260,6 +262,45 @@ model.check_parameters_synced()
 print(f"STOPPED rank={rank} num_timesteps={model.num_timesteps}", flush=True)
 """
 
+HELPERS_SCRIPT = """
+import numpy as np
+import tensorflow as tf
+from sbtf.common.mpi_adam import MpiAdam
+from sbtf.common.mpi_moments import mpi_moments
+from sbtf.common.mpi_running_mean_std import RunningMeanStd
+from sbtf.common.mpi_util import MpiSyncError, allreduce_tf, get_comm, sync_check
+
+comm = get_comm()
+rank = comm.Get_rank()
+rng = np.random.default_rng(0)
+parts = [rng.normal(size=(3, 2)), rng.normal(size=(5, 2))]  # rank r holds parts[r]
+whole = np.concatenate(parts)
+mean, std, count = mpi_moments(parts[rank], axis=0)
+assert count == 8 and np.allclose(mean, whole.mean(axis=0)) and np.allclose(std, whole.std(axis=0))
+
+rms = RunningMeanStd(epsilon=0.0, shape=(2,))
+rms.update(parts[rank])
+assert np.allclose(rms.mean.numpy(), whole.mean(axis=0)) and np.allclose(rms.std.numpy(), whole.std(axis=0))
+
+grads = [np.array([1.0, -2.0, 3.0], np.float32), np.array([3.0, 0.0, -1.0], np.float32)]
+var = tf.Variable(np.zeros(3, np.float32))
+adam = MpiAdam([var])
+adam.update(grads[rank], 0.1)  # first Adam step on the mean gradient [2, -1, 1]: -0.1 * sign
+assert np.allclose(var.numpy(), [-0.1, 0.1, -0.1], atol=1e-6), var.numpy()
+fused = tf.function(lambda g: adam.update_tf(g, tf.constant(0.1)), autograph=False)
+fused(tf.constant(grads[rank]))
+adam.check_synced()
+
+summed = tf.function(lambda x: allreduce_tf(x, mean=False), autograph=False)(tf.constant(grads[rank]))
+assert np.allclose(summed.numpy(), grads[0] + grads[1])
+
+try:
+    sync_check(np.array([float(rank)]), name="test values")
+except MpiSyncError as exc:
+    assert "ranks [1]" in str(exc), exc
+    print(f"HELPERS_OK rank={rank}", flush=True)
+"""
+
 FAIL_SCRIPT = """
 import gymnasium as gym
 from sbtf import PPO1
@@ -303,16 +344,29 @@ def test_mpirun_ppo1_trpo_gail_keep_ranks_in_sync(tmp_path):
     script.write_text(SYNC_SCRIPT)
     result = _mpirun(script, str(tmp_path))
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT")]
-    assert len(lines) == 6, result.stdout
+    # the two ranks write to the same stdout: lines may interleave, so search rather than split
+    results = re.findall(r"RESULT \w+ rank=\d synced=\w+ different_data=\w+ num_timesteps=\d+", result.stdout)
+    assert len(results) == 6, result.stdout
     for algo in ("PPO1", "TRPO", "GAIL"):
         for rank in (0, 1):
             # identical parameters, different experience (seed + 10000 * rank), steps counted over both ranks
-            assert f"RESULT {algo} rank={rank} synced=True different_data=True num_timesteps=512" in lines, lines
+            assert f"RESULT {algo} rank={rank} synced=True different_data=True num_timesteps=512" in results, results
         assert (tmp_path / f"{algo}_rank0.zip").exists()
         assert not (tmp_path / f"{algo}_rank1.zip").exists()  # only rank 0 saves
-    stopped = [line for line in result.stdout.splitlines() if line.startswith("STOPPED")]
-    assert len(stopped) == 2, result.stdout
+    # both ranks left learn() although only rank 1's callback stopped, and agree on the step count
+    stopped = re.findall(r"STOPPED rank=(\d) num_timesteps=(\d+)", result.stdout)
+    assert sorted(rank for rank, _ in stopped) == ["0", "1"], result.stdout
+    assert len({steps for _, steps in stopped}) == 1, stopped
+
+
+@pytest.mark.mpi
+@requires_mpirun
+def test_mpirun_collective_helpers(tmp_path):
+    script = tmp_path / "helpers_script.py"
+    script.write_text(HELPERS_SCRIPT)
+    result = _mpirun(script, timeout=240)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    assert sorted(re.findall(r"HELPERS_OK rank=(\d)", result.stdout)) == ["0", "1"], result.stdout
 
 
 @pytest.mark.mpi

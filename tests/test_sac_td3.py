@@ -225,7 +225,7 @@ def test_multiple_envs_and_no_retracing(algo):
     env = make_vec_env("Pendulum-v1", n_envs=3, seed=0)
     # SAC with a fixed entropy coefficient here (the learned one is exercised by the other SAC runs)
     extra = dict(train_freq=1, gradient_steps=1) if algo is TD3 else dict(ent_coef=0.05)
-    model = algo("MlpPolicy", env, learning_starts=60, batch_size=32, policy_kwargs=SMALL, seed=5, **extra)
+    model = algo("MlpPolicy", env, learning_starts=61, batch_size=32, policy_kwargs=SMALL, seed=5, **extra)
     model.learn(300)
     assert model.num_timesteps == 300 and len(model.replay_buffer) == 300
     # 3 envs, train_freq 1: 3 gradient steps per iteration, in one compiled call (traced once)

@@ -86,7 +86,9 @@ class ACKTR(ActorCriticRLModel):
         self.learning_rate_schedule = None
         self.optim = None
         self.continuous_actions = False
+        self._train_tf = None
         self._train_fn = None
+        self._act_dtype = None
         self._fisher_gen = None
         super().__init__(policy=policy, env=env, verbose=verbose, requires_vec_env=True,
                          _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs, seed=seed,
@@ -112,7 +114,7 @@ class ACKTR(ActorCriticRLModel):
         self._runner = None
         if self.policy_tf is not None and self.n_batch != self.n_envs * self.n_steps:
             self.n_batch = self.n_envs * self.n_steps
-            self._train_fn = self._make_train_fn()
+            self._build_train_fn()
 
     def setup_model(self):
         with SetVerbosity(self.verbose):
@@ -127,7 +129,7 @@ class ACKTR(ActorCriticRLModel):
                                        epsilon=0.01, stats_decay=0.99, async_eigen_decomp=self.async_eigen_decomp,
                                        cold_iter=10, max_grad_norm=self.max_grad_norm, verbose=self.verbose)
             self._fisher_gen = tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
-            self._train_fn = self._make_train_fn()
+            self._build_train_fn()
 
     def _reseed_policy(self, seed: int) -> None:
         super()._reseed_policy(seed)
@@ -135,11 +137,17 @@ class ACKTR(ActorCriticRLModel):
             self._fisher_gen.reset_from_seed(seed)
 
     # ------------------------------------------------------------------ train step
+    def _build_train_fn(self) -> None:
+        """Trace the train step once; hot calls go through its concrete function (no per-call signature casting)."""
+        self._train_tf = self._make_train_fn()
+        self._train_fn = self._train_tf.get_concrete_function()
+
     def _make_train_fn(self):
         policy = self.policy_tf
         pdtype = policy.pdtype
         n_batch = self.n_batch
         act_dtype = tf.float32 if isinstance(self.action_space, gym.spaces.Box) else pdtype.sample_dtype()
+        self._act_dtype = tf.as_dtype(act_dtype).as_numpy_dtype
         vec = tf.TensorSpec((n_batch,), tf.float32)
         state_size = policy.state_size if policy.recurrent else 1
         n_state = self.n_envs if policy.recurrent else 1
@@ -192,7 +200,8 @@ class ACKTR(ActorCriticRLModel):
             current_lr = self.learning_rate_schedule.value()
         if states is None:
             states = np.zeros((1, 1), np.float32)
-        stats = self._train_fn(obs.astype(self.policy_tf.obs_dtype, copy=False), actions,
+        stats = self._train_fn(obs.astype(self.policy_tf.obs_dtype, copy=False),
+                               np.asarray(actions).astype(self._act_dtype, copy=False),
                                advs.astype(np.float32), rewards.astype(np.float32), masks.astype(np.float32),
                                np.asarray(states, np.float32), np.float32(current_lr)).numpy()
         self.policy_tf.mark_weights_changed()

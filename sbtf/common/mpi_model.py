@@ -179,7 +179,7 @@ class MpiActorCriticRLModel(ActorCriticRLModel):
 
     def _gather_episode_stats(self, *local_lists) -> list:
         """Concatenate per-rank lists (episode lengths, returns, ...) over all ranks (collective)."""
-        gathered = self.comm.allgather(tuple(list(map(float, values)) for values in local_lists))
+        gathered = self.comm.allgather(tuple(list(values) for values in local_lists))
         return [[v for rank_values in gathered for v in rank_values[k]] for k in range(len(local_lists))]
 
     def _any_rank_stopped(self, stopped: bool) -> bool:

@@ -22,6 +22,7 @@ import contextlib
 import os
 import sys
 import threading
+import time
 import traceback
 from typing import Any, Iterator, Optional
 
@@ -235,8 +236,29 @@ def allreduce_sum(arr, comm=None) -> np.ndarray:
     if arr.dtype not in (np.float32, np.float64, np.int32, np.int64):
         arr = arr.astype(np.float64)
     out = np.empty_like(arr)
-    comm.Allreduce(arr, out, op=_op(comm, "SUM"))
+    if isinstance(comm, SingleProcessComm) or not hasattr(comm, "Iallreduce"):
+        comm.Allreduce(arr, out, op=_op(comm, "SUM"))
+    else:
+        _wait_politely(comm.Iallreduce(arr, out, op=_op(comm, "SUM")))
     return out
+
+
+def _wait_politely(request, spin_seconds: float = 2e-4, max_sleep: float = 1e-3) -> None:
+    """
+    Wait for a non-blocking MPI request: test in a tight loop for ``spin_seconds`` (fast collectives keep their
+    latency), then sleep between tests (growing to ``max_sleep``). MPI's own blocking wait busy-polls, which on a
+    machine with fewer free cores than processes takes the CPU away from the rank that everyone is waiting for.
+    """
+    if request.Test():
+        return
+    deadline = time.perf_counter() + spin_seconds
+    while time.perf_counter() < deadline:
+        if request.Test():
+            return
+    sleep = 2e-5
+    while not request.Test():
+        time.sleep(sleep)
+        sleep = min(sleep * 2, max_sleep)
 
 
 def allreduce_mean(arr, comm=None) -> np.ndarray:

@@ -229,6 +229,7 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
     ``_train_events(...)`` and the usual model API.
     """
 
+    _vec_normalize_env = None
     #: observation spaces the algorithm accepts
     _supported_observation_spaces = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
                                      gym.spaces.MultiBinary)
@@ -236,6 +237,11 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
     def _check_spaces(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         super()._check_spaces(observation_space, action_space)
         check_obs_space(observation_space, type(self).__name__)
+        if isinstance(action_space, gym.spaces.Box) and not (np.all(np.isfinite(action_space.low))
+                                                             and np.all(np.isfinite(action_space.high))):
+            raise ValueError(f"Error: {type(self).__name__} rescales its [-1, 1] actions to the bounds of the action "
+                             f"space, which must be finite; got {action_space!r}. Wrap the env in "
+                             "gymnasium.wrappers.RescaleAction or give the Box finite low/high.")
 
     #: compile the train step with XLA: True, False or "auto" (XLA for Mlp networks whose layers are at most
     #: ``xla_max_layer`` wide; measured on CPU, XLA wins on small networks where per-op overhead dominates and loses on
@@ -284,9 +290,6 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
             self.replay_buffer = self._make_replay_buffer()
 
     # ------------------------------------------------------------------ helpers for subclasses
-    def _obs_for_policy(self, obs: np.ndarray) -> np.ndarray:
-        return obs
-
     @staticmethod
     def _unnormalize_obs(vec_normalize, obs: np.ndarray) -> np.ndarray:
         """Invert ``VecNormalize.normalize_obs`` (exact unless the observation was clipped)."""

@@ -116,7 +116,8 @@ def traj_segment_generator(policy, env, horizon, reward_giver=None, gail=False, 
       SB2 treated a time-limit cut as a termination)
     - ep_rets / ep_lens / ep_true_rets: ([float]) returns (Monitor's when available), lengths and true returns of
       the episodes that ended in this segment
-    - total_timestep: (int) steps in this segment
+    - total_timestep: (int) steps in this segment (when the callback stops training: the steps taken, the last one
+      included, although its data is not in the arrays)
     - continue_training: (bool) False when the callback asked to stop (the segment is then incomplete)
 
     Unlike SB2, the action that starts a segment is sampled again after the model was updated (SB2 kept the one
@@ -227,6 +228,7 @@ def traj_segment_generator(policy, env, horizon, reward_giver=None, gail=False, 
         info = infos[0]
         if model is not None:
             model.num_timesteps += timestep_increment
+        current_it_len += 1
 
         if callback is not None:
             callback.update_locals(locals())
@@ -242,7 +244,6 @@ def traj_segment_generator(policy, env, horizon, reward_giver=None, gail=False, 
 
         cur_ep_ret += reward
         cur_ep_true_ret += true_reward
-        current_it_len += 1
         current_ep_len += 1
         if done:
             if info.get("TimeLimit.truncated", False) and info.get("terminal_observation") is not None:

@@ -341,7 +341,8 @@ class Dense(SB2Layer):
         self.bias = self.add_weight(name=self.bias_name, shape=(self.units,), initializer="zeros")
 
     def call(self, inputs):
-        out = tf.matmul(inputs, self.kernel) + self.bias
+        # bias_add (not +) lets TensorFlow fuse the product, the bias and a following ReLU into one oneDNN kernel
+        out = tf.nn.bias_add(tf.matmul(inputs, self.kernel), self.bias)
         return self._act(out) if self._act is not None else out
 
 

@@ -219,7 +219,7 @@ class DDPG(OffPolicyAlgorithm):
     :param _init_setup_model: (bool) Whether or not to build the network at the creation of the instance
     :param policy_kwargs: (dict) additional arguments to be passed to the policy on creation
     :param full_tensorboard_log: (bool) enable additional logging when using tensorboard
-        (histograms of the rewards, actions and Q-values of each cycle)
+        Note: accepted for compatibility; DDPG writes the same scalars either way
     :param seed: (int) Seed for the pseudo-random generators (python, numpy, tensorflow, env). Under MPI, rank ``r``
         uses ``seed + 10000 * r`` (the network weights come from rank 0).
     :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process, before
@@ -302,6 +302,7 @@ class DDPG(OffPolicyAlgorithm):
         self._misc_fns = None
         self._flat_io = None
         self._vec_normalize_env = None
+        self._last_graph_stddev = None
         #: run the per-gradient-step path (with MPI averaging) even in one process (always used under MPI)
         self._per_step_updates = False
 
@@ -419,8 +420,8 @@ class DDPG(OffPolicyAlgorithm):
                              f"{self.observation_space!r} (its one-hot encoding has another shape than its "
                              "statistics).")
         if self.enable_popart and not self.normalize_returns:
-            raise ValueError("Error: enable_popart=True needs normalize_returns=True (Pop-Art rescales the critic "
-                             "to the return statistics).")
+            warnings.warn("enable_popart=True has no effect without normalize_returns=True (Pop-Art rescales the "
+                          "critic to the return statistics), as in stable-baselines.")
         if isinstance(self.replay_buffer, PrioritizedReplayBuffer):
             raise ValueError("Error: DDPG does not support Prioritized Replay Buffer, please use a standard Replay "
                              "Buffer.")
@@ -623,14 +624,11 @@ class DDPG(OffPolicyAlgorithm):
         n_act = self.policy_tf.n_act
         obs_shape = tuple(self.policy_tf.obs_shape)
         obs_dtype = tf.as_dtype(self.policy_tf.obs_dtype)
-        adapt_points = self._adapt_points(n_steps)
-        n_adapt = len(adapt_points)
+        n_adapt = len(self._adapt_points(n_steps))
+        interval = max(1, int(self.param_noise_adaption_interval))
         k_b = (n_steps, batch)
         in_layout = FlatLayout([k_b + (n_act,), k_b, k_b, (), (), (), (max(n_adapt, 1), 2)])
         out_layout = FlatLayout([(2,), (max(n_adapt, 1),), ()] + [tuple(v.shape) for v in self._actor_vars])
-        bounds = adapt_points + [n_steps]
-        segments = [(0, bounds[0], None)] if bounds[0] > 0 else []
-        segments += [(start, end - start, index) for index, (start, end) in enumerate(zip(bounds[:-1], bounds[1:]))]
         spec = self.param_noise
         desired = float(spec.desired_action_stddev) if spec is not None else 0.0
         coefficient = float(spec.adoption_coefficient) if spec is not None else 1.0
@@ -638,22 +636,32 @@ class DDPG(OffPolicyAlgorithm):
         def train(obs_all, floats):
             actions, rewards, dones, actor_lr, critic_lr, std, seeds = in_layout.unpack_tf(floats)
             seeds = tf.cast(seeds, tf.int64)
-            totals = tf.zeros((2,), tf.float32)
-            distances = []
-            for start, length, adapt_index in segments:
-                if adapt_index is not None:
-                    distance = self._tf_adapt(obs_all[2 * n_steps + adapt_index], std, seeds[adapt_index])
-                    distances.append(distance)
-                    std = tf.where(distance > desired, std / coefficient, std * coefficient)
-                if length == 1:
-                    totals += self._one_step_tf(obs_all[start], actions[start], rewards[start],
-                                                obs_all[n_steps + start], dones[start], actor_lr, critic_lr)
-                elif length > 1:
-                    for k in tf.range(start, start + length):
-                        totals += self._one_step_tf(obs_all[k], actions[k], rewards[k], obs_all[n_steps + k],
+
+            def adapt(k, std, distances):
+                """SB2's adaption before gradient step ``k`` (k % interval == 0): perturb, measure, scale the noise."""
+                index = k // interval
+                distance = self._tf_adapt(obs_all[2 * n_steps + index], std, seeds[index])
+                distances = tf.tensor_scatter_nd_update(distances, tf.reshape(index, (1, 1)),
+                                                        tf.reshape(distance, (1,)))
+                return tf.where(distance > desired, std / coefficient, std * coefficient), distances
+
+            def step(k, totals, std, distances):
+                if n_adapt:
+                    std, distances = tf.cond(tf.equal(k % interval, 0), lambda: adapt(k, std, distances),
+                                             lambda: (std, distances))
+                totals = totals + self._one_step_tf(obs_all[k], actions[k], rewards[k], obs_all[n_steps + k],
                                                     dones[k], actor_lr, critic_lr)
-            dist = tf.stack(distances) if distances else tf.zeros((1,), tf.float32)
-            return out_layout.flatten_tf([totals / float(n_steps), dist, std]
+                return totals, std, distances
+
+            totals = tf.zeros((2,), tf.float32)
+            distances = tf.zeros((max(n_adapt, 1),), tf.float32)
+            if n_steps == 1:
+                totals, std, distances = step(tf.constant(0), totals, std, distances)
+            else:
+                _, totals, std, distances = tf.while_loop(
+                    lambda k, *_: k < n_steps, lambda k, t, s, d: (k + 1,) + step(k, t, s, d),
+                    (tf.constant(0), totals, std, distances))
+            return out_layout.flatten_tf([totals / float(n_steps), distances, std]
                                          + [tf.identity(v) for v in self._actor_vars])
 
         self._train_layouts[(n_steps, variant)] = (in_layout, out_layout, n_adapt)
@@ -684,6 +692,7 @@ class DDPG(OffPolicyAlgorithm):
         floats = in_layout.pack([actions, rewards, dones, self.actor_lr, self.critic_lr, std, seeds])
         out = fn(obs_all, floats).numpy()
         losses, distances, new_std, *actor_weights = out_layout.unpack_np(out)
+        self._last_graph_stddev = float(new_std)
         if self.param_noise is not None:
             # the same sequence of adapt() calls as SB2's, with the distances computed in the compiled call
             for distance in distances[:n_adapt]:
@@ -728,9 +737,10 @@ class DDPG(OffPolicyAlgorithm):
                 "target_q": compile_(target_q, [batch_obs, vec, vec]),
                 "grads": compile_(grads, [batch_obs, tf.TensorSpec((None, n_act), tf.float32),
                                           tf.TensorSpec((None, 1), tf.float32)]),
-                "popart": compile_(popart, [scalar, scalar]),
                 "target_update": compile_(target_update, []),
             }
+            if self.normalize_returns and self.enable_popart:
+                self._step_fns["popart"] = compile_(popart, [scalar, scalar])
         return self._step_fns
 
     def _misc_function(self, name: str):
@@ -800,13 +810,14 @@ class DDPG(OffPolicyAlgorithm):
         self._step_functions()["target_update"]()
         self.target_policy.mark_weights_changed()
 
-    def _adapt_param_noise(self, adapt_obs=None) -> float:
+    def _adapt_param_noise(self, adapt_obs=None, seed=None) -> float:
         """
         Perturb a separate copy of the actor (``noise_adapt/``) with the current standard deviation, measure the
         distance between its actions and the actor's on a minibatch (averaged over the MPI ranks) and adapt the
         standard deviation (SB2's ``_adapt_param_noise``).
 
         :param adapt_obs: (np.ndarray) the observations (a minibatch is sampled when None)
+        :param seed: ((2,) int array) seed of the perturbation (drawn from NumPy's generator when None)
         :return: (float) the mean distance
         """
         if self.param_noise is None:
@@ -814,7 +825,9 @@ class DDPG(OffPolicyAlgorithm):
         if adapt_obs is None:
             adapt_obs = self.replay_buffer.sample(self.batch_size, env=self._vec_normalize_env)[0]
         self._flush_stats()
-        seed = np.random.randint(0, 2 ** 24, size=(2,)).astype(np.int64)
+        if seed is None:
+            seed = np.random.randint(0, 2 ** 24, size=(2,))
+        seed = np.asarray(seed, np.int64).reshape(2)
         distance = float(self._misc_function("adapt")(self.policy_tf._prepare_obs(adapt_obs),
                                                       np.float32(self.param_noise.current_stddev), seed).numpy())
         self.adaptive_param_noise_actor.mark_weights_changed()
@@ -826,12 +839,14 @@ class DDPG(OffPolicyAlgorithm):
         """The cycle's gradient steps one by one (MPI): same batches and order as the fused call."""
         adapt_points = self._adapt_points(n_steps)
         obs0, actions, rewards, obs1, dones, adapt_obs = self._sample_train_batches(n_steps, len(adapt_points))
+        seeds = np.random.randint(0, 2 ** 24, size=(max(len(adapt_points), 1), 2))
         batch = self.batch_size
         losses, distances = [], []
         for k in range(n_steps):
             if k in adapt_points:
                 index = adapt_points.index(k)
-                distances.append(self._adapt_param_noise(adapt_obs[index * batch:(index + 1) * batch]))
+                distances.append(self._adapt_param_noise(adapt_obs[index * batch:(index + 1) * batch],
+                                                         seed=seeds[index]))
             part = slice(k * batch, (k + 1) * batch)
             losses.append(self._train_step(batch=(obs0[part], actions[part], rewards[part], obs1[part], dones[part])))
         return np.mean(np.asarray(losses, np.float64), axis=0), np.asarray(distances)

@@ -35,6 +35,8 @@ class _NumpyState:
         self.version = -1  # the counter value the cache was built at
         self.plan = None
         self.names = None
+        self.forward_plan = None
+        self.plan_version = -2
 
 
 class DQNPolicy(BasePolicy):
@@ -264,30 +266,53 @@ class FeedForwardPolicy(DQNPolicy):
         state.plan = OrderedDict(zip(state.names, arrays))
         state.version = state.counter
 
+    def _plan(self, w: dict) -> tuple:
+        """The weights of ``w`` arranged for the forward pass: per stream [(W, b, (gamma, beta) or None)], (W, b)."""
+        n_hidden = len(self.layer_sizes)
+
+        def stream(scope: str):
+            hidden = []
+            for i in range(n_hidden):
+                fc = f"{scope}/{sb2_fully_connected_scope(i)}"
+                norm = None
+                if self.layer_norm:
+                    ln = f"{scope}/{'LayerNorm' if i == 0 else f'LayerNorm_{i}'}"
+                    norm = (w[f"{ln}/gamma"], w[f"{ln}/beta"])
+                hidden.append((w[f"{fc}/weights"], w[f"{fc}/biases"], norm))
+            out = f"{scope}/{sb2_fully_connected_scope(n_hidden)}"
+            return hidden, (w[f"{out}/weights"], w[f"{out}/biases"])
+
+        return stream("action_value"), (stream("state_value") if self.dueling else None)
+
     def _numpy_q(self, obs: np.ndarray, weights: Optional[dict]) -> np.ndarray:
-        w = self.numpy_weights() if weights is None else weights
+        if weights is None:
+            state = self._np_state
+            w = self.numpy_weights()
+            if state.plan_version != state.version:
+                state.forward_plan = self._plan(w)
+                state.plan_version = state.version
+            action_stream, state_stream = state.forward_plan
+        else:
+            action_stream, state_stream = self._plan(weights)
         act = self._np_act
         x = preprocess_obs_np(obs, self.ob_space, self.scale)
         features = x.reshape(x.shape[0], -1)
-        n_hidden = len(self.layer_sizes)
 
-        def stack(scope: str, h: np.ndarray) -> np.ndarray:
-            for i in range(n_hidden):
-                fc = f"{scope}/{sb2_fully_connected_scope(i)}"
-                h = h @ w[f"{fc}/weights"] + w[f"{fc}/biases"]
-                if self.layer_norm:
-                    ln = f"{scope}/{'LayerNorm' if i == 0 else f'LayerNorm_{i}'}"
+        def run(stream, h: np.ndarray) -> np.ndarray:
+            hidden, (w_out, b_out) = stream
+            for w_, b_, norm in hidden:
+                h = h @ w_ + b_
+                if norm is not None:
                     mean = h.mean(axis=-1, keepdims=True)
                     var = h.var(axis=-1, keepdims=True)
-                    h = (h - mean) / np.sqrt(var + 1e-12) * w[f"{ln}/gamma"] + w[f"{ln}/beta"]
+                    h = (h - mean) / np.sqrt(var + 1e-12) * norm[0] + norm[1]
                 h = act(h)
-            out = f"{scope}/{sb2_fully_connected_scope(n_hidden)}"
-            return h @ w[f"{out}/weights"] + w[f"{out}/biases"]
+            return h @ w_out + b_out
 
-        action_scores = stack("action_value", features)
-        if not self.dueling:
+        action_scores = run(action_stream, features)
+        if state_stream is None:
             return action_scores
-        state_score = stack("state_value", features)
+        state_score = run(state_stream, features)
         return state_score + action_scores - action_scores.mean(axis=1, keepdims=True)
 
 

@@ -232,6 +232,7 @@ class PPO1(MpiActorCriticRLModel):
                 timesteps_before = self.num_timesteps
                 seg = next(seg_gen)
                 if self._any_rank_stopped(not seg["continue_training"]):  # stopped early by a callback
+                    self.num_timesteps = timesteps_before + int(self.comm.allreduce(int(seg["total_timestep"])))
                     break
                 add_vtarg_and_adv(seg, self.gamma, self.lam)
                 observations = seg["observations"].astype(self.policy_pi.obs_dtype, copy=False)

@@ -396,10 +396,10 @@ class TRPO(MpiActorCriticRLModel):
                 for _ in range(self.g_step):  # g_step = 1 when not using GAIL
                     with self.timed("sampling"):
                         seg = next(seg_gen)
+                    local_steps += int(seg["total_timestep"])
                     if self._any_rank_stopped(not seg["continue_training"]):  # stopped early by a callback
                         stopped = True
                         break
-                    local_steps += int(seg["total_timestep"])
                     add_vtarg_and_adv(seg, self.gamma, self.lam)
                     observation = seg["observations"].astype(self.policy_pi.obs_dtype, copy=False)
                     action = seg["actions"]
@@ -419,6 +419,7 @@ class TRPO(MpiActorCriticRLModel):
                     if self.nworkers > 1 and iters_so_far % 20 == 0:
                         self.check_parameters_synced()
                 if stopped:
+                    self.num_timesteps = timesteps_before + int(self.comm.allreduce(local_steps))
                     break
                 for loss_name, loss_val in zip(self.loss_names, mean_losses):
                     logger.record_tabular(loss_name, float(loss_val))

@@ -1,0 +1,215 @@
+"""Throughput of sbtf's DDPG with ``mpirun -np N`` against one process.
+
+    python benchmarks/ddpg_mpi_scaling.py                         # both network sizes, 1 and 2 processes
+    python benchmarks/ddpg_mpi_scaling.py --configs small --repeats 3 --timesteps 40000
+    python benchmarks/ddpg_mpi_scaling.py --no-write              # print only
+
+DDPG counts ``total_timesteps`` per rank (as stable-baselines 2), so a run with N processes gives every rank
+``timesteps / N`` steps: all settings collect the same number of environment steps in total. Each configuration runs
+``repeats`` times in fresh processes (``<python> ddpg_mpi_scaling.py --worker ...``, under the venv's ``mpirun -np N``
+when N > 1). A worker builds the model, waits for every rank (``Barrier``), times ``learn()``, and rank 0 reports the
+global steps (the ranks' ``num_timesteps`` summed) over the wall time of ``learn()``, the CPU time of every rank, and
+the mean return of 5 deterministic evaluation episodes.
+
+One process trains a whole cycle (``nb_train_steps`` gradient steps) in one compiled call; under MPI every gradient
+step is averaged over the ranks (``MpiAdam``), so it is its own call plus two ``Allreduce``: the "1 process,
+per-step path" row runs that MPI code path in one process, to separate its cost from the parallel speed-up.
+
+The results go to ``benchmarks/results/ddpg_mpi_scaling.json`` and to the "DDPG under MPI" section of
+``docs/benchmarks.md`` (between ``<!-- BEGIN DDPG MPI -->`` and ``<!-- END DDPG MPI -->``; the rest of the page is
+kept). Standard library only in the driver; the workers need sbtf and the ``mpi`` extra.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+BEGIN, END = "<!-- BEGIN DDPG MPI -->", "<!-- END DDPG MPI -->"
+
+COMMON = dict(gamma=0.99, nb_rollout_steps=100, nb_train_steps=100, actor_lr=1e-3, critic_lr=1e-3, tau=0.005)
+CONFIGS = {
+    # name: (description, DDPG keyword arguments, default total timesteps)
+    "small": ("MLP 64x64, batch 128", dict(COMMON, batch_size=128, policy_kwargs=dict(layers=[64, 64])), 20_000),
+    "large": ("MLP 400x300, batch 256", dict(COMMON, batch_size=256, policy_kwargs=dict(layers=[400, 300])), 6_000),
+}
+# (processes, force the per-step path in one process)
+SETTINGS = ((1, False), (1, True), (2, False))
+
+
+# ----------------------------------------------------------------------------------------------- worker
+def worker(args) -> None:
+    import gymnasium as gym  # pylint: disable=import-outside-toplevel
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    from sbtf import DDPG  # pylint: disable=import-outside-toplevel
+    from sbtf.common.mpi_util import get_comm  # pylint: disable=import-outside-toplevel
+    from sbtf.ddpg import NormalActionNoise  # pylint: disable=import-outside-toplevel
+
+    comm = get_comm()
+    size = comm.Get_size()
+    kwargs = dict(CONFIGS[args.config][1])
+    model = DDPG("MlpPolicy", gym.make(args.env), seed=args.seed, verbose=0, n_cpu_tf_sess=1,
+                 action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)), **kwargs)
+    model._per_step_updates = bool(args.per_step)  # pylint: disable=protected-access
+    comm.Barrier()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    model.learn(args.timesteps // size)
+    comm.Barrier()
+    wall = time.perf_counter() - wall0
+    cpu = comm.allgather(time.process_time() - cpu0)
+    steps = comm.allreduce(int(model.num_timesteps))
+    if comm.Get_rank() == 0:
+        env = gym.make(args.env)
+        returns = []
+        for episode in range(5):
+            obs, _ = env.reset(seed=10_000 + episode)
+            done, total = False, 0.0
+            while not done:
+                action, _ = model.predict(obs)
+                obs, reward, terminated, truncated, _ = env.step(action)
+                total += float(reward)
+                done = terminated or truncated
+            returns.append(total)
+        print("RESULT " + json.dumps({"steps": steps, "seconds": wall, "steps_per_s": steps / wall,
+                                      "cpu_seconds": cpu, "eval_return": sum(returns) / len(returns)}), flush=True)
+
+
+# ----------------------------------------------------------------------------------------------- driver
+def run_one(python: str, nprocs: int, per_step: bool, config: str, timesteps: int, env: str, seed: int) -> dict:
+    cmd = [python, os.path.abspath(__file__), "--worker", "--config", config, "--timesteps", str(timesteps),
+           "--env", env, "--seed", str(seed)] + (["--per-step"] if per_step else [])
+    if nprocs > 1:
+        mpirun = os.path.join(os.path.dirname(python), "mpirun")
+        cmd = [mpirun, "-np", str(nprocs)] + cmd
+    child_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1",
+                     PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env, timeout=7200)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise RuntimeError(f"worker failed ({proc.returncode}): {proc.stderr[-2000:]}")
+
+
+def _git_revision() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "sbtf"], capture_output=True, text=True,
+                               cwd=REPO).stdout.strip()
+        return rev + ("+dirty(sbtf/)" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _label(nprocs: int, per_step: bool) -> str:
+    if nprocs == 1:
+        return "1 process, per-step path" if per_step else "1 process"
+    return f"`mpirun -np {nprocs}`"
+
+
+def render(results: dict) -> str:
+    meta = results["meta"]
+    common = ", ".join(f"{k}={v}" for k, v in COMMON.items())
+    lines = [BEGIN, "## DDPG under MPI: `mpirun -np N` against one process", "",
+             f"DDPG on `{meta['env']}`, written by `benchmarks/ddpg_mpi_scaling.py`: {common}, Gaussian action noise "
+             "0.1. DDPG counts `total_timesteps` per rank (stable-baselines 2), so each of N ranks runs "
+             "*total steps* / N steps and every setting of a network collects the same number of environment steps. "
+             "*steps/s* is that total over the wall time of `learn()` (TF tracing included); every rank "
+             "is one process with one TensorFlow thread. One process trains each cycle of 100 gradient steps in "
+             "one compiled call; under MPI each gradient step is averaged over the ranks (its own call and two "
+             "`Allreduce`), which the *1 process, per-step path* row runs without MPI. With N ranks every update "
+             "averages N minibatches, and there are N times fewer updates for the same number of steps: compare "
+             "the evaluation returns too (5 deterministic episodes, the mean over repeats).", "",
+             f"Last run: {meta['date']} · `uname -m` {meta['machine']} · {meta['cores']} cores · repeats "
+             f"{meta['repeats']} · sbtf tree {meta['revision']} · load average at start {meta['load']}.", "",
+             "| network | total steps | setting | steps/s (median) | min - max | speed-up vs 1 process "
+             "| CPU-s per 1000 steps (all ranks) | eval return |",
+             "|---|---|---|---|---|---|---|---|"]
+    for config, rows in results["rows"].items():
+        base = None
+        for row in rows:
+            speeds = [r["steps_per_s"] for r in row["runs"]]
+            median = statistics.median(speeds)
+            if row["nprocs"] == 1 and not row["per_step"]:
+                base = median
+            cpu = statistics.median([sum(r["cpu_seconds"]) / r["steps"] * 1000 for r in row["runs"]])
+            ret = statistics.mean([r["eval_return"] for r in row["runs"]])
+            speedup = f"{median / base:.2f}x" if base else "n/a"
+            lines.append(f"| {CONFIGS[config][0]} | {row['timesteps']:,} | {_label(row['nprocs'], row['per_step'])} | "
+                         f"**{median:,.0f}** | "
+                         f"{min(speeds):,.0f} - {max(speeds):,.0f} | {speedup} | {cpu:.2f} | {ret:.0f} |")
+    lines += ["", "On a machine with 2 cores, 2 processes can at best double the throughput, and other processes "
+              "running at the same time (see the load average) take from the 2-process runs first; compare the "
+              "CPU-seconds per 1000 steps as well.", "", END]
+    return "\n".join(lines)
+
+
+def update_docs(path: str, section: str) -> None:
+    text = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmarks\n"
+    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.DOTALL)
+    if pattern.search(text):
+        text = pattern.sub(lambda _m: section, text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--config", default="small", help=argparse.SUPPRESS)
+    parser.add_argument("--per-step", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--configs", default="small,large", help="comma-separated: " + ", ".join(CONFIGS))
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--timesteps", type=int, default=None,
+                        help="environment steps in total (all ranks); default: 20,000 (small), 6,000 (large)")
+    parser.add_argument("--env", default="Pendulum-v1")
+    parser.add_argument("--python", default=sys.executable, help="interpreter with sbtf and the mpi extra")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args)
+        return 0
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    results = {"meta": {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+                        "machine": platform.machine(), "cores": os.cpu_count(),
+                        "repeats": args.repeats, "env": args.env, "revision": _git_revision(),
+                        "load": f"{load:.2f}", "command": " ".join(sys.argv)},
+               "rows": {}}
+    for config in args.configs.split(","):
+        timesteps = args.timesteps or CONFIGS[config][2]
+        rows = [{"nprocs": n, "per_step": per_step, "timesteps": timesteps, "runs": []} for n, per_step in SETTINGS]
+        for repeat in range(args.repeats):  # alternate the settings within each repeat
+            for row in rows:
+                result = run_one(args.python, row["nprocs"], row["per_step"], config, timesteps, args.env, repeat)
+                row["runs"].append(result)
+                print(f"[{config}] {_label(row['nprocs'], row['per_step'])} seed={repeat}: "
+                      f"{result['steps_per_s']:,.0f} steps/s, eval {result['eval_return']:.0f}", flush=True)
+        results["rows"][config] = rows
+    section = render(results)
+    print(section)
+    if not args.no_write:
+        os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+        with open(os.path.join(HERE, "results", "ddpg_mpi_scaling.json"), "w", encoding="utf-8") as handle:
+            json.dump(results, handle, indent=2)
+        update_docs(os.path.join(REPO, "docs", "benchmarks.md"), section)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
