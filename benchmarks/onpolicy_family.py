@@ -134,6 +134,7 @@ def run_worker(algo: str, seed: int, total_timesteps: int, checkpoint: int, thre
         other = max(0.0, (busy1 - busy0 - (time.process_time() - cpu0)) / max(wall + callback.eval_seconds, 1e-9))
     return {"ok": True, "algo": algo, "seed": seed, "timesteps": int(model.num_timesteps),
             "learn_seconds": wall, "steps_per_s": model.num_timesteps / max(wall, 1e-9),
+            "steps_per_cpu_s": model.num_timesteps / max(cpu, 1e-9),
             "cpu_use": cpu / max(wall, 1e-9), "other_load": other, "curve": callback.curve, "final_eval": final,
             "hyperparameters": {"n_envs": N_ENVS, **kwargs}, "versions": {"tensorflow": tf.__version__,
                                                                           "python": platform.python_version()}}
@@ -189,12 +190,14 @@ def summarise(runs: list) -> dict:
             out[algo] = {"ok": 0}
             continue
         sps = [r["steps_per_s"] for r in ok]
+        spc = [r["steps_per_cpu_s"] for r in ok]
         points = {}
         for r in ok:
             for step, reward in r["curve"]:
                 points.setdefault(int(step), []).append(reward)
         out[algo] = {"ok": len(ok), "steps_per_s_median": statistics.median(sps), "steps_per_s_min": min(sps),
-                     "steps_per_s_max": max(sps), "cpu_use": statistics.mean(r["cpu_use"] for r in ok),
+                     "steps_per_s_max": max(sps), "steps_per_cpu_s_median": statistics.median(spc),
+                     "cpu_use": statistics.mean(r["cpu_use"] for r in ok),
                      "other_load_max": max((r["other_load"] or 0.0) for r in ok),
                      "learn_seconds": statistics.median(r["learn_seconds"] for r in ok),
                      "final_eval": statistics.mean(r["final_eval"] for r in ok),
@@ -207,6 +210,7 @@ def render_section(result: dict) -> str:
     summary = result["summary"]
     algos = [a for a in result["algos"] if a in summary]
     a2c = summary.get("a2c", {}).get("steps_per_s_median")
+    a2c_cpu = summary.get("a2c", {}).get("steps_per_cpu_s_median")
     lines = [BEGIN_MARK, "## On-policy family: ACER and ACKTR against sbtf's A2C (`onpolicy_family`)", "",
              "No stable-baselines3 equivalent of ACER or ACKTR exists, so they are measured against sbtf's own A2C: "
              f"`{ENV_ID}`, {N_ENVS} envs (DummyVecEnv of Monitor-wrapped envs), `MlpPolicy`, the RL-zoo "
@@ -216,18 +220,22 @@ def render_section(result: dict) -> str:
              f"`total_timesteps={result['total_timesteps']:,}`. Written by `benchmarks/onpolicy_family.py`; "
              "one fresh process per run, algorithms alternating within each seed, the same seeds for all.", "",
              "*learn steps/s*: `num_timesteps` / wall time of `learn()` without the checkpoint evaluations "
-             "(tracing and XLA compilation included). *reward at checkpoints*: mean return of "
-             f"{EVAL_EPISODES} deterministic episodes on a separate env, averaged over seeds.", "",
-             "| algorithm | runs ok | learn steps/s (median) | min - max | vs A2C | learn s | CPU use | "
-             "final eval (mean ± std over seeds) |", "|---|---|---|---|---|---|---|---|"]
+             "(tracing and XLA compilation included); *steps per CPU-s* divides by the process CPU time instead "
+             "(less sensitive to other processes on a shared machine; 100 % CPU use = one core). *reward at "
+             f"checkpoints*: mean return of {EVAL_EPISODES} deterministic episodes on a separate env, averaged "
+             "over seeds.", "",
+             "| algorithm | runs ok | learn steps/s (median) | min - max | vs A2C | steps per CPU-s | vs A2C (CPU) | "
+             "learn s | CPU use | final eval (mean ± std over seeds) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for algo in algos:
         s = summary[algo]
         if not s.get("ok"):
-            lines.append(f"| {LABELS[algo]} | 0 | failed | | | | | |")
+            lines.append(f"| {LABELS[algo]} | 0 | failed | | | | | | | |")
             continue
         ratio = f"{s['steps_per_s_median'] / a2c:.2f}x" if a2c else "n/a"
+        ratio_cpu = f"{s['steps_per_cpu_s_median'] / a2c_cpu:.2f}x" if a2c_cpu else "n/a"
         lines.append(f"| {LABELS[algo]} | {s['ok']}/{len(result['seeds'])} | **{s['steps_per_s_median']:,.0f}** | "
                      f"{s['steps_per_s_min']:,.0f} - {s['steps_per_s_max']:,.0f} | {ratio} | "
+                     f"{s['steps_per_cpu_s_median']:,.0f} | {ratio_cpu} | "
                      f"{s['learn_seconds']:.1f} | {100 * s['cpu_use']:.0f} % | "
                      f"{s['final_eval']:.1f} ± {s['final_eval_std']:.1f} |")
     steps = sorted({int(st) for a in algos for st in summary[a].get("curve", {})})

@@ -229,12 +229,20 @@ def test_save_load_identical_predictions_and_no_polyak_saved(tmp_path, small_mod
 
 def test_polyak_average_follows_the_parameters(small_model):
     model = small_model
-    before = [(v.numpy(), s.numpy()) for v, s in model._polyak_pairs]
-    model.learn(50, reset_num_timesteps=False)
-    for (var, shadow), (v_old, s_old) in zip(model._polyak_pairs, before):
-        # after k updates: s_k = alpha^k s_0 + (1 - alpha^k) * (weighted params): between old shadow and params
-        assert not np.allclose(shadow.numpy(), s_old) or np.allclose(var.numpy(), v_old)
+    rng = np.random.RandomState(2)
+    n_train, n_batch = model.n_envs * (model.n_steps + 1), model.n_batch
+    args = [rng.randn(n_train, 4).astype(np.float32), rng.randint(0, 2, n_batch).astype(np.int64),
+            rng.rand(n_batch).astype(np.float32), np.zeros(n_batch, np.float32),
+            np.full((n_batch, 2), 0.5, np.float32), np.zeros((1, 1), np.float32), np.zeros(n_train, np.float32),
+            np.float32(1e-3)]
+    before = [s.numpy() for _, s in model._polyak_pairs]
+    model._train_fn(*args)
+    for (var, shadow), s_old in zip(model._polyak_pairs, before):
+        # tf.train.ExponentialMovingAverage(alpha) applied after the gradient step
+        np.testing.assert_allclose(shadow.numpy(), model.alpha * s_old + (1 - model.alpha) * var.numpy(),
+                                   rtol=1e-5, atol=1e-7)
     assert any(not np.allclose(v.numpy(), s.numpy()) for v, s in model._polyak_pairs)
+    model.policy_tf.mark_weights_changed()
 
 
 # ---------------------------------------------------------------------------------------------- errors / misc
@@ -293,3 +301,16 @@ def test_pretrain_clones_an_expert_and_resets_the_average(tmp_path):
     assert evaluate(model, "CartPole-v1", n_episodes=3) >= 300
     for var, shadow in model._polyak_pairs:
         np.testing.assert_array_equal(var.numpy(), shadow.numpy())
+
+
+def test_callback_can_stop_training(small_model):
+    model = small_model
+    start = model.num_timesteps
+    calls = []
+
+    def stop_after_three(_locals, _globals):
+        calls.append(1)
+        return len(calls) < 3
+
+    model.learn(1000, callback=stop_after_three, reset_num_timesteps=False)
+    assert len(calls) == 3 and model.num_timesteps - start == 3 * model.n_envs

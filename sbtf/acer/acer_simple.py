@@ -341,7 +341,8 @@ class ACER(ActorCriticRLModel):
         obs = np.asarray(obs).astype(self.policy_tf.obs_dtype, copy=False).reshape((-1,) + self.policy_tf.obs_shape)
         n = obs.shape[0]
         if self.policy_tf.recurrent:
-            state = np.asarray(state, np.float32)
+            state = np.zeros((n, self.policy_tf.state_size), np.float32) if state is None else \
+                np.asarray(state, np.float32)
             mask = np.zeros((n,), np.float32) if mask is None else np.asarray(mask, np.float32).reshape(-1)
         else:
             state = np.zeros((n, 1), np.float32)
