@@ -81,8 +81,8 @@ def test_booby_trapped_model_file_does_not_run_code(tmp_path, trained_ppo2):
         members = {name: archive.read(name) for name in archive.namelist()}
     data = json.loads(members["data"])
     blob = base64.b64encode(pickle.dumps(_Boom())).decode()
-    data["ent_coef"] = {"__pickle__": blob, "repr": "boom", "type": "x:y"}
-    data["vf_coef"] = {"__callable__": {"repr": "boom", "sampled": None, "pickle": blob}}
+    data["learning_rate"] = {"__pickle__": blob, "repr": "boom", "type": "x:y"}
+    data["cliprange"] = {"__callable__": {"repr": "boom", "sampled": None, "pickle": blob}}
     members["data"] = json.dumps(data).encode()
     trapped = tmp_path / "trapped.zip"
     with zipfile.ZipFile(trapped, "w") as archive:
@@ -90,9 +90,9 @@ def test_booby_trapped_model_file_does_not_run_code(tmp_path, trained_ppo2):
             archive.writestr(name, payload)
     model = PPO2.load(trapped)
     assert not os.path.exists(marker)
-    assert isinstance(model.ent_coef, save_util.UnloadedObject)
+    assert isinstance(model.learning_rate, save_util.UnloadedObject)
     with pytest.raises(RuntimeError, match="allow_pickle"):
-        model.vf_coef()
+        model.cliprange(1.0)
     # a class reference to a module that is not imported is refused, not imported
     data["policy"] = {"__class__": "some_untrusted_module_xyz:Policy"}
     members["data"] = json.dumps(data).encode()
