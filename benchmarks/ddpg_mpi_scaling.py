@@ -12,7 +12,7 @@ global steps (the ranks' ``num_timesteps`` summed) over the wall time of ``learn
 the mean return of 5 deterministic evaluation episodes.
 
 One process trains a whole cycle (``nb_train_steps`` gradient steps) in one compiled call; under MPI every gradient
-step is averaged over the ranks (``MpiAdam``), so it is its own call plus two ``Allreduce``: the "1 process,
+step is averaged over the ranks (``MpiAdam``), so it takes two compiled calls and an ``Allreduce``: the "1 process,
 per-step path" row runs that MPI code path in one process, to separate its cost from the parallel speed-up.
 
 The results go to ``benchmarks/results/ddpg_mpi_scaling.json`` and to the "DDPG under MPI" section of
@@ -126,7 +126,7 @@ def render(results: dict) -> str:
              "*total steps* / N steps and every setting of a network collects the same number of environment steps. "
              "*steps/s* is that total over the wall time of `learn()` (TF tracing included); every rank "
              "is one process with one TensorFlow thread. One process trains each cycle of 100 gradient steps in "
-             "one compiled call; under MPI each gradient step is averaged over the ranks (its own call and two "
+             "one compiled call; under MPI each gradient step is averaged over the ranks (two compiled calls and one "
              "`Allreduce`), which the *1 process, per-step path* row runs without MPI. With N ranks every update "
              "averages N minibatches, and there are N times fewer updates for the same number of steps: compare "
              "the evaluation returns too (5 deterministic episodes, the mean over repeats).", "",

@@ -3,6 +3,7 @@
     python benchmarks/mpi_scaling.py                       # TRPO and PPO1 on CartPole-v1, 1 and 2 processes
     python benchmarks/mpi_scaling.py --algos trpo --nprocs 1,2,4 --repeats 3
     python benchmarks/mpi_scaling.py --no-write            # print only
+    python benchmarks/mpi_scaling.py --render-docs         # rewrite the docs section from the last results
 
 Each configuration runs ``repeats`` times in fresh processes (``<python> mpi_scaling.py --worker ...``, under the
 venv's ``mpirun -np N`` when N > 1). A worker builds the model, waits for every rank (``Barrier``), then times
@@ -126,9 +127,21 @@ def render(results: dict) -> str:
             speedup = f"{median / base:.2f}x" if base else "n/a"
             lines.append(f"| {ALGOS[algo][0]} | {row['nprocs']} | {row['batch']} | **{median:,.0f}** | "
                          f"{min(speeds):,.0f} - {max(speeds):,.0f} | {speedup} | {cpu:.2f} | {ret:.1f} |")
-    lines += ["", "On a machine with 2 cores, 2 processes can at best double the throughput; other processes "
-              "running at the same time (see the load average) take from both settings alike only if they stay "
-              "constant, so compare the CPU-seconds per 1000 steps as well.", "", END]
+    cores = meta.get("cores") or 1
+    try:
+        busy = float(meta.get("load", "nan")) >= cores
+    except ValueError:
+        busy = False
+    lines += ["", f"With N processes on a machine with {cores} cores the throughput can at best grow N-fold (while "
+              "N <= cores): the rollouts run in parallel, and the ranks synchronise once per minibatch gradient "
+              "and Fisher-vector product. CPU-s per 1000 steps adds up all ranks (TF tracing is paid once per "
+              "rank)."]
+    if busy:
+        lines += ["", f"**Warning: the load average at the start ({meta['load']}) was at or above the number of "
+                  f"cores ({cores}): other processes were using the machine, so the ranks did not have a core "
+                  "each. Each synchronisation then waits for a rank that is not running, and these numbers show "
+                  "that cost rather than the scaling on free cores. Rerun on an idle machine.**"]
+    lines += ["", END]
     return "\n".join(lines)
 
 
@@ -158,9 +171,17 @@ def main(argv=None) -> int:
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--python", default=sys.executable, help="interpreter with sbtf and the mpi extra")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--render-docs", action="store_true",
+                        help="rebuild the docs section from benchmarks/results/mpi_scaling.json, run nothing")
     args = parser.parse_args(argv)
     if args.worker:
         worker(args)
+        return 0
+    if args.render_docs:
+        with open(os.path.join(HERE, "results", "mpi_scaling.json"), encoding="utf-8") as handle:
+            section = render(json.load(handle))
+        update_docs(os.path.join(REPO, "docs", "benchmarks.md"), section)
+        print(section)
         return 0
 
     nprocs_list = [int(n) for n in args.nprocs.split(",")]

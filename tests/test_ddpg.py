@@ -149,14 +149,22 @@ def test_fused_cycle_equals_per_step_mpi_path():
                     normalize_observations=True, normalize_returns=True, enable_popart=True, critic_l2_reg=0.01,
                     clip_norm=0.5, gamma=0.9, tau=0.05, policy_kwargs=SMALL)
 
-    fused, per_step = make(), make()
+    fused, per_step, mpi_graph = make(), make(), make()
+    mpi_graph._mpi_graph = True  # the variant MPI runs: Allreduce inside the compiled call (identity here), no XLA
     before = fused.get_parameters()
-    for model in (fused, per_step):
+    for model in (fused, per_step, mpi_graph):
         _fill(model)
     np.random.seed(5)
     fused_losses, fused_distances = fused._train_fused(6)
     np.random.seed(5)
     step_losses, step_distances = per_step._train_per_step(6)
+    np.random.seed(5)
+    mpi_losses, mpi_distances = mpi_graph._train_fused(6)
+    # same TF kernels as the per-step path (random numbers included)
+    np.testing.assert_allclose(mpi_distances, step_distances, rtol=1e-6)
+    for name, value in mpi_graph.get_parameters().items():
+        np.testing.assert_allclose(value, per_step.get_parameters()[name], rtol=1e-6, atol=1e-7, err_msg=name)
+    assert mpi_graph.n_traces == 1
     np.testing.assert_allclose(fused_losses, step_losses, rtol=1e-4, atol=1e-6)
     assert len(fused_distances) == len(step_distances) == 3
     a, b = fused.get_parameters(), per_step.get_parameters()

@@ -283,8 +283,8 @@ def test_her_save_load_identical_predictions(tmp_path, model_class, kwargs, cont
 
 def test_her_from_data_accepts_names_like_legacy_files():
     """The legacy loader hands over model_class as a class or name and the strategy as a lower-case name."""
-    model = HER("MlpPolicy", BitFlippingEnv(3, continuous=True), "td3", goal_selection_strategy=GoalSelectionStrategy.FINAL,
-                seed=0, policy_kwargs=dict(layers=[8]))
+    model = HER("MlpPolicy", BitFlippingEnv(3, continuous=True), "td3",
+                goal_selection_strategy=GoalSelectionStrategy.FINAL, seed=0, policy_kwargs=dict(layers=[8]))
     assert model.model_class is TD3
     data = model._get_save_data()
     data.update(model_class="TD3", goal_selection_strategy="final")

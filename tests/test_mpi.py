@@ -61,6 +61,8 @@ def test_collectives_in_one_process():
     sync_check(np.random.randn(5))  # nothing to compare against: must not raise
     tensor = object()
     assert mpi_util.allreduce_tf(tensor) is tensor  # one process: no op is added to the graph
+    assert mpi_util.any_rank(True) and not mpi_util.any_rank(False)
+    np.testing.assert_array_equal(allreduce_sum(arr, polite=True), arr)
     with pytest.raises(ValueError, match="boom"):
         with abort_on_exception():  # one process: the exception propagates (no abort)
             raise ValueError("boom")

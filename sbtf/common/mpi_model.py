@@ -26,7 +26,8 @@ import tensorflow as tf
 
 from sbtf import logger
 from sbtf.common.base_class import ActorCriticRLModel
-from sbtf.common.mpi_util import (abort_on_exception, get_comm, install_abort_excepthook, rank_seed, sync_check)
+from sbtf.common.mpi_util import (abort_on_exception, any_rank, get_comm, install_abort_excepthook, rank_seed,
+                                  sync_check)
 from sbtf.common.policies import ActorCriticPolicy
 from sbtf.common.tf_util import GetFlat, SetFromFlat, make_assign_fn
 
@@ -185,11 +186,10 @@ class MpiActorCriticRLModel(ActorCriticRLModel):
     def _any_rank_stopped(self, stopped: bool) -> bool:
         """
         Whether a callback stopped training on any rank (collective): all ranks then leave ``learn()`` together,
-        instead of the others waiting forever in the next collective call.
+        instead of the others waiting forever in the next collective call. This is where the ranks meet after
+        their rollouts, so the wait is polite (no busy-polling while a slower rank still steps its environment).
         """
-        if self.nworkers == 1:
-            return bool(stopped)
-        return int(self.comm.allreduce(int(bool(stopped)))) > 0
+        return any_rank(stopped, self.comm)
 
     @staticmethod
     def _standardize(adv: np.ndarray) -> np.ndarray:

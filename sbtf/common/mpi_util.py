@@ -229,25 +229,31 @@ def _op(comm, name: str):
 
 
 # ----------------------------------------------------------------------------------------------- collectives
-def allreduce_sum(arr, comm=None) -> np.ndarray:
-    """Element-wise sum of ``arr`` over the ranks (a new array; float32/float64 kept, others as float64)."""
+def allreduce_sum(arr, comm=None, polite: bool = False) -> np.ndarray:
+    """
+    Element-wise sum of ``arr`` over the ranks (a new array; float32/float64 kept, others as float64).
+
+    :param polite: (bool) wait without busy-polling (see ``_wait_politely``): for the points where ranks may wait
+        long for each other (after collecting experience); the default blocking call has the lowest latency
+    """
     comm = get_comm(comm)
     arr = np.ascontiguousarray(arr)
     if arr.dtype not in (np.float32, np.float64, np.int32, np.int64):
         arr = arr.astype(np.float64)
     out = np.empty_like(arr)
-    if isinstance(comm, SingleProcessComm) or not hasattr(comm, "Iallreduce"):
-        comm.Allreduce(arr, out, op=_op(comm, "SUM"))
-    else:
+    if polite and not isinstance(comm, SingleProcessComm) and hasattr(comm, "Iallreduce"):
         _wait_politely(comm.Iallreduce(arr, out, op=_op(comm, "SUM")))
+    else:
+        comm.Allreduce(arr, out, op=_op(comm, "SUM"))
     return out
 
 
-def _wait_politely(request, spin_seconds: float = 2e-4, max_sleep: float = 1e-3) -> None:
+def _wait_politely(request, spin_seconds: float = 1e-3, max_sleep: float = 2e-3) -> None:
     """
-    Wait for a non-blocking MPI request: test in a tight loop for ``spin_seconds`` (fast collectives keep their
-    latency), then sleep between tests (growing to ``max_sleep``). MPI's own blocking wait busy-polls, which on a
-    machine with fewer free cores than processes takes the CPU away from the rank that everyone is waiting for.
+    Wait for a non-blocking MPI request: test in a tight loop for ``spin_seconds``, then sleep between tests
+    (growing to ``max_sleep``). MPI's blocking wait busy-polls, which takes a core away from the rank that is still
+    working when there are fewer free cores than processes. Only for single-round collectives of a few bytes
+    (a multi-round one would wait for a sleeping partner at every round).
     """
     if request.Test():
         return
@@ -255,10 +261,21 @@ def _wait_politely(request, spin_seconds: float = 2e-4, max_sleep: float = 1e-3)
     while time.perf_counter() < deadline:
         if request.Test():
             return
-    sleep = 2e-5
+    sleep = 5e-5
     while not request.Test():
         time.sleep(sleep)
         sleep = min(sleep * 2, max_sleep)
+
+
+def any_rank(flag: bool, comm=None) -> bool:
+    """
+    Whether ``flag`` is true on any rank (a collective). Waits politely: it is meant for the point where the ranks
+    meet after collecting experience, which they finish at different times.
+    """
+    comm = get_comm(comm)
+    if comm.Get_size() == 1:
+        return bool(flag)
+    return int(allreduce_sum(np.array([int(bool(flag))], np.int64), comm, polite=True)[0]) > 0
 
 
 def allreduce_mean(arr, comm=None) -> np.ndarray:
@@ -426,5 +443,5 @@ def mpi_rank_or_zero() -> int:
 
 __all__ = ["SingleProcessComm", "MPIUnavailableError", "MpiSyncError", "INSTALL_HINT", "launched_by_mpi",
            "launcher_size", "get_mpi", "get_comm", "mpi_in_use", "get_rank", "get_size", "is_root", "allreduce_sum",
-           "allreduce_mean", "allreduce_tf", "allgather", "allreduce_object_sum", "broadcast_array", "sync_check", "abort_job",
+           "allreduce_mean", "allreduce_tf", "any_rank", "allgather", "allreduce_object_sum", "broadcast_array", "sync_check", "abort_job",
            "abort_on_exception", "install_abort_excepthook", "rank_seed", "mpi_rank_or_zero"]

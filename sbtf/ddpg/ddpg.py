@@ -16,7 +16,8 @@ How it runs:
   minibatches, using ``MpiAdam``'s in-graph update (``apply_flat_grad``); acting is a NumPy forward pass on weights
   the call returns (Mlp policies);
 * under ``mpirun -np N`` each rank collects its own experience into its own replay buffer; every gradient step the
-  flat gradients are averaged over the ranks by ``MpiAdam.update``, the parameter-noise distance is averaged, and the
+  flat gradients are averaged over the ranks (one ``Allreduce``) and applied by the two ``MpiAdam`` optimisers (two
+  compiled calls per gradient step: gradients, then updates), the parameter-noise distance is averaged, and the
   observation (and Pop-Art return) statistics are summed over the ranks, so the ranks' networks stay identical
   (``learn()`` starts by broadcasting rank 0's parameters). Seeds are ``seed + 10000 * rank``; only rank 0 logs and
   saves; a rank that fails aborts the whole job (``mpi_util.abort_on_exception``).
@@ -41,7 +42,7 @@ from sbtf.common.mpi_adam import MpiAdam
 from sbtf.common.mpi_running_mean_std import RunningMeanStd
 from sbtf.common.mpi_util import (abort_on_exception, allreduce_sum, get_comm, install_abort_excepthook, rank_seed,
                                   sync_check)
-from sbtf.common.off_policy import (FastFunction, FlatLayout, OffPolicyAlgorithm, TrainFunctionCache, copy_variables,
+from sbtf.common.off_policy import (FastFunction, FlatLayout, OffPolicyAlgorithm, TrainFunctionCache, _tf_variable,
                                     polyak_update)
 from sbtf.common.tf_util import GetFlat, SetFromFlat, flatgrad
 from sbtf.ddpg.policies import DDPGPolicy
@@ -303,7 +304,10 @@ class DDPG(OffPolicyAlgorithm):
         self._flat_io = None
         self._vec_normalize_env = None
         self._last_graph_stddev = None
-        #: run the per-gradient-step path (with MPI averaging) even in one process (always used under MPI)
+        self._train_fns_mpi = None
+        #: use the MPI variant of the fused train call (Allreduce inside) even in one process (tests)
+        self._mpi_graph = False
+        #: run every gradient step as its own calls, with the Allreduce in Python (SB2's ``_train_step`` structure)
         self._per_step_updates = False
 
         if self.env is not None:
@@ -465,6 +469,7 @@ class DDPG(OffPolicyAlgorithm):
         self.critic_optimizer = MpiAdam(self._critic_vars, beta1=0.9, beta2=0.999, epsilon=1e-08, comm=comm)
 
         self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self._use_xla(self.policy_tf))
+        self._train_fns_mpi = None
         self._train_layouts = {}
         self._step_fns = None
         self._misc_fns = {}
@@ -478,6 +483,11 @@ class DDPG(OffPolicyAlgorithm):
         self.ret_rms_params = [v for k, v in named.items() if "ret_rms" in k]
         if self.replay_buffer is None:
             self.replay_buffer = ReplayBuffer(self.buffer_size)
+
+    @property
+    def n_traces(self) -> int:
+        """How many times the compiled train functions were traced (constant after warm-up)."""
+        return sum(cache.n_traces for cache in (self._train_fns, self._train_fns_mpi) if cache is not None)
 
     def _policies(self) -> list:
         return [p for p in (self.policy_tf, self.target_policy, self.param_noise_actor,
@@ -592,25 +602,62 @@ class DDPG(OffPolicyAlgorithm):
             else:
                 target.assign(source)
 
-    def _tf_adapt(self, adapt_obs, std, seed):
-        """Perturb ``noise_adapt/`` with ``std``; the RMS distance between its actions and the actor's."""
+    def _tf_adapt(self, adapt_obs, std, seed, mpi: bool = False):
+        """Perturb ``noise_adapt/`` with ``std``; the RMS distance between its actions and the actor's (the mean over
+        the ranks with ``mpi``)."""
         self._tf_perturb(self.adaptive_param_noise_actor.actor_variables(), std, seed)
         nobs = self.policy_tf.normalize_obs_tf(adapt_obs)
         diff = self.policy_tf.actor(nobs) - self.adaptive_param_noise_actor.actor(nobs)
-        return tf.sqrt(tf.reduce_mean(tf.square(diff)))
+        distance = tf.sqrt(tf.reduce_mean(tf.square(diff)))
+        return self._tf_allreduce(distance, mean=True) if mpi else distance
 
-    def _one_step_tf(self, obs0, actions, rewards, obs1, terminals1, actor_lr, critic_lr):
-        """One full gradient step inside a compiled function (one process): returns [critic_loss, actor_loss]."""
+    def _np_allreduce_sum(self, value: np.ndarray) -> np.ndarray:
+        return allreduce_sum(value, self.comm)
+
+    def _np_allreduce_mean(self, value: np.ndarray) -> np.ndarray:
+        return (allreduce_sum(value, self.comm) / self.nworkers).astype(value.dtype, copy=False)
+
+    def _tf_allreduce(self, tensor, mean: bool = True):
+        """
+        Sum (or mean) of ``tensor`` over the MPI ranks, from inside a compiled function: an ``Allreduce`` run by
+        ``tf.numpy_function`` (stateful, so TensorFlow keeps the program order of these collective calls).
+        """
+        fn = self._np_allreduce_mean if mean else self._np_allreduce_sum
+        out = tf.numpy_function(fn, [tensor], tensor.dtype, stateful=True)
+        out.set_shape(tensor.shape)
+        return out
+
+    def _one_step_tf(self, obs0, actions, rewards, obs1, terminals1, actor_lr, critic_lr, mpi: bool = False):
+        """
+        One full gradient step inside a compiled function: returns [critic_loss, actor_loss]. With ``mpi`` the
+        Pop-Art statistics are summed and the gradients averaged over the ranks (``Allreduce`` in the graph).
+        """
         target_q = self._tf_target_q(obs1, rewards, terminals1)
         if self.normalize_returns and self.enable_popart:
             old_mean, old_std = self.ret_rms.mean, self.ret_rms.std
-            self.ret_rms.update_tf(target_q)
+            if mpi:
+                data = tf.cast(tf.reshape(target_q, (-1,)), tf.float64)
+                totals = self._tf_allreduce(tf.stack([tf.reduce_sum(data), tf.reduce_sum(tf.square(data)),
+                                                      tf.cast(tf.size(data), tf.float64)]), mean=False)
+                self.ret_rms.rms._sum.assign_add(totals[0])
+                self.ret_rms.rms._sumsq.assign_add(totals[1])
+                self.ret_rms.rms._count.assign_add(totals[2])
+            else:
+                self.ret_rms.update_tf(target_q)
             self._tf_popart(old_mean, old_std)
         actor_grad, critic_grad, critic_loss, actor_loss = self._tf_grads(obs0, actions, tf.stop_gradient(target_q))
-        self.actor_optimizer.apply_flat_grad(actor_grad, actor_lr)
-        self.critic_optimizer.apply_flat_grad(critic_grad, critic_lr)
-        polyak_update(self._target_vars, self._source_vars, float(self.tau))
-        return tf.stack([critic_loss, actor_loss])
+        if mpi:  # MpiAdam.update's averaging, both optimisers in one Allreduce
+            flat = self._tf_allreduce(tf.concat([actor_grad, critic_grad], axis=0), mean=True)
+            actor_grad, critic_grad = flat[:self.actor_optimizer.size], flat[self.actor_optimizer.size:]
+        updates = [self.actor_optimizer.apply_flat_grad(actor_grad, actor_lr),
+                   self.critic_optimizer.apply_flat_grad(critic_grad, critic_lr)]
+        with tf.control_dependencies(updates):
+            tau = float(self.tau)
+            updates = [_tf_variable(target).assign((1.0 - tau) * target + tau * source)
+                       for target, source in zip(self._target_vars, self._source_vars)]
+        # the losses are returned once the step's updates are done: the next step (and its collectives) waits for them
+        with tf.control_dependencies(updates):
+            return tf.stack([tf.identity(critic_loss), tf.identity(actor_loss)])
 
     # ------------------------------------------------------------------ fused training (one process)
     def _adapt_points(self, n_steps: int) -> List[int]:
@@ -619,7 +666,12 @@ class DDPG(OffPolicyAlgorithm):
         return list(range(0, n_steps, max(1, int(self.param_noise_adaption_interval))))
 
     def _build_train_fn(self, n_steps: int, variant=None):
-        """``n_steps`` gradient steps (with their parameter-noise adaptions) in one compiled call."""
+        """
+        ``n_steps`` gradient steps (with their parameter-noise adaptions) in one compiled call; ``variant="mpi"``
+        averages the gradients and the parameter-noise distances, and sums the Pop-Art statistics, over the MPI ranks
+        at every step (``Allreduce`` inside the call, so it is not XLA-compiled).
+        """
+        mpi = variant == "mpi"
         batch = int(self.batch_size)
         n_act = self.policy_tf.n_act
         obs_shape = tuple(self.policy_tf.obs_shape)
@@ -640,17 +692,21 @@ class DDPG(OffPolicyAlgorithm):
             def adapt(k, std, distances):
                 """SB2's adaption before gradient step ``k`` (k % interval == 0): perturb, measure, scale the noise."""
                 index = k // interval
-                distance = self._tf_adapt(obs_all[2 * n_steps + index], std, seeds[index])
+                distance = self._tf_adapt(obs_all[2 * n_steps + index], std, seeds[index], mpi=mpi)
                 distances = tf.tensor_scatter_nd_update(distances, tf.reshape(index, (1, 1)),
                                                         tf.reshape(distance, (1,)))
                 return tf.where(distance > desired, std / coefficient, std * coefficient), distances
 
             def step(k, totals, std, distances):
+                # explicit order (the collective calls of the MPI variant must run in the same order on every
+                # rank): the previous step's updates, then this step's adaption, then its gradient step
                 if n_adapt:
-                    std, distances = tf.cond(tf.equal(k % interval, 0), lambda: adapt(k, std, distances),
-                                             lambda: (std, distances))
-                totals = totals + self._one_step_tf(obs_all[k], actions[k], rewards[k], obs_all[n_steps + k],
-                                                    dones[k], actor_lr, critic_lr)
+                    with tf.control_dependencies([totals]):
+                        std, distances = tf.cond(tf.equal(k % interval, 0), lambda: adapt(k, std, distances),
+                                                 lambda: (tf.identity(std), tf.identity(distances)))
+                with tf.control_dependencies([totals, std, distances]):
+                    totals = totals + self._one_step_tf(obs_all[k], actions[k], rewards[k], obs_all[n_steps + k],
+                                                        dones[k], actor_lr, critic_lr, mpi=mpi)
                 return totals, std, distances
 
             totals = tf.zeros((2,), tf.float32)
@@ -660,7 +716,7 @@ class DDPG(OffPolicyAlgorithm):
             else:
                 _, totals, std, distances = tf.while_loop(
                     lambda k, *_: k < n_steps, lambda k, t, s, d: (k + 1,) + step(k, t, s, d),
-                    (tf.constant(0), totals, std, distances))
+                    (tf.constant(0), totals, std, distances), parallel_iterations=1)
             return out_layout.flatten_tf([totals / float(n_steps), distances, std]
                                          + [tf.identity(v) for v in self._actor_vars])
 
@@ -676,9 +732,17 @@ class DDPG(OffPolicyAlgorithm):
         return obs0, actions, rewards, obs1, dones, adapt_obs
 
     def _train_fused(self, n_steps: int) -> Tuple[np.ndarray, np.ndarray]:
-        """``n_steps`` gradient steps in one compiled call; returns (mean [critic, actor] losses, distances)."""
-        fn = self._train_fns.get(n_steps, None)
-        in_layout, out_layout, n_adapt = self._train_layouts[(n_steps, None)]
+        """
+        ``n_steps`` gradient steps in one compiled call; returns (mean [critic, actor] losses, distances). Under MPI
+        (or with ``_mpi_graph``) the call is the ``"mpi"`` variant, whose ``Allreduce`` run inside it.
+        """
+        if self.nworkers > 1 or self._mpi_graph:
+            if self._train_fns_mpi is None:
+                self._train_fns_mpi = TrainFunctionCache(self._build_train_fn, jit_compile=False)
+            variant, fn = "mpi", self._train_fns_mpi.get(n_steps, "mpi")
+        else:
+            variant, fn = None, self._train_fns.get(n_steps, None)
+        in_layout, out_layout, n_adapt = self._train_layouts[(n_steps, variant)]
         obs0, actions, rewards, obs1, dones, adapt_obs = self._sample_train_batches(n_steps, n_adapt)
         batch = self.batch_size
         obs_dtype, obs_shape = self.policy_tf.obs_dtype, tuple(self.policy_tf.obs_shape)
@@ -708,22 +772,42 @@ class DDPG(OffPolicyAlgorithm):
 
     # ------------------------------------------------------------------ per-step training (MPI)
     def _step_functions(self) -> dict:
+        """
+        The compiled calls of one gradient step under MPI: ``grads`` (target Q, both losses and their flat gradients,
+        concatenated with the losses: one tensor out), then, after the ranks' gradients are averaged with one
+        ``Allreduce``, ``apply`` (both ``MpiAdam`` steps with the averaged gradients and the soft target update).
+        With Pop-Art the target Q comes first (``target_q``), so that the return statistics can be updated over the
+        ranks and the critics rescaled (``popart``) before the gradients are taken.
+        """
         if self._step_fns is None:
             policy = self.policy_tf
             batch_obs = policy.obs_signature()
             n_act = policy.n_act
             vec = tf.TensorSpec((None,), tf.float32)
             scalar = tf.TensorSpec((), tf.float32)
+            n_actor = self.actor_optimizer.size
+
+            def flat_out(obs0, actions, target_q):
+                actor_grad, critic_grad, critic_loss, actor_loss = self._tf_grads(obs0, actions, target_q)
+                return tf.concat([actor_grad, critic_grad, tf.stack([critic_loss, actor_loss])], axis=0)
+
+            def grads(obs0, actions, rewards, obs1, terminals1):
+                return flat_out(obs0, actions, tf.stop_gradient(self._tf_target_q(obs1, rewards, terminals1)))
+
+            def grads_given_target(obs0, actions, target_q):
+                return flat_out(obs0, actions, target_q)
 
             def target_q(obs1, rewards, terminals1):
                 return self._tf_target_q(obs1, rewards, terminals1)
 
-            def grads(obs0, actions, tq):
-                actor_grad, critic_grad, critic_loss, actor_loss = self._tf_grads(obs0, actions, tq)
-                return actor_grad, critic_grad, tf.stack([critic_loss, actor_loss])
-
             def popart(old_mean, old_std):
                 self._tf_popart(old_mean, old_std)
+                return tf.constant(True)
+
+            def apply(flat_grad, actor_lr, critic_lr):
+                self.actor_optimizer.apply_flat_grad(flat_grad[:n_actor], actor_lr)
+                self.critic_optimizer.apply_flat_grad(flat_grad[n_actor:], critic_lr)
+                polyak_update(self._target_vars, self._source_vars, float(self.tau))
                 return tf.constant(True)
 
             def target_update():
@@ -733,13 +817,18 @@ class DDPG(OffPolicyAlgorithm):
             def compile_(fn, signature):
                 return FastFunction(tf.function(fn, input_signature=signature).get_concrete_function())
 
+            actions = tf.TensorSpec((None, n_act), tf.float32)
             self._step_fns = {
-                "target_q": compile_(target_q, [batch_obs, vec, vec]),
-                "grads": compile_(grads, [batch_obs, tf.TensorSpec((None, n_act), tf.float32),
-                                          tf.TensorSpec((None, 1), tf.float32)]),
+                "grads": compile_(grads, [batch_obs, actions, vec, batch_obs, vec]),
+                "apply": compile_(apply, [tf.TensorSpec((n_actor + self.critic_optimizer.size,), tf.float32),
+                                          scalar, scalar]),
                 "target_update": compile_(target_update, []),
             }
             if self.normalize_returns and self.enable_popart:
+                self._step_fns["target_q"] = compile_(target_q, [batch_obs, vec, vec])
+                self._step_fns["grads_given_target"] = compile_(grads_given_target,
+                                                                [batch_obs, actions, tf.TensorSpec((None, 1),
+                                                                                                   tf.float32)])
                 self._step_fns["popart"] = compile_(popart, [scalar, scalar])
         return self._step_fns
 
@@ -773,7 +862,10 @@ class DDPG(OffPolicyAlgorithm):
 
     def _train_step(self, step=None, writer=None, log=False, batch=None) -> Tuple[float, float]:
         """
-        One gradient step with the gradients averaged over the MPI ranks (SB2's ``_train_step``).
+        One gradient step with the gradients averaged over the MPI ranks (SB2's ``_train_step``): the flat actor and
+        critic gradients of this rank's minibatch are averaged over the ranks (one ``Allreduce``, as
+        ``MpiAdam.update`` does) and applied with the ``MpiAdam`` optimisers' update, then the targets move by ``tau``.
+        Every 100 updates ``learn()`` checks that the ranks' parameters agree (as ``MpiAdam.update`` did).
 
         :param step: (int) the step number for TensorBoard (unused)
         :param writer: unused (TensorBoard scalars are written per cycle)
@@ -788,21 +880,26 @@ class DDPG(OffPolicyAlgorithm):
         policy = self.policy_tf
         obs0 = policy._prepare_obs(obs0)
         obs1 = policy._prepare_obs(obs1)
+        actions = np.asarray(actions, np.float32)
         rewards = np.asarray(rewards, np.float32).reshape(-1)
         terminals1 = np.asarray(terminals1, np.float32).reshape(-1)
         self._flush_stats()
-        target_q = fns["target_q"](obs1, rewards, terminals1).numpy()
         if self.normalize_returns and self.enable_popart:
+            target_q = fns["target_q"](obs1, rewards, terminals1).numpy()
             old_mean, old_std = float(self.ret_rms.mean_np()), float(self.ret_rms.std_np())
-            self.ret_rms.update(target_q.flatten())
+            self.ret_rms.update(target_q.flatten())  # summed over the ranks
             self.ret_rms.flush()
             fns["popart"](np.float32(old_mean), np.float32(old_std))
-        actor_grad, critic_grad, losses = fns["grads"](obs0, np.asarray(actions, np.float32), target_q)
-        self.actor_optimizer.update(actor_grad.numpy(), learning_rate=self.actor_lr)
-        self.critic_optimizer.update(critic_grad.numpy(), learning_rate=self.critic_lr)
-        self._update_target_net()
+            out = fns["grads_given_target"](obs0, actions, target_q).numpy()
+        else:
+            out = fns["grads"](obs0, actions, rewards, obs1, terminals1).numpy()
+        flat_grad, losses = out[:-2], out[-2:]
+        # the mean gradient over the ranks (MpiAdam.update's averaging, for both optimisers in one Allreduce)
+        if self.nworkers > 1:
+            flat_grad = allreduce_sum(flat_grad, self.comm) / self.nworkers
+        fns["apply"](flat_grad, np.float32(self.actor_lr), np.float32(self.critic_lr))
         policy.mark_weights_changed()
-        losses = losses.numpy()
+        self.target_policy.mark_weights_changed()
         return float(losses[0]), float(losses[1])
 
     def _update_target_net(self) -> None:
@@ -997,7 +1094,7 @@ class DDPG(OffPolicyAlgorithm):
         episode_successes: list = []
         env = self.env
         vec_normalize = self._vec_normalize_env
-        per_step = self._per_step_updates or self.nworkers > 1
+        per_step = self._per_step_updates
         compute_q = self.verbose >= 1
         eval_env = self._make_eval_env()
 

@@ -310,7 +310,7 @@ class FeedForwardPolicy(DDPGPolicy):
         return [var for layer in self._critic_named for _, var in layer.named_variables()]
 
     def perturbable_mask(self) -> list:
-        """For each actor variable: whether parameter noise perturbs it (SB2: every trainable variable but LayerNorm)."""
+        """For each actor variable: whether parameter noise perturbs it (SB2: all trainable ones but LayerNorm)."""
         return [not isinstance(layer, LayerNorm) for layer in self._actor_named for _ in layer.named_variables()]
 
     def qf_output_variables(self) -> tuple:

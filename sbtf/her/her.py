@@ -12,8 +12,6 @@ import functools
 import importlib
 from typing import Any, Optional
 
-import numpy as np
-
 from sbtf.common import save_util
 from sbtf.common.base_class import BaseRLModel, OffPolicyRLModel
 from sbtf.her.replay_buffer import GoalSelectionStrategy, HindsightExperienceReplayWrapper, goal_selection_strategy_from

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from enum import Enum
-from typing import Any, List, Union
+from typing import List, Union
 
 import numpy as np
 

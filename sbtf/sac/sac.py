@@ -17,8 +17,7 @@ import tensorflow as tf
 
 from sbtf.common.buffers import ReplayBuffer
 from sbtf.common.math_util import scale_action, unscale_action
-from sbtf.common.off_policy import (FlatLayout, FusedAdam, OffPolicyAlgorithm, TrainFunctionCache, copy_variables,
-                                    polyak_update, stateless_seed)
+from sbtf.common.off_policy import FlatLayout, FusedAdam, OffPolicyAlgorithm, TrainFunctionCache, polyak_update
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.sac.policies import SACPolicy, apply_squashing_func, gaussian_entropy, gaussian_likelihood
 
