@@ -11,9 +11,10 @@ when N > 1). A worker builds the model, waits for every rank (``Barrier``), time
 global steps (the ranks' ``num_timesteps`` summed) over the wall time of ``learn()``, the CPU time of every rank, and
 the mean return of 5 deterministic evaluation episodes.
 
-One process trains a whole cycle (``nb_train_steps`` gradient steps) in one compiled call; under MPI every gradient
-step is averaged over the ranks (``MpiAdam``), so it takes two compiled calls and an ``Allreduce``: the "1 process,
-per-step path" row runs that MPI code path in one process, to separate its cost from the parallel speed-up.
+A cycle's ``nb_train_steps`` gradient steps are one compiled call in both cases; under MPI that call averages every
+gradient step over the ranks with an ``Allreduce`` inside it (``tf.numpy_function``), which rules out XLA. The
+"1 process, MPI variant" row runs that variant of the call in one process, to separate its cost from the parallel
+speed-up.
 
 The results go to ``benchmarks/results/ddpg_mpi_scaling.json`` and to the "DDPG under MPI" section of
 ``docs/benchmarks.md`` (between ``<!-- BEGIN DDPG MPI -->`` and ``<!-- END DDPG MPI -->``; the rest of the page is
@@ -42,7 +43,7 @@ CONFIGS = {
     "small": ("MLP 64x64, batch 128", dict(COMMON, batch_size=128, policy_kwargs=dict(layers=[64, 64])), 20_000),
     "large": ("MLP 400x300, batch 256", dict(COMMON, batch_size=256, policy_kwargs=dict(layers=[400, 300])), 6_000),
 }
-# (processes, force the per-step path in one process)
+# (processes, use the MPI variant of the train call in one process)
 SETTINGS = ((1, False), (1, True), (2, False))
 
 
@@ -60,7 +61,7 @@ def worker(args) -> None:
     kwargs = dict(CONFIGS[args.config][1])
     model = DDPG("MlpPolicy", gym.make(args.env), seed=args.seed, verbose=0, n_cpu_tf_sess=1,
                  action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)), **kwargs)
-    model._per_step_updates = bool(args.per_step)  # pylint: disable=protected-access
+    model._mpi_graph = bool(args.mpi_variant)  # pylint: disable=protected-access
     comm.Barrier()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     model.learn(args.timesteps // size)
@@ -85,9 +86,9 @@ def worker(args) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- driver
-def run_one(python: str, nprocs: int, per_step: bool, config: str, timesteps: int, env: str, seed: int) -> dict:
+def run_one(python: str, nprocs: int, mpi_variant: bool, config: str, timesteps: int, env: str, seed: int) -> dict:
     cmd = [python, os.path.abspath(__file__), "--worker", "--config", config, "--timesteps", str(timesteps),
-           "--env", env, "--seed", str(seed)] + (["--per-step"] if per_step else [])
+           "--env", env, "--seed", str(seed)] + (["--mpi-variant"] if mpi_variant else [])
     if nprocs > 1:
         mpirun = os.path.join(os.path.dirname(python), "mpirun")
         cmd = [mpirun, "-np", str(nprocs)] + cmd
@@ -111,9 +112,9 @@ def _git_revision() -> str:
         return "unknown"
 
 
-def _label(nprocs: int, per_step: bool) -> str:
+def _label(nprocs: int, mpi_variant: bool) -> str:
     if nprocs == 1:
-        return "1 process, per-step path" if per_step else "1 process"
+        return "1 process, MPI variant" if mpi_variant else "1 process"
     return f"`mpirun -np {nprocs}`"
 
 
@@ -125,9 +126,9 @@ def render(results: dict) -> str:
              "0.1. DDPG counts `total_timesteps` per rank (stable-baselines 2), so each of N ranks runs "
              "*total steps* / N steps and every setting of a network collects the same number of environment steps. "
              "*steps/s* is that total over the wall time of `learn()` (TF tracing included); every rank "
-             "is one process with one TensorFlow thread. One process trains each cycle of 100 gradient steps in "
-             "one compiled call; under MPI each gradient step is averaged over the ranks (two compiled calls and one "
-             "`Allreduce`), which the *1 process, per-step path* row runs without MPI. With N ranks every update "
+             "is one process with one TensorFlow thread. Each cycle of 100 gradient steps is one compiled call; under "
+             "MPI that call averages every gradient step over the ranks with an `Allreduce` inside it, which rules "
+             "out XLA: the *1 process, MPI variant* row runs that call in one process. With N ranks every update "
              "averages N minibatches, and there are N times fewer updates for the same number of steps: compare "
              "the evaluation returns too (5 deterministic episodes, the mean over repeats).", "",
              f"Last run: {meta['date']} · `uname -m` {meta['machine']} · {meta['cores']} cores · repeats "
@@ -140,12 +141,12 @@ def render(results: dict) -> str:
         for row in rows:
             speeds = [r["steps_per_s"] for r in row["runs"]]
             median = statistics.median(speeds)
-            if row["nprocs"] == 1 and not row["per_step"]:
+            if row["nprocs"] == 1 and not row["mpi_variant"]:
                 base = median
             cpu = statistics.median([sum(r["cpu_seconds"]) / r["steps"] * 1000 for r in row["runs"]])
             ret = statistics.mean([r["eval_return"] for r in row["runs"]])
             speedup = f"{median / base:.2f}x" if base else "n/a"
-            lines.append(f"| {CONFIGS[config][0]} | {row['timesteps']:,} | {_label(row['nprocs'], row['per_step'])} | "
+            lines.append(f"| {CONFIGS[config][0]} | {row['timesteps']:,} | {_label(row['nprocs'], row['mpi_variant'])} | "
                          f"**{median:,.0f}** | "
                          f"{min(speeds):,.0f} - {max(speeds):,.0f} | {speedup} | {cpu:.2f} | {ret:.0f} |")
     lines += ["", "On a machine with 2 cores, 2 processes can at best double the throughput, and other processes "
@@ -171,7 +172,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--config", default="small", help=argparse.SUPPRESS)
-    parser.add_argument("--per-step", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--mpi-variant", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--configs", default="small,large", help="comma-separated: " + ", ".join(CONFIGS))
     parser.add_argument("--repeats", type=int, default=2)
@@ -193,12 +194,12 @@ def main(argv=None) -> int:
                "rows": {}}
     for config in args.configs.split(","):
         timesteps = args.timesteps or CONFIGS[config][2]
-        rows = [{"nprocs": n, "per_step": per_step, "timesteps": timesteps, "runs": []} for n, per_step in SETTINGS]
+        rows = [{"nprocs": n, "mpi_variant": variant, "timesteps": timesteps, "runs": []} for n, variant in SETTINGS]
         for repeat in range(args.repeats):  # alternate the settings within each repeat
             for row in rows:
-                result = run_one(args.python, row["nprocs"], row["per_step"], config, timesteps, args.env, repeat)
+                result = run_one(args.python, row["nprocs"], row["mpi_variant"], config, timesteps, args.env, repeat)
                 row["runs"].append(result)
-                print(f"[{config}] {_label(row['nprocs'], row['per_step'])} seed={repeat}: "
+                print(f"[{config}] {_label(row['nprocs'], row['mpi_variant'])} seed={repeat}: "
                       f"{result['steps_per_s']:,.0f} steps/s, eval {result['eval_return']:.0f}", flush=True)
         results["rows"][config] = rows
     section = render(results)

@@ -16,11 +16,14 @@ How it runs:
   minibatches, using ``MpiAdam``'s in-graph update (``apply_flat_grad``); acting is a NumPy forward pass on weights
   the call returns (Mlp policies);
 * under ``mpirun -np N`` each rank collects its own experience into its own replay buffer; every gradient step the
-  flat gradients are averaged over the ranks (one ``Allreduce``) and applied by the two ``MpiAdam`` optimisers (two
-  compiled calls per gradient step: gradients, then updates), the parameter-noise distance is averaged, and the
-  observation (and Pop-Art return) statistics are summed over the ranks, so the ranks' networks stay identical
-  (``learn()`` starts by broadcasting rank 0's parameters). Seeds are ``seed + 10000 * rank``; only rank 0 logs and
-  saves; a rank that fails aborts the whole job (``mpi_util.abort_on_exception``).
+  flat gradients are averaged over the ranks (one ``Allreduce``, as ``MpiAdam.update``) and applied by the two
+  ``MpiAdam`` optimisers, the parameter-noise distance is averaged, and the Pop-Art return statistics are summed over
+  the ranks; the cycle is still one compiled call, with those ``Allreduce`` inside it (``tf.numpy_function``, in
+  program order; no XLA). The observation statistics are summed over the ranks after every environment step. So the
+  ranks' networks stay identical (``learn()`` starts by broadcasting rank 0's parameters, and every 100 updates the
+  ranks check that they agree). Seeds are ``seed + 10000 * rank``; only rank 0 logs and saves; a rank that fails
+  aborts the whole job (``mpi_util.abort_on_exception``). ``_per_step_updates=True`` runs SB2's structure instead
+  (one ``_train_step`` call per gradient step, the ``Allreduce`` in Python): same maths, slower.
 """
 from __future__ import annotations
 
