@@ -619,7 +619,14 @@ def _spaces_equal(a: gym.Space, b: gym.Space) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, gym.spaces.Box):
-        return a.shape == b.shape and np.allclose(a.low, b.low) and np.allclose(a.high, b.high)
+        # old gym saved unbounded Box limits as +-float32 max, gymnasium uses +-inf: treat them as equal
+        big = float(np.finfo(np.float32).max)
+
+        def bound(x):
+            return np.clip(np.asarray(x, dtype=np.float64), -big, big)
+
+        return a.shape == b.shape and np.allclose(bound(a.low), bound(b.low)) and \
+            np.allclose(bound(a.high), bound(b.high))
     return a == b
 
 

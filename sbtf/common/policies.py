@@ -154,7 +154,7 @@ class BasePolicy(keras.Model):
                 variables = self.parameter_list()
                 state.shapes = [tuple(int(d) for d in v.shape) for v in variables]
                 reader = tf.function(lambda: tf.concat([tf.reshape(v, [-1]) for v in variables], axis=0),
-                                     input_signature=[])
+                                     input_signature=[], autograph=False)
                 state.reader = reader.get_concrete_function()
             flat = state.reader().numpy()
             arrays, offset = [], 0
