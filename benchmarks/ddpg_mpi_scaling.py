@@ -119,11 +119,10 @@ def _label(nprocs: int, mpi_variant: bool) -> str:
 
 
 def render(results: dict) -> str:
-    meta = results["meta"]
     common = ", ".join(f"{k}={v}" for k, v in COMMON.items())
     lines = [BEGIN, "## DDPG under MPI: `mpirun -np N` against one process", "",
-             f"DDPG on `{meta['env']}`, written by `benchmarks/ddpg_mpi_scaling.py`: {common}, Gaussian action noise "
-             "0.1. DDPG counts `total_timesteps` per rank (stable-baselines 2), so each of N ranks runs "
+             f"DDPG on `{results['env']}`, written by `benchmarks/ddpg_mpi_scaling.py`: {common}, Gaussian action "
+             "noise 0.1. DDPG counts `total_timesteps` per rank (stable-baselines 2), so each of N ranks runs "
              "*total steps* / N steps and every setting of a network collects the same number of environment steps. "
              "*steps/s* is that total over the wall time of `learn()` (TF tracing included); every rank "
              "is one process with one TensorFlow thread. Each cycle of 100 gradient steps is one compiled call; under "
@@ -131,12 +130,12 @@ def render(results: dict) -> str:
              "out XLA: the *1 process, MPI variant* row runs that call in one process. With N ranks every update "
              "averages N minibatches, and there are N times fewer updates for the same number of steps: compare "
              "the evaluation returns too (5 deterministic episodes, the mean over repeats).", "",
-             f"Last run: {meta['date']} · `uname -m` {meta['machine']} · {meta['cores']} cores · repeats "
-             f"{meta['repeats']} · sbtf tree {meta['revision']} · load average at start {meta['load']}.", "",
              "| network | total steps | setting | steps/s (median) | min - max | speed-up vs 1 process "
              "| CPU-s per 1000 steps (all ranks) | eval return |",
              "|---|---|---|---|---|---|---|---|"]
-    for config, rows in results["rows"].items():
+    runs_lines = []
+    for config, entry in results["configs"].items():
+        meta, rows = entry["meta"], entry["rows"]
         base = None
         for row in rows:
             speeds = [r["steps_per_s"] for r in row["runs"]]
@@ -146,13 +145,29 @@ def render(results: dict) -> str:
             cpu = statistics.median([sum(r["cpu_seconds"]) / r["steps"] * 1000 for r in row["runs"]])
             ret = statistics.mean([r["eval_return"] for r in row["runs"]])
             speedup = f"{median / base:.2f}x" if base else "n/a"
-            lines.append(f"| {CONFIGS[config][0]} | {row['timesteps']:,} | {_label(row['nprocs'], row['mpi_variant'])} | "
-                         f"**{median:,.0f}** | "
+            lines.append(f"| {CONFIGS[config][0]} | {row['timesteps']:,} | "
+                         f"{_label(row['nprocs'], row['mpi_variant'])} | **{median:,.0f}** | "
                          f"{min(speeds):,.0f} - {max(speeds):,.0f} | {speedup} | {cpu:.2f} | {ret:.0f} |")
+        runs_lines.append(f"- {CONFIGS[config][0]}: last run {meta['date']} · `uname -m` {meta['machine']} · "
+                          f"{meta['cores']} cores · repeats {meta['repeats']} · sbtf tree {meta['revision']} · "
+                          f"load average at start {meta['load']}.")
+    lines += [""] + runs_lines
     lines += ["", "On a machine with 2 cores, 2 processes can at best double the throughput, and other processes "
               "running at the same time (see the load average) take from the 2-process runs first; compare the "
               "CPU-seconds per 1000 steps as well.", "", END]
     return "\n".join(lines)
+
+
+def _load_previous(path: str, env: str) -> dict:
+    """Earlier results (kept for the configurations that are not run again)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            previous = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    if previous.get("env") != env:
+        return {}
+    return {c: e for c, e in previous.get("configs", {}).items() if c in CONFIGS}
 
 
 def update_docs(path: str, section: str) -> None:
@@ -187,11 +202,11 @@ def main(argv=None) -> int:
         return 0
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    results = {"meta": {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-                        "machine": platform.machine(), "cores": os.cpu_count(),
-                        "repeats": args.repeats, "env": args.env, "revision": _git_revision(),
-                        "load": f"{load:.2f}", "command": " ".join(sys.argv)},
-               "rows": {}}
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "machine": platform.machine(), "cores": os.cpu_count(), "repeats": args.repeats,
+            "revision": _git_revision(), "load": f"{load:.2f}", "command": " ".join(sys.argv)}
+    results_path = os.path.join(HERE, "results", "ddpg_mpi_scaling.json")
+    results = {"env": args.env, "configs": _load_previous(results_path, args.env)}
     for config in args.configs.split(","):
         timesteps = args.timesteps or CONFIGS[config][2]
         rows = [{"nprocs": n, "mpi_variant": variant, "timesteps": timesteps, "runs": []} for n, variant in SETTINGS]
@@ -201,12 +216,13 @@ def main(argv=None) -> int:
                 row["runs"].append(result)
                 print(f"[{config}] {_label(row['nprocs'], row['mpi_variant'])} seed={repeat}: "
                       f"{result['steps_per_s']:,.0f} steps/s, eval {result['eval_return']:.0f}", flush=True)
-        results["rows"][config] = rows
+        results["configs"][config] = {"meta": meta, "rows": rows}
+    results["configs"] = {c: results["configs"][c] for c in CONFIGS if c in results["configs"]}
     section = render(results)
     print(section)
     if not args.no_write:
         os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-        with open(os.path.join(HERE, "results", "ddpg_mpi_scaling.json"), "w", encoding="utf-8") as handle:
+        with open(results_path, "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2)
         update_docs(os.path.join(REPO, "docs", "benchmarks.md"), section)
     return 0
