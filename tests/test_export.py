@@ -379,12 +379,6 @@ def test_clear_errors(tmp_path, monkeypatch):
     with pytest.raises(sx.ExportError, match="exists"):
         sx.export_model(model, tmp_path / "exists", overwrite=False)
 
-    class HER:  # an algorithm sbtf cannot export yet
-        policy_tf = object()
-
-    with pytest.raises(sx.ExportError, match="HER export is not implemented yet"):
-        sx.export_model(HER(), tmp_path / "her")
-
     class MyAlgo:
         policy_tf = object()
 

@@ -57,3 +57,29 @@ def test_common_exports_and_dataset():
     assert len(seen) == 9 and len(set(seen)) == 9
     assert fmt_row(5, ["a", 1.5], header=True).splitlines()[1].startswith("-----")
     assert colorize("hi", "red").startswith("\x1b[31m")
+
+
+def test_torch_style_rmsprop_matches_pytorch_update_rule():
+    from sbtf.common.optimizers import TorchStyleRMSProp
+    rng = np.random.RandomState(2)
+    for momentum in (0.0, 0.5):
+        start = rng.randn(4).astype(np.float32)
+        var = tf.Variable(start)
+        opt = TorchStyleRMSProp([var], decay=0.99, epsilon=1e-5, momentum=momentum)
+        x, sq, buf = start.astype(np.float64), np.zeros(4), np.zeros(4)
+        for _ in range(5):
+            grad = rng.randn(4).astype(np.float32)
+            opt.apply([tf.constant(grad)], 7e-4)
+            sq = 0.99 * sq + 0.01 * grad ** 2  # torch.optim.RMSprop: square average starts at 0
+            buf = momentum * buf + grad / (np.sqrt(sq) + 1e-5)  # eps outside the root
+            x = x - 7e-4 * buf
+        np.testing.assert_allclose(var.numpy(), x, rtol=1e-5, atol=1e-7)
+
+
+def test_rmsprop_style_is_checked():
+    import pytest
+
+    from sbtf.common.optimizers import check_rms_prop_style
+    assert check_rms_prop_style("torch") == "torch"
+    with pytest.raises(ValueError, match="'tf'.*'torch'"):
+        check_rms_prop_style("pytorch")

@@ -186,6 +186,34 @@ def test_numpy_fast_path_matches_keras_model():
         np.testing.assert_allclose(policy._numpy_forward(obs)[0], flat_tf2.numpy(), atol=1e-5)
 
 
+def test_numpy_cache_follows_training():
+    """The train step returns the updated weights; the NumPy acting path must equal the Keras model after it."""
+    import tensorflow as tf
+    obs = np.random.RandomState(3).randn(6, 4).astype(np.float32)
+    for model in (A2C("MlpPolicy", cartpole_vec(2), seed=0),
+                  PPO2("MlpPolicy", cartpole_vec(2), n_steps=16, nminibatches=2, noptepochs=2, seed=0)):
+        policy = model.policy_tf
+        before = policy._numpy_forward(obs)[0].copy()
+        model.learn(256)
+        flat_np, value_np = policy._numpy_forward(obs)
+        flat_tf, value_tf, _, _ = policy.forward(tf.constant(obs))
+        assert not np.allclose(flat_np, before), "training did not change the acting weights"
+        np.testing.assert_allclose(flat_np, flat_tf.numpy(), atol=1e-5)
+        np.testing.assert_allclose(value_np, value_tf.numpy(), atol=1e-5)
+
+
+def test_a2c_rms_prop_style(tmp_path):
+    model = A2C("MlpPolicy", cartpole_vec(2), rms_prop_style="torch", seed=0)
+    assert type(model.optimizer).__name__ == "TorchStyleRMSProp"
+    model.learn(100)
+    model.save(tmp_path / "a2c_torch")
+    loaded = A2C.load(tmp_path / "a2c_torch", env=cartpole_vec(2))
+    assert loaded.rms_prop_style == "torch" and type(loaded.optimizer).__name__ == "TorchStyleRMSProp"
+    assert A2C("MlpPolicy", cartpole_vec(2)).rms_prop_style == "tf"
+    with pytest.raises(ValueError, match="rms_prop_style"):
+        A2C("MlpPolicy", cartpole_vec(2), rms_prop_style="adam")
+
+
 def test_no_retracing_after_warmup():
     model = PPO2("MlpPolicy", cartpole_vec(2), n_steps=16, nminibatches=2, noptepochs=2, seed=0)
     model.learn(64)

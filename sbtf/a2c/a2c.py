@@ -10,8 +10,9 @@ import tensorflow as tf
 
 from sbtf import logger
 from sbtf.common.base_class import ActorCriticRLModel, SetVerbosity, TensorboardWriter
+from sbtf.common.fast_call import FastFunction
 from sbtf.common.math_util import explained_variance, safe_mean, total_episode_reward_logger
-from sbtf.common.optimizers import RMSProp, clip_grads
+from sbtf.common.optimizers import check_rms_prop_style, clip_grads, make_rmsprop
 from sbtf.common.runners import AbstractEnvRunner, swap_and_flatten
 from sbtf.common.schedules import Scheduler
 
@@ -41,15 +42,19 @@ class A2C(ActorCriticRLModel):
     :param full_tensorboard_log: (bool) also log histograms of returns and advantages
     :param seed: (int) Seed for the pseudo-random generators (python, numpy, tensorflow, env)
     :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process)
+    :param rms_prop_style: (str) sbtf extension: ``"tf"`` (default) is stable-baselines 2's TF1 RMSProp (mean
+        square starting at 1, epsilon inside the square root); ``"torch"`` is PyTorch's RMSprop (mean square starting
+        at 0, epsilon added after the square root), the optimizer of stable-baselines3's A2C
     """
 
     _save_attrs = ("gamma", "n_steps", "vf_coef", "ent_coef", "max_grad_norm", "learning_rate", "alpha", "momentum",
-                   "epsilon", "lr_schedule")
+                   "epsilon", "lr_schedule", "rms_prop_style")
 
     def __init__(self, policy, env, gamma=0.99, n_steps=5, vf_coef=0.25, ent_coef=0.01, max_grad_norm=0.5,
                  learning_rate=7e-4, alpha=0.99, momentum=0.0, epsilon=1e-5, lr_schedule="constant", verbose=0,
                  tensorboard_log=None, _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False,
-                 seed=None, n_cpu_tf_sess=None):
+                 seed=None, n_cpu_tf_sess=None, rms_prop_style="tf"):
+        self.rms_prop_style = check_rms_prop_style(rms_prop_style)
         self.n_steps = n_steps
         self.gamma = gamma
         self.vf_coef = vf_coef
@@ -91,13 +96,14 @@ class A2C(ActorCriticRLModel):
             policy = self._make_policy(self.n_envs, self.n_steps, self.n_batch)
             self._bind_policy(policy)
             self._variables = self.get_parameter_list()
-            self.optimizer = RMSProp(self._variables, decay=self.alpha, epsilon=self.epsilon, momentum=self.momentum)
+            self.optimizer = make_rmsprop(self.rms_prop_style, self._variables, decay=self.alpha,
+                                          epsilon=self.epsilon, momentum=self.momentum)
             self._build_train_fn()
 
     def _build_train_fn(self) -> None:
         """Trace the train step once; hot calls go through its concrete function (no per-call signature casting)."""
         self._train_tf = self._make_train_fn()
-        self._train_fn = self._train_tf.get_concrete_function()
+        self._train_fn = FastFunction(self._train_tf.get_concrete_function())
 
     def _make_train_fn(self):
         policy = self.policy_tf
@@ -112,7 +118,7 @@ class A2C(ActorCriticRLModel):
                      vec, vec, vec, tf.TensorSpec((n_state, state_size), tf.float32), tf.TensorSpec((), tf.float32)]
         n_steps = self.n_steps
 
-        @tf.function(input_signature=signature, jit_compile=not policy.recurrent)
+        @tf.function(input_signature=signature, jit_compile=not policy.recurrent, autograph=False)
         def train_step(obs, actions, rewards, values, masks, states, lr):
             advs = rewards - values
             with tf.GradientTape() as tape:
@@ -129,7 +135,8 @@ class A2C(ActorCriticRLModel):
             grads = tape.gradient(loss, self._variables)
             grads, _ = clip_grads(grads, self.max_grad_norm)
             self.optimizer.apply(grads, lr)
-            return tf.stack([pg_loss, vf_loss, entropy])
+            # the updated weights ride along, so acting needs no second TF call to refresh its NumPy copy
+            return tf.concat([tf.stack([pg_loss, vf_loss, entropy]), policy.flat_weights_tf()], axis=0)
 
         return train_step
 
@@ -144,10 +151,11 @@ class A2C(ActorCriticRLModel):
             cur_lr = self.learning_rate_schedule.value()
         if states is None:
             states = np.zeros((1, 1), np.float32)
-        stats = self._train_fn(obs.astype(self.policy_tf.obs_dtype, copy=False), actions,
-                               rewards.astype(np.float32), values.astype(np.float32), masks.astype(np.float32),
-                               states, np.float32(cur_lr)).numpy()
-        self.policy_tf.mark_weights_changed()
+        out = self._train_fn(obs.astype(self.policy_tf.obs_dtype, copy=False), actions,
+                             rewards.astype(np.float32), values.astype(np.float32), masks.astype(np.float32),
+                             states.astype(np.float32, copy=False), np.float32(cur_lr)).numpy()
+        stats = out[:3]
+        self.policy_tf.install_flat_weights(out[3:])
         if writer is not None:
             writer.add_scalars({"loss/policy_gradient_loss": stats[0], "loss/value_function_loss": stats[1],
                                 "loss/entropy_loss": stats[2], "input_info/learning_rate": cur_lr,
@@ -243,7 +251,7 @@ class A2CRunner(AbstractEnvRunner):
         ep_infos = []
         for step in range(n_steps):
             states_before = self.states
-            actions, values, states, _ = policy.step(self.obs, self.states, self.dones)
+            actions, values, states = policy.act(self.obs, self.states, self.dones)
             mb_obs[step] = self.obs
             mb_actions[step] = actions
             mb_values[step] = values

@@ -84,6 +84,51 @@ class RMSProp(tf.Module):
                                             momentum=momentum, epsilon=epsilon, grad=grad)
 
 
+class TorchStyleRMSProp(tf.Module):
+    """
+    RMSProp as PyTorch's ``torch.optim.RMSprop`` (the optimizer of stable-baselines3's A2C):
+    ``v = alpha*v + (1-alpha)*g^2`` (v starts at 0), ``buf = momentum*buf + g/(sqrt(v) + epsilon)``,
+    ``var -= lr*buf`` (no momentum buffer when momentum is 0). Epsilon sits outside the square root, so early
+    steps are larger than with TF1's RMSProp (mean square starting at 1, epsilon inside the root).
+    """
+
+    def __init__(self, variables: Sequence, decay: float = 0.99, epsilon: float = 1e-8, momentum: float = 0.0,
+                 name: str = "TorchStyleRMSProp"):
+        super().__init__(name=name)
+        self.variables_ = list(variables)
+        self.decay = decay
+        self.epsilon = epsilon
+        self.momentum = momentum
+        self.ms = [_zeros_like_var(v, "ms") for v in self.variables_]
+        self.mom = [_zeros_like_var(v, "mom") for v in self.variables_] if momentum else []
+
+    def apply(self, grads: Sequence[Optional[tf.Tensor]], learning_rate) -> None:
+        lr = tf.cast(learning_rate, tf.float32)
+        for i, (var, grad, ms) in enumerate(zip(self.variables_, grads, self.ms)):
+            if grad is None:
+                continue
+            grad = tf.convert_to_tensor(grad)
+            new_ms = ms.assign(self.decay * ms + (1.0 - self.decay) * tf.square(grad))
+            step = grad / (tf.sqrt(new_ms) + self.epsilon)
+            if self.momentum:
+                step = self.mom[i].assign(self.momentum * self.mom[i] + step)
+            var.assign_sub(lr * step)
+
+
+def make_rmsprop(style: str, variables: Sequence, decay: float, epsilon: float, momentum: float) -> tf.Module:
+    """The RMSProp of ``style``: ``"tf"`` (SB2's ``tf.train.RMSPropOptimizer``) or ``"torch"`` (SB3's default)."""
+    cls = RMSProp if check_rms_prop_style(style) == "tf" else TorchStyleRMSProp
+    return cls(variables, decay=decay, epsilon=epsilon, momentum=momentum)
+
+
+def check_rms_prop_style(style: str) -> str:
+    """``style`` if it names an RMSProp flavour, else a ValueError saying which ones exist."""
+    if style not in ("tf", "torch"):
+        raise ValueError(f"rms_prop_style must be 'tf' (stable-baselines 2's TF1 RMSProp, the default) or 'torch' "
+                         f"(PyTorch's RMSprop, as stable-baselines3's A2C uses), got {style!r}")
+    return style
+
+
 def clip_grads(grads: Sequence[tf.Tensor], max_grad_norm: Optional[float]):
     """``tf.clip_by_global_norm`` when ``max_grad_norm`` is set; returns (grads, global norm)."""
     if max_grad_norm is None:

@@ -143,6 +143,29 @@ class BasePolicy(keras.Model):
         super().set_weights(weights)
         self.mark_weights_changed()
 
+    def flat_weights_tf(self) -> tf.Tensor:
+        """All weights (``named_parameters`` order) as one flat float32 tensor; for use inside a compiled train
+        step, which returns it so the NumPy acting path is refreshed without a second TF call."""
+        return tf.concat([tf.reshape(v, [-1]) for v in self.parameter_list()], axis=0)
+
+    def install_flat_weights(self, flat: np.ndarray) -> None:
+        """Refresh the NumPy acting path from a flat vector laid out as ``flat_weights_tf`` (after a train step)."""
+        self._weights_version += 1
+        self._split_flat_weights(flat)
+
+    def _split_flat_weights(self, flat: np.ndarray) -> None:
+        state = self._np_state
+        if state.shapes is None:
+            state.shapes = [tuple(int(d) for d in v.shape) for v in self.parameter_list()]
+        arrays, offset = [], 0
+        for shape in state.shapes:
+            size = int(np.prod(shape))
+            arrays.append(flat[offset:offset + size].reshape(shape))
+            offset += size
+        if offset != flat.shape[0]:
+            raise ValueError(f"flat weight vector has {flat.shape[0]} values, the policy has {offset}")
+        self.set_numpy_weights(arrays)
+
     def _np_params(self) -> dict[str, np.ndarray]:
         """``{"/scope/name:0": array}`` of the current weights, refreshed when they changed.
 
@@ -151,18 +174,9 @@ class BasePolicy(keras.Model):
         state = self._np_state
         if state.version != self._weights_version:
             if state.reader is None:
-                variables = self.parameter_list()
-                state.shapes = [tuple(int(d) for d in v.shape) for v in variables]
-                reader = tf.function(lambda: tf.concat([tf.reshape(v, [-1]) for v in variables], axis=0),
-                                     input_signature=[], autograph=False)
+                reader = tf.function(self.flat_weights_tf, input_signature=[], autograph=False)
                 state.reader = reader.get_concrete_function()
-            flat = state.reader().numpy()
-            arrays, offset = [], 0
-            for shape in state.shapes:
-                size = int(np.prod(shape))
-                arrays.append(flat[offset:offset + size].reshape(shape))
-                offset += size
-            self.set_numpy_weights(arrays)
+            self._split_flat_weights(state.reader().numpy())
         return state.weights
 
     def set_numpy_weights(self, arrays: list) -> None:

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from sbtf import logger
 from sbtf.common.base_class import ActorCriticRLModel, SetVerbosity, TensorboardWriter
+from sbtf.common.fast_call import FastFunction
 from sbtf.common.math_util import explained_variance, safe_mean, total_episode_reward_logger
 from sbtf.common.optimizers import Adam, clip_grads
 from sbtf.common.runners import AbstractEnvRunner, swap_and_flatten
@@ -166,7 +167,7 @@ class PPO2(ActorCriticRLModel):
     def _build_train_fn(self) -> None:
         """Trace the train step once; hot calls go through its concrete function (no per-call signature casting)."""
         self._train_tf = self._make_train_fn()
-        self._train_fn = self._train_tf.get_concrete_function()
+        self._train_fn = FastFunction(self._train_tf.get_concrete_function())
 
     def _make_train_fn(self):
         policy = self.policy_tf
@@ -215,7 +216,8 @@ class PPO2(ActorCriticRLModel):
                     stats += self._apply_minibatch(
                         take(s_obs), take(s_returns), None, take(s_actions), take(s_values), take(s_neglogpacs),
                         None, lr, cliprange, cliprange_vf, 1)
-            return stats / float(noptepochs * nminibatches)
+            # the updated weights ride along, so acting needs no second TF call to refresh its NumPy copy
+            return tf.concat([stats / float(noptepochs * nminibatches), policy.flat_weights_tf()], axis=0)
 
         return train_epochs
 
@@ -226,9 +228,9 @@ class PPO2(ActorCriticRLModel):
         crvf = np.float32(cliprange_vf_now)
         obs = obs.astype(self.policy_tf.obs_dtype, copy=False)
         if not self.policy_tf.recurrent:
-            stats = self._train_fn(obs, returns, actions, values, neglogpacs, lr, cr, crvf).numpy()
-            self.policy_tf.mark_weights_changed()
-            return stats
+            out = self._train_fn(obs, returns, actions, values, neglogpacs, lr, cr, crvf).numpy()
+            self.policy_tf.install_flat_weights(out[len(LOSS_NAMES):])
+            return out[:len(LOSS_NAMES)]
         else:
             envs_per_batch = self.n_envs // self.nminibatches
             env_indices = np.arange(self.n_envs)
