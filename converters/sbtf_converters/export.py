@@ -13,7 +13,9 @@ actor-critic models with Box actions clipped to the action bounds, ``argmax Q`` 
 SAC, ``unscale(actor(obs))`` for TD3 and DDPG (DDPG's observation normalisation included). Extra outputs where the
 model has them: ``logits`` / ``probabilities`` (categorical and Bernoulli policies), ``mean`` / ``std`` (Gaussian
 policies, before clipping), ``value``, ``q_values``, and ``state`` for recurrent policies (which also take ``state``
-and ``mask`` inputs).
+and ``mask`` inputs). HER models take their goal env's dict observation as three inputs, ``observation``,
+``achieved_goal`` and ``desired_goal``, concatenated inside the graph as ``HERGoalEnvWrapper`` does, and return the
+wrapped model's outputs.
 See ``docs/export.md``.
 
 Only TensorFlow is imported at module import; ``tf2onnx``/``onnx`` and ``tensorflowjs`` (the ``export`` extra) are
@@ -73,20 +75,25 @@ class ExportGraph:
         recurrent policies ``state`` (batch, state_size) and ``mask`` (batch,)
     :param outputs: ``outputs(**inputs) -> {name: tf.Tensor}``; ``action`` first, with predict's dtype and scaling
     :param descriptions: ``{output name: one-line meaning}`` (written to the export's metadata)
-    :param notes: extra JSON-able metadata (e.g. how ``action`` is computed)
+    :param notes: extra JSON-able metadata: ``action`` (how it is computed) and any other key, which is added to
+        the export's metadata as is (e.g. HER's ``her`` entry)
+    :param observation_inputs: the inputs that carry observations (HER: ``observation``, ``achieved_goal``,
+        ``desired_goal``): the ``serving_float`` signature casts all of them
+    :param vecnormalize_refused: when set, why VecNormalize statistics cannot be folded into this graph (the error
+        message of an export with ``vecnormalize=``)
     """
 
     inputs: "OrderedDict[str, Any]"
     outputs: Callable[..., Dict[str, Any]]
     descriptions: Dict[str, str] = field(default_factory=dict)
     notes: Dict[str, Any] = field(default_factory=dict)
+    observation_inputs: Tuple[str, ...] = ("observation",)
+    vecnormalize_refused: Optional[str] = None
 
 
 _EXPORTERS: "OrderedDict[Union[type, str], Callable[[Any], ExportGraph]]" = OrderedDict()
-_NOT_EXPORTABLE: Dict[str, str] = {
-    "HER": "HER export is not implemented yet: export the wrapped model instead (model.model.export(...)); its "
-           "observation is concat[observation, achieved_goal, desired_goal]",
-}
+#: algorithms (class names) that cannot be exported, with the reason (the message of the ExportError)
+_NOT_EXPORTABLE: Dict[str, str] = {}
 
 
 def register_exporter(key: Union[type, str], builder: Callable[[Any], ExportGraph]) -> None:
@@ -124,8 +131,8 @@ def get_export_graph(model: Any) -> ExportGraph:
         if klass.__name__ in _NOT_EXPORTABLE:
             raise ExportError(f"cannot export this {type(model).__name__} model: {_NOT_EXPORTABLE[klass.__name__]}")
     raise ExportError(f"cannot export a {type(model).__name__} model: no export graph is registered for it (sbtf "
-                      "exports actor-critic models (A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL), DQN, SAC, TD3 and "
-                      "DDPG); define _export_outputs(obs) on the class or call "
+                      "exports actor-critic models (A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL), DQN, SAC, TD3, "
+                      "DDPG and HER over DQN, SAC, TD3 or DDPG); define _export_outputs(obs) on the class or call "
                       "sbtf_converters.export.register_exporter(cls, builder)")
 
 
@@ -309,11 +316,89 @@ def _td3_graph(model: Any) -> ExportGraph:
                        {"action": "low + 0.5 * (actor(obs) + 1) * (high - low)"})
 
 
+#: the flat observation a HER model's wrapped model sees (``sbtf.her.utils.KEY_ORDER``)
+HER_FLAT_OBSERVATION = "concat[observation, achieved_goal, desired_goal]"
+_HER_VECNORMALIZE_REFUSED = (
+    "cannot fold VecNormalize statistics into a HER model: HER trains without VecNormalize (it refuses "
+    "VecEnvWrappers), so its networks take the goal env's observations as they are; export without vecnormalize "
+    "(DDPG's own normalize_observations statistics are folded in automatically)")
+
+
+def _her_graph(model: Any) -> ExportGraph:
+    """
+    HER over DQN, SAC, TD3 or DDPG: the goal env's dict observation as three inputs (``observation``,
+    ``achieved_goal``, ``desired_goal``), flattened in the graph as ``HERGoalEnvWrapper.convert_dict_to_obs`` does
+    (``concat`` in ``KEY_ORDER``; Discrete goal spaces: stacked into the ``MultiDiscrete`` triple; MultiBinary: cast
+    to integers and back, as the wrapper's int8 cast), then the wrapped model's export graph.
+    """
+    import gymnasium as gym  # pylint: disable=import-outside-toplevel
+    from sbtf.her.utils import KEY_ORDER, GoalObsConverter  # pylint: disable=import-outside-toplevel
+    tf = _tf()
+
+    inner = vars(model).get("model")
+    if inner is None:
+        raise ExportError("cannot export this HER model: it has no wrapped model (model.model is None)")
+    dict_space = vars(model).get("observation_space")
+    instead = (f"export the wrapped {type(inner).__name__} model instead (model.model.export(...)), whose input is "
+               f"the flat observation {HER_FLAT_OBSERVATION}")
+    if dict_space is None:
+        raise ExportError("cannot export this HER model: it does not record its goal env's dict observation space "
+                          "(her_obs_space), so the sizes of observation, achieved_goal and desired_goal are unknown; "
+                          f"set model.observation_space to the goal env's observation space, or {instead}")
+    try:
+        converter = GoalObsConverter(dict_space)
+    except (ValueError, NotImplementedError) as exc:
+        raise ExportError(f"cannot export this HER model: {exc}; {instead}") from exc
+    inner_graph = get_export_graph(inner)
+    if list(inner_graph.inputs) != ["observation"]:
+        raise ExportError(f"cannot export this HER model: the wrapped {type(inner).__name__} model's export takes "
+                          f"{list(inner_graph.inputs)}, HER only knows how to feed 'observation'")
+    inner_spec = inner_graph.inputs["observation"]
+    flat_space = converter.observation_space
+    if tuple(inner_spec.shape[1:]) != tuple(flat_space.shape):
+        raise ExportError(f"cannot export this HER model: its wrapped {type(inner).__name__} model takes "
+                          f"observations of shape {tuple(inner_spec.shape[1:])}, but {HER_FLAT_OBSERVATION} of the "
+                          f"goal observation space {dict_space} has shape {tuple(flat_space.shape)}")
+    flat_dtype = inner_spec.dtype
+    discrete = isinstance(converter.spaces[0], gym.spaces.Discrete)
+    multibinary = isinstance(converter.spaces[0], gym.spaces.MultiBinary)
+    inputs = OrderedDict()
+    part_sizes = []
+    for key, space in zip(KEY_ORDER, converter.spaces):
+        if discrete:
+            inputs[key] = _spec((None,), flat_dtype, key)
+            part_sizes.append(None)
+        else:
+            inputs[key] = _spec((None,) + tuple(int(d) for d in space.shape), "float32", key)
+            part_sizes.append(None if len(space.shape) == 1 else int(np.prod(space.shape)))
+
+    def outputs(observation, achieved_goal, desired_goal):
+        parts = [observation, achieved_goal, desired_goal]
+        if discrete:  # convert_dict_to_obs: MultiDiscrete([n_obs, n_goal, n_goal]) rows
+            flat = tf.stack([tf.cast(part, flat_dtype) for part in parts], axis=-1)
+        else:
+            parts = [part if size is None else tf.reshape(part, (-1, size)) for part, size in zip(parts, part_sizes)]
+            if multibinary:  # the wrapper casts MultiBinary observations to int8 (values 0 / 1)
+                parts = [tf.cast(tf.cast(part, tf.int32), tf.float32) for part in parts]
+            flat = tf.cast(tf.concat(parts, axis=-1), flat_dtype)
+        return inner_graph.outputs(observation=flat)
+
+    kind = "stacked (MultiDiscrete)" if discrete else "concatenated"
+    descriptions = OrderedDict(inner_graph.descriptions)
+    notes = dict(inner_graph.notes)
+    notes["action"] = f"{type(inner).__name__} on {HER_FLAT_OBSERVATION}: {inner_graph.notes.get('action', '')}"
+    notes["her"] = {"wrapped_algo": type(inner).__name__, "flat_observation": HER_FLAT_OBSERVATION,
+                    "flattening": kind, "flat_observation_space": _json_space(flat_space)}
+    return ExportGraph(inputs, outputs, descriptions, notes, observation_inputs=tuple(KEY_ORDER),
+                       vecnormalize_refused=_HER_VECNORMALIZE_REFUSED)
+
+
 register_exporter("ActorCriticRLModel", _actor_critic_graph)
 register_exporter("ACER", lambda model: _actor_critic_graph(model, include_q=True))
 register_exporter("DQN", _dqn_graph)
 register_exporter("SAC", _sac_graph)
 register_exporter("TD3", _td3_graph)
+register_exporter("HER", _her_graph)
 # DDPG defines DDPG._export_outputs itself (the actor on its normalised observations, unscaled)
 
 
@@ -429,6 +514,8 @@ def build_export_module(model: Any, vecnormalize: Any = None) -> ExportBundle:
     obs_spec = specs["observation"]
     policy_obs_dtype = obs_spec.dtype
     stats = None
+    if vecnormalize is not None and graph.vecnormalize_refused:
+        raise ExportError(graph.vecnormalize_refused)
     if vecnormalize is not None:
         stats = load_vecnormalize_stats(vecnormalize, model.observation_space)
         if not isinstance(model.observation_space, gym.spaces.Box):
@@ -465,12 +552,15 @@ def build_export_module(model: Any, vecnormalize: Any = None) -> ExportBundle:
     module.policy_variables = list(concrete.variables)
 
     extra_signatures = {}
-    if policy_obs_dtype != tf.float32 and stats is None:
+    cast_names = [name for name in graph.observation_inputs if specs[name].dtype != tf.float32]
+    if cast_names and stats is None:
         # the same model for float observations, cast as predict() casts them (e.g. float images -> uint8)
-        float_specs = [_spec(obs_spec.shape, "float32", "observation")] + list(specs.values())[1:]
+        float_specs = [_spec(spec.shape, "float32", name) if name in cast_names else spec
+                       for name, spec in specs.items()]
 
-        def serve_float_impl(observation, *rest):
-            return serve_impl(tf.cast(observation, policy_obs_dtype), *rest)
+        def serve_float_impl(*args):
+            return serve_impl(*(tf.cast(value, specs[name].dtype) if name in cast_names else value
+                                for name, value in zip(names, args)))
 
         extra_signatures["serving_float"] = tf.function(serve_float_impl, input_signature=float_specs,
                                                         autograph=False)
@@ -526,6 +616,8 @@ def _metadata(model, inputs_meta, outputs_meta, graph, stats, vecnormalize) -> D
         state_size=int(getattr(policy, "state_size", 0) or 0) if getattr(policy, "recurrent", False) else None,
         inputs=inputs_meta, outputs=outputs_meta, action=graph.notes.get("action", ""),
         vecnormalize=None)
+    for key, value in graph.notes.items():  # e.g. HER's "her" entry (wrapped algorithm, flattening)
+        meta.setdefault(key, value)
     if stats is not None:
         meta["vecnormalize"] = {"folded": True, "clip_obs": stats["clip_obs"], "epsilon": stats["epsilon"],
                                 "formula": "clip((obs - mean) / sqrt(var + epsilon), -clip_obs, clip_obs)",
@@ -542,7 +634,8 @@ def export_model(model: Any, path: Union[str, os.PathLike], format: str = "saved
     """
     Export an sbtf model's deterministic policy.
 
-    :param model: an sbtf model (A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL, DQN, SAC, TD3, DDPG)
+    :param model: an sbtf model (A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL, DQN, SAC, TD3, DDPG, or HER over DQN,
+        SAC, TD3 or DDPG: its export takes ``observation``, ``achieved_goal`` and ``desired_goal``)
     :param path: output: a folder for ``savedmodel`` and ``tfjs``, a file (``.onnx``) for ``onnx``
     :param format: ``"savedmodel"``, ``"tfjs"`` (graph model: model.json + weight shards) or ``"onnx"``
     :param vecnormalize: a ``VecNormalize`` or the path of saved statistics to fold in (the exported model then
@@ -723,6 +816,7 @@ def _write_tfjs(bundle: ExportBundle, path: str) -> None:
         for name in os.listdir(out):
             os.replace(os.path.join(out, name), os.path.join(tmp, name))
         os.rmdir(out)
+        nodes["inputs"] = OrderedDict((name, nodes["inputs"][name]) for name in bundle.metadata["inputs"])
         nodes["outputs"] = OrderedDict((name, nodes["outputs"][name]) for name in bundle.metadata["outputs"])
         _write_metadata(bundle, tmp, export_format="tfjs", model_json="model.json", tfjs_nodes=nodes,
                         note="int64 tensors are int32 in TF.js; run the model with policy.js or "
@@ -1004,8 +1098,10 @@ def _run(args: argparse.Namespace) -> int:
         else:
             written = export_model(model, output, format=args.format, vecnormalize=args.vecnormalize,
                                    opset=args.opset)
-        print(f"Exported {cls.__name__} ({type(model.policy_tf).__name__}) from {model_path} to {written} "
-              f"({args.format})")
+        wrapped = vars(model).get("model") if cls.__name__ == "HER" else None
+        label = f"{cls.__name__} ({type(model.policy_tf).__name__}" + (
+            f" of {type(wrapped).__name__})" if wrapped is not None else ")")
+        print(f"Exported {label} from {model_path} to {written} ({args.format})")
         if args.demo:
             index = write_demo(model, args.demo, vecnormalize=args.vecnormalize, tfjs_dir=written)
             print(f"Wrote the CartPole demo to {args.demo}: serve it with `python -m http.server -d {args.demo} "

@@ -9,7 +9,8 @@
 // names, dtypes and shapes, the spaces, and whether VecNormalize statistics were folded in). The graph model's
 // outputs are the SavedModel's: `action` (what model.predict(obs, deterministic=True) returns in Python; int64
 // actions are int32 here) and, where the policy has them, `logits`, `probabilities`, `mean`, `std`, `value`,
-// `q_values`, and `state` for recurrent policies (which take `state` and `mask` inputs).
+// `q_values`, and `state` for recurrent policies (which take `state` and `mask` inputs). HER models take the goal
+// env's dict observation as three inputs: `observation`, `achieved_goal`, `desired_goal`.
 
 const TFJS_DTYPES = { float32: "float32", float64: "float32", int32: "int32", int64: "int32", uint8: "int32",
                       int8: "int32", int16: "int32", uint16: "int32", bool: "bool" };
@@ -71,9 +72,12 @@ export class SbtfPolicy {
     return policy;
   }
 
-  /** Run once on a zero observation; fall back to the CPU backend if the current one cannot run the model. */
+  /** Run once on zero inputs; fall back to the CPU backend if the current one cannot run the model. */
   async warmUp() {
-    const zeros = { observation: new Float32Array(this.obsSize) };
+    const zeros = {};
+    for (const name of this.inputNames) {
+      zeros[name] = new Float32Array(this.meta.inputs[name].shape.slice(1).reduce((a, b) => a * b, 1));
+    }
     try {
       await this.run(zeros, ["action"]);
     } catch (err) {
@@ -159,10 +163,18 @@ export class SbtfPolicy {
 
   /**
    * One observation -> one action (a number, or an array for vector actions). Recurrent policies keep their
-   * state between calls (zeros after reset(), as sbtf's predict with state=None).
+   * state between calls (zeros after reset(), as sbtf's predict with state=None). For HER models pass the dict
+   * observation: { observation, achieved_goal, desired_goal }.
    */
   async act(observation) {
-    const inputs = { observation: [observation] };
+    const isDict = observation !== null && typeof observation === "object" && !Array.isArray(observation) &&
+      !ArrayBuffer.isView(observation);
+    const inputs = {};
+    if (isDict) {
+      for (const [name, value] of Object.entries(observation)) inputs[name] = [value];
+    } else {
+      inputs.observation = [observation];
+    }
     if (this.recurrent) {
       inputs.state = this.state || new Float32Array(this.stateSize);
       inputs.mask = [0];
