@@ -93,6 +93,7 @@ CASES = OrderedDict([
     ("acktr_box", lambda: _algorithm("ACKTR")("MlpPolicy", "Pendulum-v1", seed=7)),
     ("ppo1", lambda: _algorithm("PPO1")("MlpPolicy", "CartPole-v1", seed=8)),
     ("trpo_box", lambda: _algorithm("TRPO")("MlpPolicy", "Pendulum-v1", seed=8)),
+    ("gail", lambda: _algorithm("GAIL")("MlpPolicy", "CartPole-v1", seed=9)),  # its policy: TRPO's actor-critic
     ("dqn", lambda: DQN("MlpPolicy", "CartPole-v1", seed=4, learning_starts=0)),
     ("sac", lambda: _algorithm("SAC")("MlpPolicy", "Pendulum-v1", seed=5)),
     ("td3", lambda: _algorithm("TD3")("MlpPolicy", "Pendulum-v1", seed=5)),
