@@ -27,14 +27,13 @@ import datetime
 import json
 import os
 import platform
-import re
 import statistics
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from mpi_driver import git_revision, print_result, run_worker, timed_learn, update_docs  # noqa: E402
 BEGIN, END = "<!-- BEGIN DDPG MPI -->", "<!-- END DDPG MPI -->"
 
 COMMON = dict(gamma=0.99, nb_rollout_steps=100, nb_train_steps=100, actor_lr=1e-3, critic_lr=1e-3, tau=0.005)
@@ -62,12 +61,7 @@ def worker(args) -> None:
     model = DDPG("MlpPolicy", gym.make(args.env), seed=args.seed, verbose=0, n_cpu_tf_sess=1,
                  action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)), **kwargs)
     model._mpi_graph = bool(args.mpi_variant)  # pylint: disable=protected-access
-    comm.Barrier()
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    model.learn(args.timesteps // size)
-    comm.Barrier()
-    wall = time.perf_counter() - wall0
-    cpu = comm.allgather(time.process_time() - cpu0)
+    wall, cpu = timed_learn(comm, lambda: model.learn(args.timesteps // size))
     steps = comm.allreduce(int(model.num_timesteps))
     if comm.Get_rank() == 0:
         env = gym.make(args.env)
@@ -81,35 +75,15 @@ def worker(args) -> None:
                 total += float(reward)
                 done = terminated or truncated
             returns.append(total)
-        print("RESULT " + json.dumps({"steps": steps, "seconds": wall, "steps_per_s": steps / wall,
-                                      "cpu_seconds": cpu, "eval_return": sum(returns) / len(returns)}), flush=True)
+        print_result({"steps": steps, "seconds": wall, "steps_per_s": steps / wall, "cpu_seconds": cpu,
+                      "eval_return": sum(returns) / len(returns)})
 
 
 # ----------------------------------------------------------------------------------------------- driver
 def run_one(python: str, nprocs: int, mpi_variant: bool, config: str, timesteps: int, env: str, seed: int) -> dict:
-    cmd = [python, os.path.abspath(__file__), "--worker", "--config", config, "--timesteps", str(timesteps),
-           "--env", env, "--seed", str(seed)] + (["--mpi-variant"] if mpi_variant else [])
-    if nprocs > 1:
-        mpirun = os.path.join(os.path.dirname(python), "mpirun")
-        cmd = [mpirun, "-np", str(nprocs)] + cmd
-    child_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1",
-                     PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env, timeout=7200)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    raise RuntimeError(f"worker failed ({proc.returncode}): {proc.stderr[-2000:]}")
-
-
-def _git_revision() -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "sbtf"], capture_output=True, text=True,
-                               cwd=REPO).stdout.strip()
-        return rev + ("+dirty(sbtf/)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    worker_args = ["--config", config, "--timesteps", str(timesteps), "--env", env, "--seed", str(seed)]
+    return run_worker(python, __file__, worker_args + (["--mpi-variant"] if mpi_variant else []), nprocs,
+                      timeout=7200)
 
 
 def _label(nprocs: int, mpi_variant: bool) -> str:
@@ -170,19 +144,6 @@ def _load_previous(path: str, env: str) -> dict:
     return {c: e for c, e in previous.get("configs", {}).items() if c in CONFIGS}
 
 
-def update_docs(path: str, section: str) -> None:
-    text = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmarks\n"
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.DOTALL)
-    if pattern.search(text):
-        text = pattern.sub(lambda _m: section, text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -204,7 +165,7 @@ def main(argv=None) -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
             "machine": platform.machine(), "cores": os.cpu_count(), "repeats": args.repeats,
-            "revision": _git_revision(), "load": f"{load:.2f}", "command": " ".join(sys.argv)}
+            "revision": git_revision(), "load": f"{load:.2f}", "command": " ".join(sys.argv)}
     results_path = os.path.join(HERE, "results", "ddpg_mpi_scaling.json")
     results = {"env": args.env, "configs": _load_previous(results_path, args.env)}
     for config in args.configs.split(","):
@@ -224,7 +185,7 @@ def main(argv=None) -> int:
         os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
         with open(results_path, "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2)
-        update_docs(os.path.join(REPO, "docs", "benchmarks.md"), section)
+        update_docs(os.path.join(REPO, "docs", "benchmarks.md"), section, BEGIN, END)
     return 0
 
 

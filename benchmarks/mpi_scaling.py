@@ -23,14 +23,13 @@ import datetime
 import json
 import os
 import platform
-import re
 import statistics
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from mpi_driver import git_revision, print_result, run_worker, timed_learn, update_docs  # noqa: E402
 BEGIN, END = "<!-- BEGIN MPI SCALING -->", "<!-- END MPI SCALING -->"
 
 ALGOS = {
@@ -59,44 +58,18 @@ def worker(args) -> None:
     kwargs = dict(kwargs)
     kwargs[batch_arg] = args.batch
     model = getattr(sbtf, cls_name)("MlpPolicy", gym.make(args.env), seed=args.seed, verbose=0, **kwargs)
-    comm.Barrier()
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    model.learn(args.timesteps)
-    comm.Barrier()
-    wall = time.perf_counter() - wall0
-    cpu = comm.allgather(time.process_time() - cpu0)
+    wall, cpu = timed_learn(comm, lambda: model.learn(args.timesteps))
     returns = [info["r"] for info in list(model.ep_info_buf)[-20:]]
     if comm.Get_rank() == 0:
-        print("RESULT " + json.dumps({"steps": int(model.num_timesteps), "seconds": wall,
-                                      "steps_per_s": model.num_timesteps / wall, "cpu_seconds": cpu,
-                                      "last_returns_mean": sum(returns) / max(len(returns), 1)}), flush=True)
+        print_result({"steps": int(model.num_timesteps), "seconds": wall, "steps_per_s": model.num_timesteps / wall,
+                      "cpu_seconds": cpu, "last_returns_mean": sum(returns) / max(len(returns), 1)})
 
 
 # ----------------------------------------------------------------------------------------------- driver
 def run_one(python: str, nprocs: int, algo: str, batch: int, timesteps: int, env: str, seed: int) -> dict:
-    cmd = [python, os.path.abspath(__file__), "--worker", "--algo", algo, "--batch", str(batch), "--timesteps",
-           str(timesteps), "--env", env, "--seed", str(seed)]
-    if nprocs > 1:
-        mpirun = os.path.join(os.path.dirname(python), "mpirun")
-        cmd = [mpirun, "-np", str(nprocs)] + cmd
-    child_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS="1",
-                     PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env, timeout=3600)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    raise RuntimeError(f"worker failed ({proc.returncode}): {proc.stderr[-2000:]}")
-
-
-def _git_revision() -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "sbtf"], capture_output=True, text=True,
-                               cwd=REPO).stdout.strip()
-        return rev + ("+dirty(sbtf/)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    worker_args = ["--algo", algo, "--batch", str(batch), "--timesteps", str(timesteps), "--env", env, "--seed",
+                   str(seed)]
+    return run_worker(python, __file__, worker_args, nprocs, timeout=3600)
 
 
 def render(results: dict) -> str:
@@ -145,19 +118,6 @@ def render(results: dict) -> str:
     return "\n".join(lines)
 
 
-def update_docs(path: str, section: str) -> None:
-    text = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmarks\n"
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.DOTALL)
-    if pattern.search(text):
-        text = pattern.sub(lambda _m: section, text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -180,7 +140,7 @@ def main(argv=None) -> int:
     if args.render_docs:
         with open(os.path.join(HERE, "results", "mpi_scaling.json"), encoding="utf-8") as handle:
             section = render(json.load(handle))
-        update_docs(os.path.join(REPO, "docs", "benchmarks.md"), section)
+        update_docs(os.path.join(REPO, "docs", "benchmarks.md"), section, BEGIN, END)
         print(section)
         return 0
 
@@ -188,7 +148,7 @@ def main(argv=None) -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     results = {"meta": {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
                         "machine": platform.machine(), "cores": os.cpu_count(), "timesteps": args.timesteps,
-                        "repeats": args.repeats, "env": args.env, "revision": _git_revision(),
+                        "repeats": args.repeats, "env": args.env, "revision": git_revision(),
                         "load": f"{load:.2f}", "command": " ".join(sys.argv)},
                "rows": {}}
     for algo in args.algos.split(","):
@@ -212,7 +172,7 @@ def main(argv=None) -> int:
         os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
         with open(os.path.join(HERE, "results", "mpi_scaling.json"), "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2)
-        update_docs(os.path.join(REPO, "docs", "benchmarks.md"), section)
+        update_docs(os.path.join(REPO, "docs", "benchmarks.md"), section, BEGIN, END)
     return 0
 
 

@@ -36,12 +36,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from worker import system_busy_seconds, thread_env  # noqa: E402  (stdlib-only helpers beside this file)
 DEFAULT_DOCS = os.path.join(REPO_ROOT, "docs", "benchmarks.md")
 DEFAULT_RESULTS = os.path.join(HERE, "results", "onpolicy_family.json")
 BEGIN_MARK = "<!-- BEGIN ONPOLICY_FAMILY -->"
 END_MARK = "<!-- END ONPOLICY_FAMILY -->"
-THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-                   "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 ENV_ID = "CartPole-v1"
 N_ENVS = 8
 EVAL_EPISODES = 10
@@ -59,20 +59,6 @@ LABELS = {"a2c": "A2C", "acer": "ACER", "acktr": "ACKTR"}
 # ---------------------------------------------------------------------------------------------
 # worker (runs in a fresh process)
 # ---------------------------------------------------------------------------------------------
-def _busy_seconds():
-    """CPU-seconds all cores have spent busy since boot (``/proc/stat``), or None."""
-    try:
-        with open("/proc/stat", encoding="ascii") as handle:
-            fields = handle.readline().split()
-    except OSError:
-        return None
-    if not fields or fields[0] != "cpu":
-        return None
-    values = [int(v) for v in fields[1:]]
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 def run_worker(algo: str, seed: int, total_timesteps: int, checkpoint: int, threads: int) -> dict:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     sys.path.insert(0, REPO_ROOT)
@@ -123,11 +109,11 @@ def run_worker(algo: str, seed: int, total_timesteps: int, checkpoint: int, thre
     env = make_vec_env(ENV_ID, n_envs=N_ENVS, seed=seed)
     model = cls("MlpPolicy", env, verbose=0, seed=seed, n_cpu_tf_sess=threads, **kwargs)
     callback = Checkpoints()
-    busy0, cpu0, wall0 = _busy_seconds(), time.process_time(), time.perf_counter()
+    busy0, cpu0, wall0 = system_busy_seconds(), time.process_time(), time.perf_counter()
     model.learn(total_timesteps, callback=callback)
     wall = time.perf_counter() - wall0 - callback.eval_seconds
     cpu = time.process_time() - cpu0 - callback.eval_cpu
-    busy1 = _busy_seconds()
+    busy1 = system_busy_seconds()
     final = evaluate(model)
     other = None
     if busy0 is not None and busy1 is not None:
@@ -167,7 +153,7 @@ def _cpu_model() -> str:
 
 def launch(python: str, algo: str, seed: int, args) -> dict:
     env = dict(os.environ)
-    env.update({name: str(args.threads) for name in THREAD_ENV_VARS})
+    env.update(thread_env(args.threads))
     env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [python, os.path.abspath(__file__), "--worker", "--algo", algo, "--seed", str(seed), "--threads",
            str(args.threads), "--total-timesteps", str(args.total_timesteps), "--checkpoint", str(args.checkpoint)]

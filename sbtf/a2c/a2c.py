@@ -8,16 +8,14 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf import logger
-from sbtf.common.base_class import ActorCriticRLModel, SetVerbosity, TensorboardWriter
-from sbtf.common.fast_call import FastFunction
-from sbtf.common.math_util import explained_variance, safe_mean, total_episode_reward_logger
+from sbtf.common.base_class import NStepActorCriticRLModel, SetVerbosity
 from sbtf.common.optimizers import check_rms_prop_style, clip_grads, make_rmsprop
 from sbtf.common.runners import AbstractEnvRunner, swap_and_flatten
 from sbtf.common.schedules import Scheduler
+from sbtf.common.train_log import dump_update_log, log_rollout_episode_rewards
 
 
-class A2C(ActorCriticRLModel):
+class A2C(NStepActorCriticRLModel):
     """
     The A2C (Advantage Actor Critic) model class, https://arxiv.org/abs/1602.01783
 
@@ -55,7 +53,6 @@ class A2C(ActorCriticRLModel):
                  tensorboard_log=None, _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False,
                  seed=None, n_cpu_tf_sess=None, rms_prop_style="tf"):
         self.rms_prop_style = check_rms_prop_style(rms_prop_style)
-        self.n_steps = n_steps
         self.gamma = gamma
         self.vf_coef = vf_coef
         self.ent_coef = ent_coef
@@ -65,45 +62,21 @@ class A2C(ActorCriticRLModel):
         self.epsilon = epsilon
         self.lr_schedule = lr_schedule
         self.learning_rate = learning_rate
-        self.tensorboard_log = tensorboard_log
-        self.full_tensorboard_log = full_tensorboard_log
-        self.n_batch = None
         self.learning_rate_schedule = None
-        self._train_fn = None
-        self._train_tf = None
-        super().__init__(policy=policy, env=env, verbose=verbose, requires_vec_env=True,
-                         _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs, seed=seed,
-                         n_cpu_tf_sess=n_cpu_tf_sess)
-        if _init_setup_model:
-            self.setup_model()
+        super().__init__(policy, env, n_steps=n_steps, verbose=verbose, tensorboard_log=tensorboard_log,
+                         _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs,
+                         full_tensorboard_log=full_tensorboard_log, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
 
-    @property
-    def runner(self) -> "A2CRunner":
-        if self._runner is None:
-            self._runner = A2CRunner(self.env, self, n_steps=self.n_steps, gamma=self.gamma)
-        return self._runner
-
-    def _on_env_changed(self) -> None:
-        self._runner = None
-        if self.policy_tf is not None and self.n_batch != self.n_envs * self.n_steps:
-            self.n_batch = self.n_envs * self.n_steps
-            self._build_train_fn()
+    def _make_runner(self) -> "A2CRunner":
+        return A2CRunner(self.env, self, n_steps=self.n_steps, gamma=self.gamma)
 
     def setup_model(self):
         with SetVerbosity(self.verbose):
             self.n_batch = self.n_envs * self.n_steps
-            self.set_random_seed(self.seed)
-            policy = self._make_policy(self.n_envs, self.n_steps, self.n_batch)
-            self._bind_policy(policy)
-            self._variables = self.get_parameter_list()
+            self._setup_policy(self.n_steps, self.n_batch)
             self.optimizer = make_rmsprop(self.rms_prop_style, self._variables, decay=self.alpha,
                                           epsilon=self.epsilon, momentum=self.momentum)
             self._build_train_fn()
-
-    def _build_train_fn(self) -> None:
-        """Trace the train step once; hot calls go through its concrete function (no per-call signature casting)."""
-        self._train_tf = self._make_train_fn()
-        self._train_fn = FastFunction(self._train_tf.get_concrete_function())
 
     def _make_train_fn(self):
         policy = self.policy_tf
@@ -116,17 +89,12 @@ class A2C(ActorCriticRLModel):
         n_state = self.n_envs if policy.recurrent else 1
         signature = [policy.obs_signature(n_batch), tf.TensorSpec((n_batch,) + tuple(pdtype.sample_shape()), act_dtype),
                      vec, vec, vec, tf.TensorSpec((n_state, state_size), tf.float32), tf.TensorSpec((), tf.float32)]
-        n_steps = self.n_steps
 
         @tf.function(input_signature=signature, jit_compile=not policy.recurrent, autograph=False)
         def train_step(obs, actions, rewards, values, masks, states, lr):
             advs = rewards - values
             with tf.GradientTape() as tape:
-                if policy.recurrent:
-                    flat, vpred, _, _ = policy.forward(obs, states, masks, n_steps=n_steps)
-                else:
-                    flat, vpred, _, _ = policy.forward(obs)
-                dist = policy.proba_distribution_from_flat(flat)
+                dist, vpred = self._rollout_distribution(obs, states, masks)
                 neglogpac = dist.neglogp(actions)
                 entropy = tf.reduce_mean(dist.entropy())
                 pg_loss = tf.reduce_mean(advs * neglogpac)
@@ -168,22 +136,8 @@ class A2C(ActorCriticRLModel):
 
     def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="A2C", reset_num_timesteps=True,
               progress_bar: bool = False):
-        """
-        Train the model for ``total_timesteps`` environment steps.
-
-        :param total_timesteps: (int) The total number of samples to train on
-        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
-        :param log_interval: (int) The number of updates between logs (verbose >= 1)
-        :param tb_log_name: (str) the name of the run for tensorboard log
-        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number
-        :param progress_bar: (bool) show a progress bar (tqdm)
-        :return: (A2C) the trained model
-        """
-        new_tb_log = self._init_num_timesteps(reset_num_timesteps)
-        callback = self._init_callback(callback, progress_bar, total_timesteps)
-        with SetVerbosity(self.verbose), TensorboardWriter(self.graph, self.tensorboard_log, tb_log_name,
-                                                           new_tb_log) as writer:
-            self._setup_learn()
+        with self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps,
+                            progress_bar) as (callback, writer):
             self.learning_rate_schedule = Scheduler(initial_value=self.learning_rate, n_values=total_timesteps,
                                                     schedule=self.lr_schedule)
             t_start = time.time()
@@ -199,24 +153,12 @@ class A2C(ActorCriticRLModel):
                 self.ep_info_buf.extend(ep_infos)
                 _, value_loss, policy_entropy = self._train_step(obs, states, rewards, masks, actions, values,
                                                                  self.num_timesteps // self.n_batch, writer)
-                n_seconds = time.time() - t_start
-                fps = int((update * self.n_batch) / max(n_seconds, 1e-9))
+                fps = int((update * self.n_batch) / max(time.time() - t_start, 1e-9))
                 if writer is not None:
-                    total_episode_reward_logger(self.episode_reward, true_reward.reshape((self.n_envs, self.n_steps)),
-                                                masks.reshape((self.n_envs, self.n_steps)), writer,
-                                                self.num_timesteps)
+                    log_rollout_episode_rewards(self, writer, true_reward, masks)
                 if self.verbose >= 1 and (update % log_interval == 0 or update == 1):
-                    explained_var = explained_variance(values, rewards)
-                    logger.record_tabular("nupdates", update)
-                    logger.record_tabular("total_timesteps", self.num_timesteps)
-                    logger.record_tabular("fps", fps)
-                    logger.record_tabular("policy_entropy", float(policy_entropy))
-                    logger.record_tabular("value_loss", float(value_loss))
-                    logger.record_tabular("explained_variance", float(explained_var))
-                    if len(self.ep_info_buf) > 0 and len(self.ep_info_buf[0]) > 0:
-                        logger.logkv("ep_reward_mean", safe_mean([ep_info["r"] for ep_info in self.ep_info_buf]))
-                        logger.logkv("ep_len_mean", safe_mean([ep_info["l"] for ep_info in self.ep_info_buf]))
-                    logger.dump_tabular()
+                    dump_update_log(update, self, fps, {"policy_entropy": policy_entropy, "value_loss": value_loss},
+                                    values, rewards)
         callback.on_training_end()
         return self
 
@@ -259,13 +201,8 @@ class A2CRunner(AbstractEnvRunner):
             clipped_actions = np.clip(actions, self.env.action_space.low, self.env.action_space.high) if is_box \
                 else actions
             obs, rewards, dones, infos = self.env.step(clipped_actions)
-            self.model.num_timesteps += n_envs
-            if not self._step_callback(locals()):
+            if not self._on_env_step(locals(), infos, ep_infos):
                 return [None] * 8
-            for info in infos:
-                maybe_ep_info = info.get("episode")
-                if maybe_ep_info is not None:
-                    ep_infos.append(maybe_ep_info)
             self.states = states
             self.dones = dones
             self.obs[:] = obs

@@ -10,7 +10,6 @@ RMSProp (TF1 semantics) followed by the Polyak update of the averaged copy.
 from __future__ import annotations
 
 import time
-import warnings
 from collections import deque
 from typing import Optional
 
@@ -20,12 +19,13 @@ import tensorflow as tf
 
 from sbtf import logger
 from sbtf.acer.buffer import Buffer
-from sbtf.common.base_class import ActorCriticRLModel, SetVerbosity, TensorboardWriter
+from sbtf.common.base_class import NStepActorCriticRLModel, SetVerbosity
 from sbtf.common.distributions import softmax_np
-from sbtf.common.math_util import safe_mean, total_episode_reward_logger
+from sbtf.common.math_util import total_episode_reward_logger
 from sbtf.common.optimizers import RMSProp
 from sbtf.common.runners import AbstractEnvRunner
 from sbtf.common.schedules import Scheduler
+from sbtf.common.train_log import record_episode_means
 
 #: names of the train-step statistics (SB2's ``names_ops``), in the order the train step returns them
 NAMES_OPS = ("loss", "loss_q", "entropy", "loss_policy", "loss_f", "loss_bc", "explained_variance", "norm_grads")
@@ -164,7 +164,7 @@ class EpisodeStats:
         return float(np.mean(self.rewbuffer)) if self.rewbuffer else 0.0
 
 
-class ACER(ActorCriticRLModel):
+class ACER(NStepActorCriticRLModel):
     """
     The ACER (Actor-Critic with Experience Replay) model class, https://arxiv.org/abs/1611.01224
 
@@ -214,11 +214,7 @@ class ACER(ActorCriticRLModel):
                  buffer_size=5000, replay_ratio=4, replay_start=1000, correction_term=10.0, trust_region=True,
                  alpha=0.99, delta=1, verbose=0, tensorboard_log=None, _init_setup_model=True, policy_kwargs=None,
                  full_tensorboard_log=False, seed=None, n_cpu_tf_sess=1):
-        if num_procs is not None:
-            warnings.warn("num_procs will be removed in a future version (v3.x.x) use n_cpu_tf_sess instead",
-                          DeprecationWarning)
-            n_cpu_tf_sess = num_procs
-        self.n_steps = n_steps
+        n_cpu_tf_sess = self._renamed_n_cpu("num_procs", num_procs, n_cpu_tf_sess)
         self.replay_ratio = replay_ratio
         self.buffer_size = buffer_size
         self.replay_start = replay_start
@@ -234,33 +230,23 @@ class ACER(ActorCriticRLModel):
         self.rprop_epsilon = rprop_epsilon
         self.learning_rate = learning_rate
         self.lr_schedule = lr_schedule
-        self.tensorboard_log = tensorboard_log
-        self.full_tensorboard_log = full_tensorboard_log
 
         self.polyak_model = None
         self.learning_rate_schedule = None
         self.names_ops = None
         self.n_act = None
-        self.n_batch = None
-        self._train_tf = None
-        self._train_fn = None
         self._train_tf_diag = None
         self._train_fn_diag = None
         self._value_fn = None
         self._buffer: Optional[Buffer] = None
         self._polyak_pairs: list = []
-        super().__init__(policy=policy, env=env, verbose=verbose, requires_vec_env=True,
-                         _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs, seed=seed,
-                         n_cpu_tf_sess=n_cpu_tf_sess)
-        if _init_setup_model:
-            self.setup_model()
+        super().__init__(policy, env, n_steps=n_steps, verbose=verbose, tensorboard_log=tensorboard_log,
+                         _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs,
+                         full_tensorboard_log=full_tensorboard_log, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
 
     # ------------------------------------------------------------------ environment
-    @property
-    def runner(self) -> "_Runner":
-        if self._runner is None:
-            self._runner = _Runner(env=self.env, model=self, n_steps=self.n_steps)
-        return self._runner
+    def _make_runner(self) -> "_Runner":
+        return _Runner(env=self.env, model=self, n_steps=self.n_steps)
 
     def _requires_same_n_envs(self) -> bool:
         return True
@@ -279,6 +265,7 @@ class ACER(ActorCriticRLModel):
         super().set_env(env)
 
     def _on_env_changed(self) -> None:
+        """A new environment (with as many envs as before): a new runner and an empty replay buffer."""
         self._runner = None
         self._buffer = None  # experience of another env
 
@@ -294,11 +281,8 @@ class ACER(ActorCriticRLModel):
             self._check_action_space()
             self.n_act = int(self.action_space.n)
             self.n_batch = self.n_envs * self.n_steps
-            self.set_random_seed(self.seed)
             n_batch_train = self.n_envs * (self.n_steps + 1)
-            policy = self._make_policy(self.n_envs, self.n_steps + 1, n_batch_train)
-            self._bind_policy(policy)
-            self._variables = self.get_parameter_list()
+            self._setup_policy(self.n_steps + 1, n_batch_train)
             # the Polyak-averaged policy: a second instance of the policy whose weights are the moving averages
             # (never saved, as SB2); it starts equal to the policy
             self.polyak_model = self.policy(None, self.observation_space, self.action_space, self.n_envs,
@@ -522,22 +506,8 @@ class ACER(ActorCriticRLModel):
 
     def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="ACER", reset_num_timesteps=True,
               progress_bar: bool = False):
-        """
-        Train the model for ``total_timesteps`` environment steps.
-
-        :param total_timesteps: (int) The total number of samples to train on
-        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
-        :param log_interval: (int) The number of updates between logs (verbose >= 1)
-        :param tb_log_name: (str) the name of the run for tensorboard log
-        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number
-        :param progress_bar: (bool) show a progress bar (tqdm)
-        :return: (ACER) the trained model
-        """
-        new_tb_log = self._init_num_timesteps(reset_num_timesteps)
-        callback = self._init_callback(callback, progress_bar, total_timesteps)
-        with SetVerbosity(self.verbose), TensorboardWriter(self.graph, self.tensorboard_log, tb_log_name,
-                                                           new_tb_log) as writer:
-            self._setup_learn()
+        with self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps,
+                            progress_bar) as (callback, writer):
             self.learning_rate_schedule = Scheduler(initial_value=self.learning_rate, n_values=total_timesteps,
                                                     schedule=self.lr_schedule)
             episode_stats = EpisodeStats(self.n_steps, self.n_envs)
@@ -580,9 +550,7 @@ class ACER(ActorCriticRLModel):
                     # For true episode rewards, see the monitor files in the log folder.
                     logger.record_tabular("mean_episode_length", episode_stats.mean_length())
                     logger.record_tabular("mean_episode_reward", episode_stats.mean_reward())
-                    if len(self.ep_info_buf) > 0 and len(self.ep_info_buf[0]) > 0:
-                        logger.logkv("ep_reward_mean", safe_mean([ep_info["r"] for ep_info in self.ep_info_buf]))
-                        logger.logkv("ep_len_mean", safe_mean([ep_info["l"] for ep_info in self.ep_info_buf]))
+                    record_episode_means(self.ep_info_buf)
                     for name, val in zip(names_ops, values_ops):
                         logger.record_tabular(name, float(val))
                     logger.dump_tabular()
@@ -662,13 +630,8 @@ class _Runner(AbstractEnvRunner):
             mb_mus[step] = softmax_np(flat)
             mb_dones[step] = self.dones
             obs, rewards, dones, infos = self.env.step(actions)
-            self.model.num_timesteps += n_envs
-            if not self._step_callback(locals()):
+            if not self._on_env_step(locals(), infos, ep_infos):
                 return [None] * 10
-            for info in infos:
-                maybe_ep_info = info.get("episode")
-                if maybe_ep_info is not None:
-                    ep_infos.append(maybe_ep_info)
             mb_true_rewards[step] = rewards
             mb_rewards[step] = self._bootstrap_truncated_acer(np.asarray(rewards, np.float32), dones, infos,
                                                               states_before)

@@ -9,24 +9,22 @@ the preconditioned, KL-clipped momentum step.
 from __future__ import annotations
 
 import time
-import warnings
 
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf import logger
 from sbtf.acktr.kfac import KfacOptimizer, factored_layers
-from sbtf.common.base_class import ActorCriticRLModel, SetVerbosity, TensorboardWriter
-from sbtf.common.math_util import explained_variance, safe_mean, total_episode_reward_logger
+from sbtf.common.base_class import NStepActorCriticRLModel, SetVerbosity
 from sbtf.common.schedules import Scheduler
+from sbtf.common.train_log import dump_update_log, log_rollout_episode_rewards
 
 #: names of the values returned by the train step, in order
 TRAIN_STATS = ("policy_loss", "value_loss", "policy_entropy", "policy_fisher_loss", "value_fisher_loss",
                "kfac_warm", "kfac_vFv")
 
 
-class ACKTR(ActorCriticRLModel):
+class ACKTR(NStepActorCriticRLModel):
     """
     The ACKTR (Actor Critic using Kronecker-Factored Trust Region) model class, https://arxiv.org/abs/1708.05144
 
@@ -64,11 +62,7 @@ class ACKTR(ActorCriticRLModel):
                  vf_fisher_coef=1.0, learning_rate=0.25, max_grad_norm=0.5, kfac_clip=0.001, lr_schedule="linear",
                  verbose=0, tensorboard_log=None, _init_setup_model=True, async_eigen_decomp=False, kfac_update=1,
                  gae_lambda=None, policy_kwargs=None, full_tensorboard_log=False, seed=None, n_cpu_tf_sess=1):
-        if nprocs is not None:
-            warnings.warn("nprocs will be removed in a future version (v3.x.x) use n_cpu_tf_sess instead",
-                          DeprecationWarning)
-            n_cpu_tf_sess = nprocs
-        self.n_steps = n_steps
+        n_cpu_tf_sess = self._renamed_n_cpu("nprocs", nprocs, n_cpu_tf_sess)
         self.gamma = gamma
         self.ent_coef = ent_coef
         self.vf_coef = vf_coef
@@ -77,32 +71,19 @@ class ACKTR(ActorCriticRLModel):
         self.max_grad_norm = max_grad_norm
         self.learning_rate = learning_rate
         self.lr_schedule = lr_schedule
-        self.tensorboard_log = tensorboard_log
         self.async_eigen_decomp = async_eigen_decomp
-        self.full_tensorboard_log = full_tensorboard_log
         self.kfac_update = kfac_update
         self.gae_lambda = gae_lambda
-        self.n_batch = None
         self.learning_rate_schedule = None
         self.optim = None
         self.continuous_actions = False
-        self._train_tf = None
-        self._train_fn = None
         self._act_dtype = None
         self._fisher_gen = None
-        super().__init__(policy=policy, env=env, verbose=verbose, requires_vec_env=True,
-                         _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs, seed=seed,
-                         n_cpu_tf_sess=n_cpu_tf_sess)
-        if _init_setup_model:
-            self.setup_model()
+        super().__init__(policy, env, n_steps=n_steps, verbose=verbose, tensorboard_log=tensorboard_log,
+                         _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs,
+                         full_tensorboard_log=full_tensorboard_log, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
 
     # ------------------------------------------------------------------ setup
-    @property
-    def runner(self):
-        if self._runner is None:
-            self._runner = self._make_runner()
-        return self._runner
-
     def _make_runner(self):
         if self.gae_lambda is not None:
             from sbtf.ppo2.ppo2 import PPO2Runner
@@ -110,20 +91,11 @@ class ACKTR(ActorCriticRLModel):
         from sbtf.a2c.a2c import A2CRunner
         return A2CRunner(self.env, self, n_steps=self.n_steps, gamma=self.gamma)
 
-    def _on_env_changed(self) -> None:
-        self._runner = None
-        if self.policy_tf is not None and self.n_batch != self.n_envs * self.n_steps:
-            self.n_batch = self.n_envs * self.n_steps
-            self._build_train_fn()
-
     def setup_model(self):
         with SetVerbosity(self.verbose):
             self.continuous_actions = isinstance(self.action_space, gym.spaces.Box)
             self.n_batch = self.n_envs * self.n_steps
-            self.set_random_seed(self.seed)
-            policy = self._make_policy(self.n_envs, self.n_steps, self.n_batch)
-            self._bind_policy(policy)
-            self._variables = self.get_parameter_list()
+            policy = self._setup_policy(self.n_steps, self.n_batch)
             self.optim = KfacOptimizer(self._variables, factored_layers(policy), learning_rate=self.learning_rate,
                                        clip_kl=self.kfac_clip, momentum=0.9, kfac_update=self.kfac_update,
                                        epsilon=0.01, stats_decay=0.99, async_eigen_decomp=self.async_eigen_decomp,
@@ -138,7 +110,8 @@ class ACKTR(ActorCriticRLModel):
 
     # ------------------------------------------------------------------ train step
     def _build_train_fn(self) -> None:
-        """Trace the train step once; hot calls go through its concrete function (no per-call signature casting)."""
+        """Trace the train step once; hot calls go through its concrete function (``_train_step`` casts the inputs
+        to the signature's dtypes itself)."""
         self._train_tf = self._make_train_fn()
         self._train_fn = self._train_tf.get_concrete_function()
 
@@ -154,18 +127,13 @@ class ACKTR(ActorCriticRLModel):
         signature = [policy.obs_signature(n_batch),
                      tf.TensorSpec((n_batch,) + tuple(pdtype.sample_shape()), act_dtype), vec, vec, vec,
                      tf.TensorSpec((n_state, state_size), tf.float32), tf.TensorSpec((), tf.float32)]
-        n_steps = self.n_steps
         optim = self.optim
         variables = self._variables
 
         @tf.function(input_signature=signature, autograph=False)
         def train_step(obs, actions, advs, returns, masks, states, lr):
             with optim.record() as recorder, tf.GradientTape(persistent=True) as tape:
-                if policy.recurrent:
-                    flat, vpred, _, _ = policy.forward(obs, states, masks, n_steps=n_steps)
-                else:
-                    flat, vpred, _, _ = policy.forward(obs)
-                dist = policy.proba_distribution_from_flat(flat)
+                dist, vpred = self._rollout_distribution(obs, states, masks)
                 neg_log_prob = dist.neglogp(actions)
                 entropy = tf.reduce_mean(dist.entropy())
                 pg_loss = tf.reduce_mean(advs * neg_log_prob) - self.ent_coef * entropy
@@ -223,24 +191,10 @@ class ACKTR(ActorCriticRLModel):
     # ------------------------------------------------------------------ learn
     def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="ACKTR", reset_num_timesteps=True,
               progress_bar: bool = False):
-        """
-        Train the model for ``total_timesteps`` environment steps.
-
-        :param total_timesteps: (int) The total number of samples to train on
-        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
-        :param log_interval: (int) The number of updates between logs (verbose >= 1)
-        :param tb_log_name: (str) the name of the run for tensorboard log
-        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number
-        :param progress_bar: (bool) show a progress bar (tqdm)
-        :return: (ACKTR) the trained model
-        """
         from sbtf.ppo2.ppo2 import PPO2Runner
 
-        new_tb_log = self._init_num_timesteps(reset_num_timesteps)
-        callback = self._init_callback(callback, progress_bar, total_timesteps)
-        with SetVerbosity(self.verbose), TensorboardWriter(self.graph, self.tensorboard_log, tb_log_name,
-                                                           new_tb_log) as writer:
-            self._setup_learn()
+        with self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps,
+                            progress_bar) as (callback, writer):
             self.n_batch = self.n_envs * self.n_steps
             self.learning_rate_schedule = Scheduler(initial_value=self.learning_rate, n_values=total_timesteps,
                                                     schedule=self.lr_schedule)
@@ -260,24 +214,11 @@ class ACKTR(ActorCriticRLModel):
                 self.ep_info_buf.extend(ep_infos)
                 policy_loss, value_loss, policy_entropy = self._train_step(
                     obs, states, returns, masks, actions, values, self.num_timesteps // (self.n_batch + 1), writer)
-                n_seconds = time.time() - t_start
-                fps = int((update * self.n_batch) / max(n_seconds, 1e-9))
+                fps = int((update * self.n_batch) / max(time.time() - t_start, 1e-9))
                 if writer is not None:
-                    total_episode_reward_logger(self.episode_reward, true_reward.reshape((self.n_envs, self.n_steps)),
-                                                masks.reshape((self.n_envs, self.n_steps)), writer,
-                                                self.num_timesteps)
+                    log_rollout_episode_rewards(self, writer, true_reward, masks)
                 if self.verbose >= 1 and (update % log_interval == 0 or update == 1):
-                    explained_var = explained_variance(values, returns)
-                    logger.record_tabular("nupdates", update)
-                    logger.record_tabular("total_timesteps", self.num_timesteps)
-                    logger.record_tabular("fps", fps)
-                    logger.record_tabular("policy_entropy", float(policy_entropy))
-                    logger.record_tabular("policy_loss", float(policy_loss))
-                    logger.record_tabular("value_loss", float(value_loss))
-                    logger.record_tabular("explained_variance", float(explained_var))
-                    if len(self.ep_info_buf) > 0 and len(self.ep_info_buf[0]) > 0:
-                        logger.logkv("ep_reward_mean", safe_mean([ep_info["r"] for ep_info in self.ep_info_buf]))
-                        logger.logkv("ep_len_mean", safe_mean([ep_info["l"] for ep_info in self.ep_info_buf]))
-                    logger.dump_tabular()
+                    dump_update_log(update, self, fps, {"policy_entropy": policy_entropy, "policy_loss": policy_loss,
+                                                        "value_loss": value_loss}, values, returns)
         callback.on_training_end()
         return self

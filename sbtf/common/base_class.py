@@ -7,19 +7,25 @@ cloning) and TensorBoard logging.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import warnings
 from abc import ABC, abstractmethod
 from collections import OrderedDict, deque
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
 from sbtf.common import save_util
+from sbtf.common.fast_call import FastFunction
 from sbtf.common.policies import ActorCriticPolicy, BasePolicy, get_policy_from_name
+
+if TYPE_CHECKING:
+    from sbtf.common.callbacks import BaseCallback
+    from sbtf.common.runners import AbstractEnvRunner
 
 
 class SetVerbosity:
@@ -780,6 +786,141 @@ class ActorCriticRLModel(BaseRLModel):
         if observation.shape[0] != actions.shape[0]:
             raise ValueError(f"Error: batch sizes differ for actions ({actions.shape[0]}) and observations "
                              f"({observation.shape[0]}).")
+
+
+class NStepActorCriticRLModel(ActorCriticRLModel):
+    """
+    The base class of the actor-critic models that collect ``n_steps`` per environment of a VecEnv with a runner and
+    train with a traced train step (A2C, ACER, ACKTR, PPO2).
+
+    A subclass sets its own hyperparameters, then calls this constructor, which builds the model when
+    ``_init_setup_model``; it defines ``_make_runner`` and ``_make_train_fn`` (the train step for ``n_batch``).
+
+    :param policy: (ActorCriticPolicy or str) policy class or name
+    :param env: the environment (see ``BaseRLModel``), vectorised if it is not
+    :param n_steps: (int) the number of steps to run for each environment per update
+    :param verbose: (int) the verbosity level: 0 none, 1 training information, 2 tensorflow debug
+    :param tensorboard_log: (str) the log location for tensorboard (if None, no logging)
+    :param _init_setup_model: (bool) build the networks now
+    :param policy_kwargs: (dict) additional arguments to be passed to the policy on creation
+    :param full_tensorboard_log: (bool) also log histograms
+    :param seed: (int) seed for python, numpy, TF and the env
+    :param n_cpu_tf_sess: (int) threads for TensorFlow ops (set once per process, before TF starts)
+    """
+
+    def __init__(self, policy, env, n_steps: int, verbose: int = 0, tensorboard_log: Optional[str] = None,
+                 _init_setup_model: bool = True, policy_kwargs: Optional[dict] = None,
+                 full_tensorboard_log: bool = False, seed: Optional[int] = None, n_cpu_tf_sess: Optional[int] = None):
+        self.n_steps = n_steps
+        self.tensorboard_log = tensorboard_log
+        self.full_tensorboard_log = full_tensorboard_log
+        self.n_batch: Optional[int] = None
+        self._train_tf = None
+        self._train_fn = None
+        super().__init__(policy=policy, env=env, verbose=verbose, requires_vec_env=True,
+                         _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs, seed=seed,
+                         n_cpu_tf_sess=n_cpu_tf_sess)
+        if _init_setup_model:
+            self.setup_model()
+
+    @staticmethod
+    def _renamed_n_cpu(old_name: str, old_value: Optional[int], n_cpu_tf_sess: Optional[int]) -> Optional[int]:
+        """
+        SB2's deprecated thread-count argument (ACER's ``num_procs``, ACKTR's ``nprocs``): when given, warn and use it.
+
+        :return: (int) the number of threads for TensorFlow operations
+        """
+        if old_value is None:
+            return n_cpu_tf_sess
+        warnings.warn(f"{old_name} will be removed in a future version (v3.x.x) use n_cpu_tf_sess instead",
+                      DeprecationWarning, stacklevel=2)
+        return old_value
+
+    @property
+    def runner(self) -> "AbstractEnvRunner":
+        """The rollout collector of ``self.env``, made on first use (and again after the environment changed)."""
+        if self._runner is None:
+            self._runner = self._make_runner()
+        return self._runner
+
+    @abstractmethod
+    def _make_runner(self) -> "AbstractEnvRunner":
+        """A runner that collects ``n_steps`` per environment of ``self.env``."""
+
+    def _on_env_changed(self) -> None:
+        """A new environment: a new runner, and the train step traced again when the batch size changed."""
+        self._runner = None
+        if self.policy_tf is not None and self.n_batch != self.n_envs * self.n_steps:
+            self.n_batch = self.n_envs * self.n_steps
+            self._build_train_fn()
+
+    def _setup_policy(self, n_steps: int, n_batch: Optional[int]) -> ActorCriticPolicy:
+        """
+        Seed, build the policy (for ``n_envs`` environments) and bind it; ``_variables`` are its parameters.
+
+        :param n_steps: (int) the steps per environment the policy is built for
+        :param n_batch: (int) the batch size it is built for (None: any)
+        :return: (ActorCriticPolicy) the policy
+        """
+        self.set_random_seed(self.seed)
+        policy = self._make_policy(self.n_envs, n_steps, n_batch)
+        self._bind_policy(policy)
+        self._variables = self.get_parameter_list()
+        return policy
+
+    def _build_train_fn(self) -> None:
+        """Trace the train step once; hot calls go through its concrete function (no per-call signature casting)."""
+        self._train_tf = self._make_train_fn()
+        self._train_fn = FastFunction(self._train_tf.get_concrete_function())
+
+    def _rollout_distribution(self, obs, states, masks):
+        """
+        Inside a train step: the policy's action distribution and values on a rollout (a recurrent policy is
+        unrolled over the ``n_steps`` of each env from ``states``, reset where ``masks`` is set).
+
+        :return: (ProbabilityDistribution, tf.Tensor) the distribution and the values
+        """
+        policy = self.policy_tf
+        if policy.recurrent:
+            flat, vpred, _, _ = policy.forward(obs, states, masks, n_steps=self.n_steps)
+        else:
+            flat, vpred, _, _ = policy.forward(obs)
+        return policy.proba_distribution_from_flat(flat), vpred
+
+    @abstractmethod
+    def _make_train_fn(self):
+        """The train step: a ``tf.function`` with a fixed input signature."""
+
+    @abstractmethod
+    def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="run", reset_num_timesteps=True,
+              progress_bar: bool = False):
+        """
+        Train the model for ``total_timesteps`` environment steps.
+
+        :param total_timesteps: (int) The total number of samples to train on
+        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
+        :param log_interval: (int) The number of updates between logs (verbose >= 1)
+        :param tb_log_name: (str) the name of the run for tensorboard log
+        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
+        :param progress_bar: (bool) show a progress bar (tqdm)
+        :return: the trained model (``self``)
+        """
+
+    @contextlib.contextmanager
+    def _learning(self, callback, total_timesteps: int, tb_log_name: str, reset_num_timesteps: bool,
+                  progress_bar: bool) -> Iterator[Tuple["BaseCallback", Optional[TensorboardLogger]]]:
+        """
+        The frame of ``learn()``: reset the step count (when asked), bind the callback, apply the verbosity and open
+        the TensorBoard writer for the body, after checking that there is an environment.
+
+        :return: (BaseCallback, TensorboardLogger) the callback and the writer (None without ``tensorboard_log``)
+        """
+        new_tb_log = self._init_num_timesteps(reset_num_timesteps)
+        callback = self._init_callback(callback, progress_bar, total_timesteps)
+        with SetVerbosity(self.verbose), TensorboardWriter(self.graph, self.tensorboard_log, tb_log_name,
+                                                           new_tb_log) as writer:
+            self._setup_learn()
+            yield callback, writer
 
 
 class OffPolicyRLModel(BaseRLModel):

@@ -18,18 +18,24 @@ algorithms use fused compiled update loops instead of per-minibatch calls.
 from __future__ import annotations
 
 import contextlib
-from collections import OrderedDict
-from typing import Iterator, Optional
+import time
+from abc import abstractmethod
+from collections import OrderedDict, deque
+from typing import TYPE_CHECKING, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from sbtf import logger
-from sbtf.common.base_class import ActorCriticRLModel
+from sbtf.common.base_class import ActorCriticRLModel, SetVerbosity, TensorboardLogger, TensorboardWriter
+from sbtf.common.math_util import safe_mean
 from sbtf.common.mpi_util import (abort_on_exception, any_rank, get_comm, install_abort_excepthook, rank_seed,
                                   sync_check)
 from sbtf.common.policies import ActorCriticPolicy
 from sbtf.common.tf_util import GetFlat, SetFromFlat, make_assign_fn
+
+if TYPE_CHECKING:
+    from sbtf.common.callbacks import BaseCallback
 
 
 class MpiActorCriticRLModel(ActorCriticRLModel):
@@ -156,6 +162,119 @@ class MpiActorCriticRLModel(ActorCriticRLModel):
         return list(self.policy_pi.named_parameters().values())
 
     # ------------------------------------------------------------------ learn helpers
+    @abstractmethod
+    def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="run", reset_num_timesteps=True):
+        """
+        Train the model for ``total_timesteps`` environment steps (summed over MPI ranks).
+
+        :param total_timesteps: (int) The total number of samples to train on
+        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
+        :param log_interval: (int) unused, as in SB2 (with ``verbose=1`` every iteration is logged)
+        :param tb_log_name: (str) the name of the run for tensorboard log
+        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
+        :return: the trained model (``self``)
+        """
+
+    @contextlib.contextmanager
+    def _learning(self, callback, total_timesteps: int, tb_log_name: str,
+                  reset_num_timesteps: bool) -> Iterator[Tuple["BaseCallback", Optional[TensorboardLogger]]]:
+        """
+        The frame of ``learn()`` on every rank: reset the step count (when asked) and bind the callback, then for the
+        body apply the verbosity, the MPI error handling and logging rules (``_mpi_learn_context``) and open the
+        TensorBoard writer (rank 0), after checking the environment and broadcasting rank 0's parameters.
+
+        :return: (BaseCallback, TensorboardLogger) the callback and the writer (None on other ranks or without
+            ``tensorboard_log``)
+        """
+        new_tb_log = self._init_num_timesteps(reset_num_timesteps)
+        callback = self._init_callback(callback, total_timesteps=total_timesteps)
+        with SetVerbosity(self.verbose), self._mpi_learn_context(), \
+                TensorboardWriter(self.graph, self._tensorboard_log_for_rank(), tb_log_name, new_tb_log) as writer:
+            self._setup_learn()
+            self._check_single_env()
+            self.sync_parameters()
+            yield callback, writer
+
+    def _segment_arrays(self, seg: dict) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """
+        The training arrays of a segment on which ``add_vtarg_and_adv`` ran.
+
+        :return: the observations (in the policy's dtype), the actions, the standardized advantages, the TD(lambda)
+            returns and the value predictions before the update (a copy)
+        """
+        observations = seg["observations"].astype(self.policy_pi.obs_dtype, copy=False)
+        return observations, seg["actions"], self._standardize(seg["adv"]), seg["tdlamret"], seg["vpred"].copy()
+
+    def _log_episodes(self, seg: dict, len_buffer: deque, reward_buffer: deque,
+                      true_reward_buffer: Optional[deque] = None) -> int:
+        """
+        Gather the episodes that ended in the segment over all ranks (collective), add them to ``ep_info_buf`` and to
+        the rolling buffers, and record ``EpLenMean``, ``EpRewMean``, ``EpTrueRewMean`` (GAIL) and ``EpThisIter``.
+
+        :param seg: (dict) the segment (``ep_lens``, ``ep_rets`` and, with ``true_reward_buffer``, ``ep_true_rets``)
+        :param len_buffer: (deque) the rolling buffer of episode lengths
+        :param reward_buffer: (deque) the rolling buffer of episode returns
+        :param true_reward_buffer: (deque) GAIL: the rolling buffer of the environment's returns, which then also
+            go to ``ep_info_buf``
+        :return: (int) the number of episodes
+        """
+        if true_reward_buffer is None:
+            lens, rews = self._gather_episode_stats(seg["ep_lens"], seg["ep_rets"])
+            info_rets = rews
+        else:
+            lens, rews, info_rets = self._gather_episode_stats(seg["ep_lens"], seg["ep_rets"], seg["ep_true_rets"])
+            true_reward_buffer.extend(info_rets)
+        self.ep_info_buf.extend({"r": r, "l": length} for r, length in zip(info_rets, lens))
+        len_buffer.extend(lens)
+        reward_buffer.extend(rews)
+        if len(len_buffer) > 0:
+            logger.record_tabular("EpLenMean", safe_mean(len_buffer))
+            logger.record_tabular("EpRewMean", safe_mean(reward_buffer))
+        if true_reward_buffer is not None and len(true_reward_buffer) > 0:
+            logger.record_tabular("EpTrueRewMean", safe_mean(true_reward_buffer))
+        logger.record_tabular("EpThisIter", len(lens))
+        return len(lens)
+
+    def _write_tensorboard(self, writer: Optional[TensorboardLogger], seg: dict, observations: np.ndarray,
+                           mean_losses: np.ndarray, learning_rate: float, extra_scalars: Dict[str, float]) -> None:
+        """
+        Write an iteration to TensorBoard (nothing when ``writer`` is None): ``loss/<name>`` of ``loss_names``, the
+        ``input_info/...`` scalars and, with ``full_tensorboard_log``, histograms of the returns, advantages and
+        observations.
+
+        :param writer: (TensorboardLogger) the writer
+        :param seg: (dict) the (last) segment of the iteration (``tdlamret``, ``adv``)
+        :param observations: (np.ndarray) its observations
+        :param mean_losses: (np.ndarray) the losses, averaged over the ranks
+        :param learning_rate: (float) ``input_info/learning_rate``
+        :param extra_scalars: ({str: float}) the algorithm's other ``input_info/...`` scalars
+        """
+        if writer is None:
+            return
+        step = self.num_timesteps
+        writer.add_scalars({f"loss/{name}": float(val) for name, val in zip(self.loss_names, mean_losses)}, step)
+        writer.add_scalars({"input_info/discounted_rewards": float(np.mean(seg["tdlamret"])),
+                            "input_info/learning_rate": learning_rate,
+                            "input_info/advantage": float(np.mean(seg["adv"])), **extra_scalars}, step)
+        if self.full_tensorboard_log:
+            writer.add_histogram("input_info/discounted_rewards", seg["tdlamret"], step)
+            writer.add_histogram("input_info/advantage", seg["adv"], step)
+            writer.add_histogram("input_info/observation", observations, step)
+
+    def _dump_iteration_log(self, episodes_so_far: int, t_start: float) -> None:
+        """
+        Record ``EpisodesSoFar``, ``TimestepsSoFar`` and ``TimeElapsed`` and dump the iteration's log (rank 0, verbose
+        >= 1).
+
+        :param episodes_so_far: (int) the episodes finished since ``learn()`` started
+        :param t_start: (float) when ``learn()`` started (``time.time()``)
+        """
+        logger.record_tabular("EpisodesSoFar", episodes_so_far)
+        logger.record_tabular("TimestepsSoFar", self.num_timesteps)
+        logger.record_tabular("TimeElapsed", time.time() - t_start)
+        if self._log_verbose():
+            logger.dump_tabular()
+
     @contextlib.contextmanager
     def _mpi_learn_context(self) -> Iterator[None]:
         """Abort the job on a failure (several ranks); silence the logger on ranks other than 0 and at verbose=0."""

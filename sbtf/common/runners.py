@@ -69,6 +69,25 @@ class AbstractEnvRunner(ABC):
         rewards[truncated] += gamma * values.astype(np.float32)
         return rewards
 
+    def _on_env_step(self, local_vars: dict, infos: list, ep_infos: list) -> bool:
+        """
+        After every env stepped once: count the steps, call the callback and keep the Monitor infos of the episodes
+        that ended.
+
+        :param local_vars: (dict) the rollout's ``locals()`` (what the callback sees)
+        :param infos: ([dict]) the infos the envs returned
+        :param ep_infos: ([dict]) the rollout's finished-episode infos (appended to)
+        :return: (bool) False when the callback stopped training (nothing is appended then)
+        """
+        self.model.num_timesteps += self.n_envs
+        if not self._step_callback(local_vars):
+            return False
+        for info in infos:
+            maybe_ep_info = info.get("episode")
+            if maybe_ep_info is not None:
+                ep_infos.append(maybe_ep_info)
+        return True
+
     def _step_callback(self, local_vars: dict) -> bool:
         if self.callback is None:
             return True

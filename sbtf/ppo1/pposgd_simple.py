@@ -16,8 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf import logger
-from sbtf.common.base_class import SetVerbosity, TensorboardWriter
-from sbtf.common.math_util import explained_variance, safe_mean, total_episode_reward_logger
+from sbtf.common.base_class import SetVerbosity
+from sbtf.common.math_util import explained_variance, total_episode_reward_logger
 from sbtf.common.mpi_adam import MpiAdam
 from sbtf.common.mpi_model import MpiActorCriticRLModel
 from sbtf.common.mpi_moments import mpi_moments
@@ -191,26 +191,9 @@ class PPO1(MpiActorCriticRLModel):
 
     # ------------------------------------------------------------------ learn
     def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="PPO1", reset_num_timesteps=True):
-        """
-        Train the model for ``total_timesteps`` environment steps (summed over MPI ranks).
-
-        :param total_timesteps: (int) The total number of samples to train on
-        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
-        :param log_interval: (int) unused, as in SB2 (with ``verbose=1`` every iteration is logged)
-        :param tb_log_name: (str) the name of the run for tensorboard log
-        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
-        :return: (PPO1) the trained model
-        """
         if self.schedule not in ("linear", "constant"):
             raise ValueError(f"Error: PPO1 schedule must be 'linear' or 'constant', got {self.schedule!r}")
-        new_tb_log = self._init_num_timesteps(reset_num_timesteps)
-        callback = self._init_callback(callback, total_timesteps=total_timesteps)
-
-        with SetVerbosity(self.verbose), self._mpi_learn_context(), \
-                TensorboardWriter(self.graph, self._tensorboard_log_for_rank(), tb_log_name, new_tb_log) as writer:
-            self._setup_learn()
-            self._check_single_env()
-            self.sync_parameters()
+        with self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps) as (callback, writer):
             callback.on_training_start(locals(), globals())
 
             seg_gen = traj_segment_generator(self.policy_pi, self.env, self.timesteps_per_actorbatch,
@@ -235,14 +218,10 @@ class PPO1(MpiActorCriticRLModel):
                     self.num_timesteps = timesteps_before + int(self.comm.allreduce(int(seg["total_timestep"])))
                     break
                 add_vtarg_and_adv(seg, self.gamma, self.lam)
-                observations = seg["observations"].astype(self.policy_pi.obs_dtype, copy=False)
-                actions = seg["actions"]
-                atarg, tdlamret = seg["adv"], seg["tdlamret"]
-                vpredbefore = seg["vpred"].copy()  # predicted value function before update
+                observations, actions, atarg, tdlamret, vpredbefore = self._segment_arrays(seg)
                 if writer is not None:
                     total_episode_reward_logger(self.episode_reward, seg["true_rewards"].reshape((self.n_envs, -1)),
                                                 seg["dones"].reshape((self.n_envs, -1)), writer, timesteps_before)
-                atarg = self._standardize(atarg)  # standardized advantage function estimate
 
                 self.assign_old_eq_new()  # set old parameter values to new parameter values
                 logger.log("Optimizing...")
@@ -255,37 +234,16 @@ class PPO1(MpiActorCriticRLModel):
                 if self.nworkers > 1 and iters_so_far % 20 == 0:
                     self.check_parameters_synced()
 
-                lens, rews = self._gather_episode_stats(seg["ep_lens"], seg["ep_rets"])
-                len_buffer.extend(lens)
-                reward_buffer.extend(rews)
-                self.ep_info_buf.extend({"r": r, "l": length} for r, length in zip(rews, lens))
-                if len(len_buffer) > 0:
-                    logger.record_tabular("EpLenMean", safe_mean(len_buffer))
-                    logger.record_tabular("EpRewMean", safe_mean(reward_buffer))
-                logger.record_tabular("EpThisIter", len(lens))
-                episodes_so_far += len(lens)
+                episodes_so_far += self._log_episodes(seg, len_buffer, reward_buffer)
                 current_it_timesteps = int(self.comm.allreduce(int(seg["total_timestep"])))
                 timesteps_so_far += current_it_timesteps
                 # the generator counted nworkers steps per local step; make the count exact
                 self.num_timesteps = timesteps_before + current_it_timesteps
                 iters_so_far += 1
-                if writer is not None:
-                    writer.add_scalars({f"loss/{name}": float(val) for name, val in zip(self.loss_names, mean_losses)},
-                                       self.num_timesteps)
-                    writer.add_scalars({"input_info/discounted_rewards": float(np.mean(tdlamret)),
-                                        "input_info/learning_rate": float(self.optim_stepsize * cur_lrmult),
-                                        "input_info/advantage": float(np.mean(seg["adv"])),
-                                        "input_info/clip_range": float(self.clip_param * cur_lrmult)},
-                                       self.num_timesteps)
-                    if self.full_tensorboard_log:
-                        writer.add_histogram("input_info/discounted_rewards", tdlamret, self.num_timesteps)
-                        writer.add_histogram("input_info/advantage", seg["adv"], self.num_timesteps)
-                        writer.add_histogram("input_info/observation", observations, self.num_timesteps)
-                logger.record_tabular("EpisodesSoFar", episodes_so_far)
-                logger.record_tabular("TimestepsSoFar", self.num_timesteps)
-                logger.record_tabular("TimeElapsed", time.time() - t_start)
-                if self._log_verbose():
-                    logger.dump_tabular()
+                self._write_tensorboard(writer, seg, observations, mean_losses,
+                                        float(self.optim_stepsize * cur_lrmult),
+                                        {"input_info/clip_range": float(self.clip_param * cur_lrmult)})
+                self._dump_iteration_log(episodes_so_far, t_start)
             callback.on_training_end()
         return self
 

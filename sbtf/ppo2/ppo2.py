@@ -16,17 +16,17 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf import logger
-from sbtf.common.base_class import ActorCriticRLModel, SetVerbosity, TensorboardWriter
-from sbtf.common.fast_call import FastFunction
-from sbtf.common.math_util import explained_variance, safe_mean, total_episode_reward_logger
+from sbtf.common.base_class import NStepActorCriticRLModel, SetVerbosity
+from sbtf.common.math_util import explained_variance
 from sbtf.common.optimizers import Adam, clip_grads
 from sbtf.common.runners import AbstractEnvRunner, swap_and_flatten
 from sbtf.common.schedules import get_schedule_fn
+from sbtf.common.train_log import log_rollout_episode_rewards, record_episode_means
 
 LOSS_NAMES = ["policy_loss", "value_loss", "policy_entropy", "approxkl", "clipfrac"]
 
 
-class PPO2(ActorCriticRLModel):
+class PPO2(NStepActorCriticRLModel):
     """
     Proximal Policy Optimization algorithm (GPU version), https://arxiv.org/abs/1707.06347
 
@@ -65,7 +65,6 @@ class PPO2(ActorCriticRLModel):
         self.learning_rate = learning_rate
         self.cliprange = cliprange
         self.cliprange_vf = cliprange_vf
-        self.n_steps = n_steps
         self.ent_coef = ent_coef
         self.vf_coef = vf_coef
         self.max_grad_norm = max_grad_norm
@@ -73,30 +72,13 @@ class PPO2(ActorCriticRLModel):
         self.lam = lam
         self.nminibatches = nminibatches
         self.noptepochs = noptepochs
-        self.tensorboard_log = tensorboard_log
-        self.full_tensorboard_log = full_tensorboard_log
-        self.n_batch = None
-        self.episode_reward = None
-        self._train_fn = None
-        self._train_tf = None
-        super().__init__(policy=policy, env=env, verbose=verbose, requires_vec_env=True,
-                         _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs, seed=seed,
-                         n_cpu_tf_sess=n_cpu_tf_sess)
-        if _init_setup_model:
-            self.setup_model()
+        super().__init__(policy, env, n_steps=n_steps, verbose=verbose, tensorboard_log=tensorboard_log,
+                         _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs,
+                         full_tensorboard_log=full_tensorboard_log, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
 
     # ------------------------------------------------------------------ setup
-    @property
-    def runner(self) -> "PPO2Runner":
-        if self._runner is None:
-            self._runner = PPO2Runner(env=self.env, model=self, n_steps=self.n_steps, gamma=self.gamma, lam=self.lam)
-        return self._runner
-
-    def _on_env_changed(self) -> None:
-        self._runner = None
-        if self.policy_tf is not None and self.n_batch != self.n_envs * self.n_steps:
-            self.n_batch = self.n_envs * self.n_steps
-            self._build_train_fn()
+    def _make_runner(self) -> "PPO2Runner":
+        return PPO2Runner(env=self.env, model=self, n_steps=self.n_steps, gamma=self.gamma, lam=self.lam)
 
     def setup_model(self):
         with SetVerbosity(self.verbose):
@@ -109,10 +91,7 @@ class PPO2(ActorCriticRLModel):
                 warnings.warn("In PPO2, the number of samples per update (n_envs * n_steps = "
                               f"{self.n_batch}) is not a multiple of nminibatches ({self.nminibatches}); "
                               f"{self.n_batch % self.nminibatches} samples per epoch are left out.")
-            self.set_random_seed(self.seed)
-            policy = self._make_policy(self.n_envs, 1, None)
-            self._bind_policy(policy)
-            self._variables = self.get_parameter_list()
+            self._setup_policy(1, None)
             self.optimizer = Adam(self._variables, epsilon=1e-5)
             self._shuffle_gen = tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
             self._build_train_fn()
@@ -163,11 +142,6 @@ class PPO2(ActorCriticRLModel):
         grads, _ = clip_grads(grads, self.max_grad_norm)
         self.optimizer.apply(grads, lr)
         return stats
-
-    def _build_train_fn(self) -> None:
-        """Trace the train step once; hot calls go through its concrete function (no per-call signature casting)."""
-        self._train_tf = self._make_train_fn()
-        self._train_fn = FastFunction(self._train_tf.get_concrete_function())
 
     def _make_train_fn(self):
         policy = self.policy_tf
@@ -253,27 +227,13 @@ class PPO2(ActorCriticRLModel):
     # ------------------------------------------------------------------ learn
     def learn(self, total_timesteps, callback=None, log_interval=1, tb_log_name="PPO2", reset_num_timesteps=True,
               progress_bar: bool = False):
-        """
-        Train the model for ``total_timesteps`` environment steps.
-
-        :param total_timesteps: (int) The total number of samples to train on
-        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
-        :param log_interval: (int) The number of updates between logs (verbose >= 1)
-        :param tb_log_name: (str) the name of the run for tensorboard log
-        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
-        :param progress_bar: (bool) show a progress bar (tqdm)
-        :return: (PPO2) the trained model
-        """
         lr_fn = get_schedule_fn(self.learning_rate)
         cliprange_fn = get_schedule_fn(self.cliprange)
         mode = self._clip_vf_mode()
         cliprange_vf_fn = get_schedule_fn(self.cliprange_vf) if mode == "own" else cliprange_fn
-        new_tb_log = self._init_num_timesteps(reset_num_timesteps)
-        callback = self._init_callback(callback, progress_bar, total_timesteps)
 
-        with SetVerbosity(self.verbose), TensorboardWriter(self.graph, self.tensorboard_log, tb_log_name,
-                                                           new_tb_log) as writer:
-            self._setup_learn()
+        with self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps,
+                            progress_bar) as (callback, writer):
             t_first_start = time.time()
             n_updates = total_timesteps // self.n_batch
             callback.on_training_start(locals(), globals())
@@ -295,9 +255,7 @@ class PPO2(ActorCriticRLModel):
                 t_now = time.time()
                 fps = int(self.n_batch / max(t_now - t_start, 1e-9))
                 if writer is not None:
-                    total_episode_reward_logger(self.episode_reward, true_reward.reshape((self.n_envs, self.n_steps)),
-                                                masks.reshape((self.n_envs, self.n_steps)), writer,
-                                                self.num_timesteps)
+                    log_rollout_episode_rewards(self, writer, true_reward, masks)
                     writer.add_scalars({f"loss/{name}": val for name, val in zip(LOSS_NAMES, loss_vals)},
                                        self.num_timesteps)
                     writer.add_scalars({"input_info/learning_rate": lr_now, "input_info/clip_range": cliprange_now,
@@ -313,9 +271,7 @@ class PPO2(ActorCriticRLModel):
                     logger.logkv("total_timesteps", self.num_timesteps)
                     logger.logkv("fps", fps)
                     logger.logkv("explained_variance", float(explained_var))
-                    if len(self.ep_info_buf) > 0 and len(self.ep_info_buf[0]) > 0:
-                        logger.logkv("ep_reward_mean", safe_mean([ep_info["r"] for ep_info in self.ep_info_buf]))
-                        logger.logkv("ep_len_mean", safe_mean([ep_info["l"] for ep_info in self.ep_info_buf]))
+                    record_episode_means(self.ep_info_buf)
                     logger.logkv("time_elapsed", t_start - t_first_start)
                     for loss_val, loss_name in zip(loss_vals, LOSS_NAMES):
                         logger.logkv(loss_name, float(loss_val))
@@ -367,13 +323,8 @@ class PPO2Runner(AbstractEnvRunner):
                 else actions
             obs, rewards, self.dones, infos = self.env.step(clipped_actions)
             self.obs[:] = obs
-            self.model.num_timesteps += n_envs
-            if not self._step_callback(locals()):
+            if not self._on_env_step(locals(), infos, ep_infos):
                 return [None] * 9
-            for info in infos:
-                maybe_ep_info = info.get("episode")
-                if maybe_ep_info is not None:
-                    ep_infos.append(maybe_ep_info)
             mb_true_rewards[step] = rewards
             mb_rewards[step] = self._bootstrap_truncated(rewards, self.dones, infos, self.gamma, states_before)
         last_values = policy.value(self.obs, self.states, self.dones)

@@ -25,9 +25,9 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf import logger
-from sbtf.common.base_class import SetVerbosity, TensorboardWriter
+from sbtf.common.base_class import SetVerbosity
 from sbtf.common.cg import conjugate_gradient_tf
-from sbtf.common.math_util import explained_variance, safe_mean, total_episode_reward_logger
+from sbtf.common.math_util import explained_variance, total_episode_reward_logger
 from sbtf.common.mpi_adam import MpiAdam
 from sbtf.common.mpi_model import MpiActorCriticRLModel
 from sbtf.common.mpi_util import allreduce_mean, allreduce_tf
@@ -350,27 +350,10 @@ class TRPO(MpiActorCriticRLModel):
 
     # ------------------------------------------------------------------ learn
     def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="TRPO", reset_num_timesteps=True):
-        """
-        Train the model for ``total_timesteps`` environment steps (summed over MPI ranks).
-
-        :param total_timesteps: (int) The total number of samples to train on
-        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
-        :param log_interval: (int) unused, as in SB2 (with ``verbose=1`` every iteration is logged)
-        :param tb_log_name: (str) the name of the run for tensorboard log
-        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
-        :return: (TRPO) the trained model
-        """
         if self.using_gail and self.expert_dataset is None:
             raise ValueError("Error: GAIL learns from expert demonstrations: pass expert_dataset=ExpertDataset(...) "
                              "to the constructor (or to GAIL.load(..., expert_dataset=...)) before calling learn().")
-        new_tb_log = self._init_num_timesteps(reset_num_timesteps)
-        callback = self._init_callback(callback, total_timesteps=total_timesteps)
-
-        with SetVerbosity(self.verbose), self._mpi_learn_context(), \
-                TensorboardWriter(self.graph, self._tensorboard_log_for_rank(), tb_log_name, new_tb_log) as writer:
-            self._setup_learn()
-            self._check_single_env()
-            self.sync_parameters()
+        with self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps) as (callback, writer):
             callback.on_training_start(locals(), globals())
 
             seg_gen = traj_segment_generator(self.policy_pi, self.env, self.timesteps_per_batch,
@@ -401,11 +384,7 @@ class TRPO(MpiActorCriticRLModel):
                         stopped = True
                         break
                     add_vtarg_and_adv(seg, self.gamma, self.lam)
-                    observation = seg["observations"].astype(self.policy_pi.obs_dtype, copy=False)
-                    action = seg["actions"]
-                    atarg, tdlamret = seg["adv"], seg["tdlamret"]
-                    vpredbefore = seg["vpred"].copy()  # predicted value function before update
-                    atarg = self._standardize(atarg)  # standardized advantage function estimate
+                    observation, action, atarg, tdlamret, vpredbefore = self._segment_arrays(seg)
                     if writer is not None:
                         total_episode_reward_logger(self.episode_reward,
                                                     seg["true_rewards"].reshape((self.n_envs, -1)),
@@ -432,45 +411,15 @@ class TRPO(MpiActorCriticRLModel):
                     if d_losses:
                         for name, value in zip(self.reward_giver.loss_name, np.mean(d_losses, axis=0)):
                             logger.record_tabular("d_" + name, float(value))
-                    lens, rews, true_rets = self._gather_episode_stats(seg["ep_lens"], seg["ep_rets"],
-                                                                       seg["ep_true_rets"])
-                    true_reward_buffer.extend(true_rets)
-                    self.ep_info_buf.extend({"r": r, "l": length} for r, length in zip(true_rets, lens))
-                else:
-                    lens, rews = self._gather_episode_stats(seg["ep_lens"], seg["ep_rets"])
-                    self.ep_info_buf.extend({"r": r, "l": length} for r, length in zip(rews, lens))
-                len_buffer.extend(lens)
-                reward_buffer.extend(rews)
-
-                if len(len_buffer) > 0:
-                    logger.record_tabular("EpLenMean", safe_mean(len_buffer))
-                    logger.record_tabular("EpRewMean", safe_mean(reward_buffer))
-                if self.using_gail and len(true_reward_buffer) > 0:
-                    logger.record_tabular("EpTrueRewMean", safe_mean(true_reward_buffer))
-                logger.record_tabular("EpThisIter", len(lens))
-                episodes_so_far += len(lens)
+                episodes_so_far += self._log_episodes(seg, len_buffer, reward_buffer, true_reward_buffer)
                 # all g_step segments count (SB2 counted only the last one, so GAIL ran g_step times longer)
                 current_it_timesteps = int(self.comm.allreduce(local_steps))
                 timesteps_so_far += current_it_timesteps
                 self.num_timesteps = timesteps_before + current_it_timesteps
                 iters_so_far += 1
-
-                if writer is not None:
-                    writer.add_scalars({f"loss/{name}": float(val) for name, val in zip(self.loss_names, mean_losses)},
-                                       self.num_timesteps)
-                    writer.add_scalars({"input_info/discounted_rewards": float(np.mean(tdlamret)),
-                                        "input_info/learning_rate": float(self.vf_stepsize),
-                                        "input_info/advantage": float(np.mean(seg["adv"])),
-                                        "input_info/kl_clip_range": float(self.max_kl)}, self.num_timesteps)
-                    if self.full_tensorboard_log:
-                        writer.add_histogram("input_info/discounted_rewards", tdlamret, self.num_timesteps)
-                        writer.add_histogram("input_info/advantage", seg["adv"], self.num_timesteps)
-                        writer.add_histogram("input_info/observation", observation, self.num_timesteps)
-                logger.record_tabular("EpisodesSoFar", episodes_so_far)
-                logger.record_tabular("TimestepsSoFar", self.num_timesteps)
-                logger.record_tabular("TimeElapsed", time.time() - t_start)
-                if self._log_verbose():
-                    logger.dump_tabular()
+                self._write_tensorboard(writer, seg, observation, mean_losses, float(self.vf_stepsize),
+                                        {"input_info/kl_clip_range": float(self.max_kl)})
+                self._dump_iteration_log(episodes_so_far, t_start)
             callback.on_training_end()
         return self
 
