@@ -199,6 +199,66 @@ def test_sac_train_step_updates_networks_and_target_by_polyak():
     np.testing.assert_array_equal(model.get_parameters()[target], after[target])
 
 
+def test_sac_value_target_is_per_sample_unless_sb2_broadcast_is_asked():
+    from sbtf.sac.sac import sac_value_loss
+
+    rng = np.random.default_rng(0)
+    v, min_q, ent_logp = (rng.normal(size=8).astype(np.float32) for _ in range(3))
+    v_tf = tf.Variable(v)
+    with tf.GradientTape(persistent=True) as tape:
+        per_sample = sac_value_loss(v_tf, tf.constant(min_q), tf.constant(ent_logp))
+        sb2 = sac_value_loss(v_tf, tf.constant(min_q), tf.constant(ent_logp), sb2_broadcast=True)
+    # intended SAC target: V(s_i) -> min Q(s_i, a_i) - ent_coef * logp(a_i | s_i), sample by sample
+    np.testing.assert_allclose(per_sample.numpy(), 0.5 * np.mean((v - (min_q - ent_logp)) ** 2), rtol=1e-5)
+    np.testing.assert_allclose(tape.gradient(per_sample, v_tf).numpy(), (v - (min_q - ent_logp)) / 8, rtol=1e-5,
+                               atol=1e-7)
+    # SB2's graph: value_fn (B, 1) - (min_qf_pi (B, 1) - ent * logp_pi (B,)) is (B, B)
+    sb2_matrix = v[:, None] - (min_q[:, None] - ent_logp[None, :])
+    np.testing.assert_allclose(sb2.numpy(), 0.5 * np.mean(sb2_matrix ** 2), rtol=1e-5)
+    np.testing.assert_allclose(tape.gradient(sb2, v_tf).numpy(), (v - (min_q - ent_logp.mean())) / 8, rtol=1e-5,
+                               atol=1e-7)
+    assert SAC.sb2_value_target_broadcast is False
+
+
+def test_sac_value_network_learns_the_per_sample_target():
+    # one gradient step from the same weights on the same minibatch, with the per-sample value target (default) and
+    # with SB2's broadcast one (opt-in): Adam's first moment after one step is 0.1 * gradient, so it shows the gradients
+    grads = {}
+    for broadcast in (False, True):
+        model = SAC("MlpPolicy", "Pendulum-v1", learning_starts=100, batch_size=16, ent_coef=5.0,
+                    policy_kwargs=SMALL, seed=3)
+        model.sb2_value_target_broadcast = broadcast
+        model.learn(20)  # fills the buffer, no training yet
+        np.random.seed(123)  # same minibatch and actor noise
+        model._run_train([False], 1e-3)
+        names = list(model.policy_tf.named_parameters("model"))[-len(model._critic_vars):]
+        assert len(names) == len(model.value_optimizer.m)
+        grads[broadcast] = {name: m.numpy() / 0.1 for name, m in zip(names, model.value_optimizer.m)}
+    per_sample, sb2 = grads[False], grads[True]
+    # the value head's kernel sees the per-sample entropy terms; its bias only their batch mean (the same in both)
+    assert not np.allclose(per_sample["model/values_fn/vf/vf/kernel:0"], sb2["model/values_fn/vf/vf/kernel:0"],
+                           rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(per_sample["model/values_fn/vf/vf/bias:0"], sb2["model/values_fn/vf/vf/bias:0"],
+                               rtol=1e-4, atol=1e-7)
+    for name in per_sample:  # the Q-networks' gradients do not depend on the value target
+        if "/qf" in name:
+            np.testing.assert_array_equal(per_sample[name], sb2[name], err_msg=name)
+
+
+def test_sac_time_limit_truncation_is_bootstrapped():
+    # Pendulum-v1 always ends by its 200-step time limit: those ends are stored with done = 0 (bootstrapped, as SB3's
+    # handle_timeout_termination), and the stored next observation is the episode's terminal observation
+    model = SAC("MlpPolicy", "Pendulum-v1", learning_starts=1000, policy_kwargs=SMALL, seed=0)
+    model.learn(450)
+    storage = model.replay_buffer.storage
+    assert len(storage) == 450
+    assert all(entry[4] == 0.0 for entry in storage)
+    obs_t = np.array([entry[0] for entry in storage])
+    obs_tp1 = np.array([entry[3] for entry in storage])
+    continues = np.all(np.isclose(obs_tp1[:-1], obs_t[1:]), axis=1)
+    assert list(np.flatnonzero(~continues)) == [199, 399]  # the two resets
+
+
 def test_td3_policy_delay():
     model = TD3("MlpPolicy", "Pendulum-v1", learning_starts=10, batch_size=16, train_freq=1, gradient_steps=1,
                 policy_kwargs=SMALL, seed=4)

@@ -67,6 +67,12 @@ class SAC(OffPolicyAlgorithm):
                    "target_entropy", "gamma", "action_noise", "random_exploration", "target_update_interval",
                    "gradient_steps")
     _supported_action_spaces = (gym.spaces.Box,)
+    #: SB2's graph subtracts ``ent_coef * logp_pi`` (shape (B,)) from ``min_qf_pi`` (shape (B, 1)), a (B, B) broadcast,
+    #: so its value network regresses towards ``min Q(s, pi(s)) - ent_coef * mean_batch(logp_pi)``: the entropy term
+    #: of every state is replaced by the batch mean. sbtf computes the intended per-sample target
+    #: ``min Q(s, pi(s)) - ent_coef * logp_pi(s)`` (the first SAC paper's, Spinning Up's); set this to True (on the
+    #: class or the instance, before the first ``learn``) to reproduce SB2's loss exactly.
+    sb2_value_target_broadcast = False
     def __init__(self, policy, env, gamma=0.99, learning_rate=3e-4, buffer_size=50000, learning_starts=100,
                  train_freq=1, batch_size=64, tau=0.005, ent_coef='auto', target_update_interval=1, gradient_steps=1,
                  target_entropy='auto', action_noise=None, random_exploration=0.0, verbose=0, tensorboard_log=None,
@@ -200,6 +206,7 @@ class SAC(OffPolicyAlgorithm):
         obs_shape = tuple(policy.obs_shape)
         obs_dtype = tf.as_dtype(policy.obs_dtype)
         n_stats = len(self.stats_names)
+        sb2_broadcast = bool(self.sb2_value_target_broadcast)
         k_b = (n_steps, batch)
         # float inputs: actions, rewards, dones, learning rate, per-step target-update flags, stateless seeds
         in_layout = FlatLayout([k_b + (n_act,), k_b, k_b, (), (n_steps,), (n_steps, 2)])
@@ -231,12 +238,8 @@ class SAC(OffPolicyAlgorithm):
                     ent_coef_loss = -tf.reduce_mean(log_ent_coef * tf.stop_gradient(logp_pi + target_entropy))
                 # SB2: reduce_mean(ent_coef * logp_pi (B,) - qf1_pi (B, 1)), a (B, B) broadcast whose mean is this
                 policy_loss = tf.reduce_mean(ent_coef * logp_pi) - tf.reduce_mean(qf1_pi)
-                # SB2: 0.5 * mean((value_fn (B, 1) - v_backup (B, B))^2) with v_backup = min_qf_pi - ent * logp_pi,
-                # computed in O(B) with mean_ij (d_i + c_j)^2 = mean(d^2) + 2 mean(d) mean(c) + mean(c^2)
-                diff = value_fn[:, 0] - tf.stop_gradient(min_qf_pi[:, 0])
-                ent_logp = tf.stop_gradient(ent_coef * logp_pi)
-                value_loss = 0.5 * (tf.reduce_mean(diff ** 2) + 2.0 * tf.reduce_mean(diff) * tf.reduce_mean(ent_logp)
-                                    + tf.reduce_mean(ent_logp ** 2))
+                value_loss = sac_value_loss(value_fn[:, 0], min_qf_pi[:, 0], ent_coef * logp_pi,
+                                            sb2_broadcast=sb2_broadcast)
                 values_losses = qf1_loss + qf2_loss + value_loss
             policy_optimizer.apply(tape.gradient(policy_loss, actor_vars), lr)
             value_optimizer.apply(tape.gradient(values_losses, critic_vars), lr)
@@ -402,9 +405,31 @@ class SAC(OffPolicyAlgorithm):
         return list(self._actor_vars)
 
 
+def sac_value_loss(value_fn, min_qf_pi, ent_logp, sb2_broadcast: bool = False):
+    """
+    SAC's state-value loss ``0.5 * mean((V(s) - v_backup)^2)`` with ``v_backup = min_qf_pi - ent_coef * logp_pi``
+    (targets without gradient). All inputs have shape (B,).
+
+    :param value_fn: (tf.Tensor) V(s) of the batch
+    :param min_qf_pi: (tf.Tensor) min(Q1, Q2) at the current policy's sampled actions
+    :param ent_logp: (tf.Tensor) ``ent_coef * logp_pi`` of those actions
+    :param sb2_broadcast: (bool) SB2's (B, B) broadcast: ``0.5 * mean_ij (V_i - min_qf_pi_i + ent_logp_j)^2``
+        (computed in O(B)), whose targets hold the batch mean of ``ent_logp`` instead of each sample's own
+    :return: (tf.Tensor) the scalar loss
+    """
+    min_qf_pi = tf.stop_gradient(min_qf_pi)
+    ent_logp = tf.stop_gradient(ent_logp)
+    if not sb2_broadcast:
+        return 0.5 * tf.reduce_mean((value_fn - (min_qf_pi - ent_logp)) ** 2)
+    # mean_ij (d_i + c_j)^2 = mean(d^2) + 2 mean(d) mean(c) + mean(c^2)
+    diff = value_fn - min_qf_pi
+    return 0.5 * (tf.reduce_mean(diff ** 2) + 2.0 * tf.reduce_mean(diff) * tf.reduce_mean(ent_logp)
+                  + tf.reduce_mean(ent_logp ** 2))
+
+
 def _polyak(targets, sources, tau):
     polyak_update(targets, sources, tau)
     return tf.constant(True)
 
 
-__all__ = ["SAC"]
+__all__ = ["SAC", "sac_value_loss"]
