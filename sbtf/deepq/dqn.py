@@ -19,7 +19,7 @@ import tensorflow as tf
 from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from sbtf.common.distributions import softmax_np
 from sbtf.common.off_policy import (FastFunction, FlatLayout, FusedAdam, OffPolicyAlgorithm, TrainFunctionCache,
-                                    copy_variables, huber_loss, stateless_seed)
+                                    copy_variables, huber_loss, learn_doc, stateless_seed)
 from sbtf.common.schedules import LinearSchedule, get_schedule_fn
 from sbtf.deepq.policies import DQNPolicy
 
@@ -464,20 +464,9 @@ class DQN(OffPolicyAlgorithm):
         return [("steps", self.num_timesteps),
                 ("% time spent exploring", int(100 * self._current_eps))]
 
+    @learn_doc("DQN")
     def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="DQN", reset_num_timesteps=True,
               replay_wrapper=None, progress_bar: bool = False):
-        """
-        Train the model for ``total_timesteps`` environment steps (summed over the envs of a VecEnv).
-
-        :param total_timesteps: (int) The total number of samples to train on
-        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
-        :param log_interval: (int) The number of episodes before logging (verbose >= 1)
-        :param tb_log_name: (str) the name of the run for tensorboard log
-        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
-        :param replay_wrapper: (callable) wraps the replay buffer (HER)
-        :param progress_bar: (bool) show a progress bar (tqdm)
-        :return: (DQN) the trained model
-        """
         if replay_wrapper is not None and self.prioritized_replay:
             raise ValueError("Error: prioritized replay buffer is not supported by HER.")
         return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, replay_wrapper,

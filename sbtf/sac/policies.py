@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from sbtf.common.input import check_obs_space
 from sbtf.common.off_policy import ActorCriticNetworks
-from sbtf.common.policies import BasePolicy, nature_cnn, register_policy_base
+from sbtf.common.policies import BasePolicy, make_actor_critic_policies, nature_cnn, register_policy_base
 
 EPS = 1e-6  # Avoid NaN (prevents division by zero or log of zero)
 # CAP the standard deviation of the actor
@@ -227,57 +227,7 @@ class FeedForwardPolicy(ActorCriticNetworks, SACPolicy):
         return [mu_, np.exp(log_std)]
 
 
-class CnnPolicy(FeedForwardPolicy):
-    """
-    Policy object that implements actor critic, using a CNN (the nature CNN)
-
-    :param _kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
-    """
-
-    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
-                 **_kwargs):
-        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="cnn",
-                         **_kwargs)
-
-
-class LnCnnPolicy(FeedForwardPolicy):
-    """
-    Policy object that implements actor critic, using a CNN (the nature CNN), with layer normalisation
-
-    :param _kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
-    """
-
-    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
-                 **_kwargs):
-        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="cnn",
-                         layer_norm=True, **_kwargs)
-
-
-class MlpPolicy(FeedForwardPolicy):
-    """
-    Policy object that implements actor critic, using a MLP (2 layers of 64)
-
-    :param _kwargs: (dict) Extra keyword arguments (``layers``, ``act_fun``, ...)
-    """
-
-    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
-                 **_kwargs):
-        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp",
-                         **_kwargs)
-
-
-class LnMlpPolicy(FeedForwardPolicy):
-    """
-    Policy object that implements actor critic, using a MLP (2 layers of 64), with layer normalisation
-
-    :param _kwargs: (dict) Extra keyword arguments (``layers``, ``act_fun``, ...)
-    """
-
-    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
-                 **_kwargs):
-        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp",
-                         layer_norm=True, **_kwargs)
-
+CnnPolicy, LnCnnPolicy, MlpPolicy, LnMlpPolicy = make_actor_critic_policies(FeedForwardPolicy, __name__)
 
 register_policy_base(SACPolicy, {
     "CnnPolicy": CnnPolicy,

@@ -15,15 +15,15 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common.buffers import ReplayBuffer
-from sbtf.common.math_util import scale_action, unscale_action
-from sbtf.common.off_policy import FlatLayout, FusedAdam, OffPolicyAlgorithm, TrainFunctionCache, polyak_update
-from sbtf.common.schedules import get_schedule_fn
+from sbtf.common.math_util import unscale_action
+from sbtf.common.off_policy import (ActorCriticOffPolicyAlgorithm, FlatLayout, FusedAdam, TrainFunctionCache,
+                                    learn_doc, polyak_update)
 from sbtf.td3.policies import TD3Policy
 
 STATS_NAMES = ['qf1_loss', 'qf2_loss']
 
 
-class TD3(OffPolicyAlgorithm):
+class TD3(ActorCriticOffPolicyAlgorithm):
     """
     Twin Delayed DDPG (TD3)
     Addressing Function Approximation Error in Actor-Critic Methods.
@@ -199,40 +199,12 @@ class TD3(OffPolicyAlgorithm):
             polyak_update(target_vars, source_vars, tau)
             return policy_loss
 
-        def train(obs_pair, floats):
-            actions, rewards, dones, lr, flags, seeds = in_layout.unpack_tf(floats)
-            seeds = tf.cast(seeds, tf.int64)
-            obs, next_obs = obs_pair[0], obs_pair[1]
-            if n_steps == 1:
-                stats = one_step(obs[0], actions[0], rewards[0], next_obs[0], dones[0], lr, seeds[0], update_policy)
-            else:
-                stats = tf.zeros((3,), tf.float32)
-                for k in tf.range(n_steps):
-                    stats += one_step(obs[k], actions[k], rewards[k], next_obs[k], dones[k], lr, seeds[k],
-                                      flags[k] > 0.5) / float(n_steps)
-            return out_layout.flatten_tf([stats] + [tf.identity(v) for v in acting_vars])
-
-        self._train_layouts[(n_steps, update_policy)] = (in_layout, out_layout)
-        signature = [tf.TensorSpec((2,) + k_b + obs_shape, obs_dtype), tf.TensorSpec((in_layout.size,), tf.float32)]
-        return train, signature
+        return self._multi_step_train(one_step, n_steps, update_policy, 3, acting_vars, in_layout, out_layout,
+                                      obs_shape, obs_dtype)
 
     def _run_train(self, flags: list, lr: float) -> np.ndarray:
         """``len(flags)`` gradient steps in one compiled call; ``flags[k]``: update the actor and targets too."""
-        n_steps = len(flags)
-        variant = bool(flags[0]) if n_steps == 1 else None
-        fn = self._train_fns.get(n_steps, variant)
-        in_layout, out_layout = self._train_layouts[(n_steps, variant)]
-        batch = self.batch_size
-        obs, actions, rewards, next_obs, dones = self.replay_buffer.sample(batch * n_steps,
-                                                                           env=self._vec_normalize_env)
-        k_b = (n_steps, batch)
-        obs_dtype, obs_shape = self.policy_tf.obs_dtype, tuple(self.policy_tf.obs_shape)
-        obs_pair = np.stack([obs.astype(obs_dtype, copy=False).reshape(k_b + obs_shape),
-                             next_obs.astype(obs_dtype, copy=False).reshape(k_b + obs_shape)])
-        seeds = np.random.randint(0, 2 ** 24, size=(n_steps, 2))
-        floats = in_layout.pack([actions, rewards, dones, lr, np.asarray(flags, np.float32), seeds])
-        out = fn(obs_pair, floats).numpy()
-        parts = out_layout.unpack_np(out)
+        parts = self._call_train(flags, lr)
         if any(flags):
             self.policy_tf.mark_weights_changed()
             if self.policy_tf.has_numpy_path:
@@ -241,29 +213,8 @@ class TD3(OffPolicyAlgorithm):
         return parts[0]
 
     # ------------------------------------------------------------------ collection
-    def _learn_start(self, total_timesteps: int) -> None:
-        self._lr_fn = get_schedule_fn(self.learning_rate)
-        self._current_lr = self._lr_fn(1)
-        self._learn_t0 = self.num_timesteps
-        self._n_updates = 0
-        if self.action_noise is not None:
-            self.action_noise.reset()
-
-    def _select_actions(self, obs: np.ndarray):
-        n_envs = obs.shape[0]
-        if self.num_timesteps < self.learning_starts or np.random.rand() < self.random_exploration:
-            unscaled_action = np.stack([self.env.action_space.sample() for _ in range(n_envs)])
-            action = scale_action(self.action_space, unscaled_action)
-        else:
-            action = self.policy_tf.step(obs).reshape((n_envs,) + self.action_space.shape)
-            if self.action_noise is not None:
-                action = np.clip(action + self.action_noise(), -1, 1)
-            unscaled_action = unscale_action(self.action_space, action)
-        return action.astype(np.float32, copy=False), unscaled_action
-
-    def _on_dones(self, dones: np.ndarray) -> None:
-        if self.action_noise is not None:
-            self.action_noise.reset()
+    def _explore_step(self, obs: np.ndarray) -> np.ndarray:
+        return self.policy_tf.step(obs)
 
     def _train_events(self, first_step: int, n_steps: int, total_timesteps: int, writer):
         flags = []
@@ -294,23 +245,9 @@ class TD3(OffPolicyAlgorithm):
     def _stats_names(self):
         return STATS_NAMES
 
-    def _log_values(self):
-        return [("n_updates", self._n_updates), ("current_lr", self._current_lr)]
-
+    @learn_doc("TD3")
     def learn(self, total_timesteps, callback=None, log_interval=4, tb_log_name="TD3", reset_num_timesteps=True,
               replay_wrapper=None, progress_bar: bool = False):
-        """
-        Train the model for ``total_timesteps`` environment steps (summed over the envs of a VecEnv).
-
-        :param total_timesteps: (int) The total number of samples to train on
-        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
-        :param log_interval: (int) The number of episodes before logging (verbose >= 1)
-        :param tb_log_name: (str) the name of the run for tensorboard log
-        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
-        :param replay_wrapper: (callable) wraps the replay buffer (HER)
-        :param progress_bar: (bool) show a progress bar (tqdm)
-        :return: (TD3) the trained model
-        """
         return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, replay_wrapper,
                            progress_bar)
 
