@@ -119,9 +119,8 @@ class A2C(NStepActorCriticRLModel):
             cur_lr = self.learning_rate_schedule.value()
         if states is None:
             states = np.zeros((1, 1), np.float32)
-        out = self._train_fn(obs.astype(self.policy_tf.obs_dtype, copy=False), actions,
-                             rewards.astype(np.float32), values.astype(np.float32), masks.astype(np.float32),
-                             states.astype(np.float32, copy=False), np.float32(cur_lr)).numpy()
+        # FastFunction gives every input its signature's dtype
+        out = self._train_fn(obs, actions, rewards, values, masks, states, cur_lr).numpy()
         stats = out[:3]
         self.policy_tf.install_flat_weights(out[3:])
         if writer is not None:

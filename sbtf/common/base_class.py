@@ -336,6 +336,22 @@ class BaseRLModel(ABC):
         """The action probability for an observation (see SB2 docs)."""
 
     # ------------------------------------------------------------------ learning helpers
+    @contextlib.contextmanager
+    def _learning(self, callback, total_timesteps: int, tb_log_name: str, reset_num_timesteps: bool,
+                  progress_bar: bool) -> Iterator[Tuple["BaseCallback", Optional[TensorboardLogger]]]:
+        """
+        The frame of ``learn()``: reset the step count (when asked), bind the callback, apply the verbosity and open
+        the TensorBoard writer for the body, after checking that there is an environment.
+
+        :return: (BaseCallback, TensorboardLogger) the callback and the writer (None without ``tensorboard_log``)
+        """
+        new_tb_log = self._init_num_timesteps(reset_num_timesteps)
+        callback = self._init_callback(callback, progress_bar, total_timesteps)
+        with SetVerbosity(self.verbose), TensorboardWriter(self.graph, self.tensorboard_log, tb_log_name,
+                                                           new_tb_log) as writer:
+            self._setup_learn()
+            yield callback, writer
+
     def _setup_learn(self) -> None:
         if self.env is None:
             raise ValueError("Error: cannot train the model without a valid environment, please set an environment "
@@ -905,22 +921,6 @@ class NStepActorCriticRLModel(ActorCriticRLModel):
         :param progress_bar: (bool) show a progress bar (tqdm)
         :return: the trained model (``self``)
         """
-
-    @contextlib.contextmanager
-    def _learning(self, callback, total_timesteps: int, tb_log_name: str, reset_num_timesteps: bool,
-                  progress_bar: bool) -> Iterator[Tuple["BaseCallback", Optional[TensorboardLogger]]]:
-        """
-        The frame of ``learn()``: reset the step count (when asked), bind the callback, apply the verbosity and open
-        the TensorBoard writer for the body, after checking that there is an environment.
-
-        :return: (BaseCallback, TensorboardLogger) the callback and the writer (None without ``tensorboard_log``)
-        """
-        new_tb_log = self._init_num_timesteps(reset_num_timesteps)
-        callback = self._init_callback(callback, progress_bar, total_timesteps)
-        with SetVerbosity(self.verbose), TensorboardWriter(self.graph, self.tensorboard_log, tb_log_name,
-                                                           new_tb_log) as writer:
-            self._setup_learn()
-            yield callback, writer
 
 
 class OffPolicyRLModel(BaseRLModel):

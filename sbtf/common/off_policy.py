@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf import logger
-from sbtf.common.base_class import OffPolicyRLModel, SetVerbosity, TensorboardWriter
+from sbtf.common.base_class import OffPolicyRLModel
 from sbtf.common.fast_call import FastFunction, FlatLayout, to_tensor  # noqa: F401 (re-exported)
 from sbtf.common.input import check_obs_space
 from sbtf.common.math_util import safe_mean, scale_action, total_episode_reward_logger, unscale_action
@@ -290,11 +290,8 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
                reset_num_timesteps: bool = True, replay_wrapper=None, progress_bar: bool = False):
         from sbtf.common.vec_env import unwrap_vec_normalize
 
-        new_tb_log = self._init_num_timesteps(reset_num_timesteps)
-        callback = self._init_callback(callback, progress_bar, total_timesteps)
-        with SetVerbosity(self.verbose), TensorboardWriter(self.graph, self.tensorboard_log, tb_log_name,
-                                                           new_tb_log) as writer:
-            self._setup_learn()
+        with self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps,
+                            progress_bar) as (callback, writer):
             self._vec_normalize_env = unwrap_vec_normalize(self.env)
             self._ensure_replay_buffer()
             if replay_wrapper is not None:

@@ -61,6 +61,9 @@ class RMSProp(tf.Module):
     ``mom = momentum*mom + lr*g/sqrt(ms + epsilon)``, ``var -= mom``.
     """
 
+    #: the starting value of the mean-square accumulator
+    initial_mean_square = 1.0
+
     def __init__(self, variables: Sequence, decay: float = 0.99, epsilon: float = 1e-10, momentum: float = 0.0,
                  name: str = "RMSProp"):
         super().__init__(name=name)
@@ -68,7 +71,7 @@ class RMSProp(tf.Module):
         self.decay = decay
         self.epsilon = epsilon
         self.momentum = momentum
-        self.ms = [_zeros_like_var(v, "ms", 1.0) for v in self.variables_]
+        self.ms = [_zeros_like_var(v, "ms", self.initial_mean_square) for v in self.variables_]
         self.mom = [_zeros_like_var(v, "mom") for v in self.variables_]
 
     def apply(self, grads: Sequence[Optional[tf.Tensor]], learning_rate) -> None:
@@ -84,34 +87,30 @@ class RMSProp(tf.Module):
                                             momentum=momentum, epsilon=epsilon, grad=grad)
 
 
-class TorchStyleRMSProp(tf.Module):
+class TorchStyleRMSProp(RMSProp):
     """
     RMSProp as PyTorch's ``torch.optim.RMSprop`` (the optimizer of stable-baselines3's A2C):
     ``v = alpha*v + (1-alpha)*g^2`` (v starts at 0), ``buf = momentum*buf + g/(sqrt(v) + epsilon)``,
-    ``var -= lr*buf`` (no momentum buffer when momentum is 0). Epsilon sits outside the square root, so early
-    steps are larger than with TF1's RMSProp (mean square starting at 1, epsilon inside the root).
+    ``var -= lr*buf`` (the momentum buffer is unused when momentum is 0). Epsilon sits outside the square root, so
+    early steps are larger than with TF1's RMSProp (mean square starting at 1, epsilon inside the root).
     """
+
+    initial_mean_square = 0.0
 
     def __init__(self, variables: Sequence, decay: float = 0.99, epsilon: float = 1e-8, momentum: float = 0.0,
                  name: str = "TorchStyleRMSProp"):
-        super().__init__(name=name)
-        self.variables_ = list(variables)
-        self.decay = decay
-        self.epsilon = epsilon
-        self.momentum = momentum
-        self.ms = [_zeros_like_var(v, "ms") for v in self.variables_]
-        self.mom = [_zeros_like_var(v, "mom") for v in self.variables_] if momentum else []
+        super().__init__(variables, decay=decay, epsilon=epsilon, momentum=momentum, name=name)
 
     def apply(self, grads: Sequence[Optional[tf.Tensor]], learning_rate) -> None:
         lr = tf.cast(learning_rate, tf.float32)
-        for i, (var, grad, ms) in enumerate(zip(self.variables_, grads, self.ms)):
+        for var, grad, ms, mom in zip(self.variables_, grads, self.ms, self.mom):
             if grad is None:
                 continue
             grad = tf.convert_to_tensor(grad)
             new_ms = ms.assign(self.decay * ms + (1.0 - self.decay) * tf.square(grad))
             step = grad / (tf.sqrt(new_ms) + self.epsilon)
             if self.momentum:
-                step = self.mom[i].assign(self.momentum * self.mom[i] + step)
+                step = mom.assign(self.momentum * mom + step)
             var.assign_sub(lr * step)
 
 

@@ -197,12 +197,10 @@ class PPO2(NStepActorCriticRLModel):
 
     def _train(self, rollout, lr_now: float, cliprange_now: float, cliprange_vf_now: float) -> np.ndarray:
         obs, returns, masks, actions, values, neglogpacs, states = rollout
-        lr = np.float32(lr_now)
-        cr = np.float32(cliprange_now)
-        crvf = np.float32(cliprange_vf_now)
-        obs = obs.astype(self.policy_tf.obs_dtype, copy=False)
+        # FastFunction casts every input to its signature's dtype
         if not self.policy_tf.recurrent:
-            out = self._train_fn(obs, returns, actions, values, neglogpacs, lr, cr, crvf).numpy()
+            out = self._train_fn(obs, returns, actions, values, neglogpacs, lr_now, cliprange_now,
+                                 cliprange_vf_now).numpy()
             self.policy_tf.install_flat_weights(out[len(LOSS_NAMES):])
             return out[:len(LOSS_NAMES)]
         else:
@@ -216,9 +214,10 @@ class PPO2(NStepActorCriticRLModel):
                 for start in range(0, self.n_envs, envs_per_batch):
                     mb_env_inds = env_indices[start:start + envs_per_batch]
                     mb_flat = flat_indices[mb_env_inds].ravel()
-                    stats += self._train_fn(obs[mb_flat], returns[mb_flat], masks[mb_flat].astype(np.float32),
+                    stats += self._train_fn(obs[mb_flat], returns[mb_flat], masks[mb_flat],
                                             actions[mb_flat], values[mb_flat], neglogpacs[mb_flat],
-                                            states[mb_env_inds], lr, cr, crvf).numpy()
+                                            states[mb_env_inds], lr_now, cliprange_now,
+                                            cliprange_vf_now).numpy()
                     count += 1
             stats /= max(count, 1)
         self.policy_tf.mark_weights_changed()
