@@ -1,0 +1,113 @@
+"""The error family for files sbtf cannot or will not open, and the resource limits of every read.
+
+Every way a model, statistics, replay-buffer or dataset file can be wrong raises a subclass of
+:class:`ModelFileError` (itself a ``ValueError``, as sbtf's loaders raised before), with a message that
+says what was wrong and what to do:
+
+* :class:`CorruptedFileError` — truncated, damaged or not the kind of file expected;
+* :class:`UnsafeFileError` — the file asks for code to run (a pickled function or class that is not on
+  sbtf's allow-list, a class that is not registered); only ``allow_pickle=True`` opens that door;
+* :class:`FileLimitError` — the file would take more memory, nesting or time than a real file of that
+  kind can (a zip bomb, an array header announcing gigabytes, a pickle building huge containers);
+* :class:`ModelDataError` — the model's ``data`` does not match the declared schema of its algorithm
+  (wrong type, impossible value);
+* :class:`WrongAlgorithmError` — a valid file of another algorithm.
+
+:class:`LoadLimits` holds the limits; :func:`load_limits` changes them for a block of code and
+:func:`set_load_limits` for the process.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from typing import Iterator
+
+__all__ = [
+    "ModelFileError", "CorruptedFileError", "UnsafeFileError", "FileLimitError", "ModelDataError",
+    "WrongAlgorithmError", "LoadLimits", "get_load_limits", "set_load_limits", "load_limits",
+]
+
+
+class ModelFileError(ValueError):
+    """A file that sbtf cannot or will not load (base class of every file error)."""
+
+
+class CorruptedFileError(ModelFileError):
+    """The file is truncated, damaged, or not the kind of file that was expected."""
+
+
+class UnsafeFileError(ModelFileError):
+    """The file asks for code to run (only ``allow_pickle=True`` allows that, for files you trust)."""
+
+
+class FileLimitError(ModelFileError):
+    """The file would need more memory, nesting depth or items than the configured limits allow."""
+
+
+class ModelDataError(ModelFileError):
+    """A value in the model's data does not have the type its algorithm declares."""
+
+
+class WrongAlgorithmError(ModelFileError):
+    """The file holds a model of another algorithm."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadLimits:
+    """
+    Resource limits applied while reading any file (see ``docs/security.md``).
+
+    :param max_file_bytes: (int) largest file (or zip member, decompressed) read at all
+    :param max_array_bytes: (int) largest total of array data one file may hold when the expected sizes are
+        not known from the model (parameters are also checked against the model's own shapes)
+    :param max_json_bytes: (int) largest JSON member (``data``, ``parameter_list``, ``sbtf_format``)
+    :param max_depth: (int) deepest nesting of JSON values or pickled containers
+    :param max_items: (int) most items in one decoded file (container elements, pickle memo entries)
+    :param max_nonstring_keys: (int) most non-string dict keys / set elements per container (their hashes can
+        be chosen to collide, which would make loading quadratic)
+    :param max_string_bytes: (int) longest single string or bytes value in a pickle
+    """
+
+    max_file_bytes: int = 4 << 30
+    max_array_bytes: int = 2 << 30
+    max_json_bytes: int = 64 << 20
+    max_depth: int = 64
+    max_items: int = 2_000_000
+    max_nonstring_keys: int = 4096
+    max_string_bytes: int = 1 << 30
+
+
+_STATE = threading.local()
+_PROCESS_LIMITS = [LoadLimits()]
+
+
+def get_load_limits() -> LoadLimits:
+    """The limits in force (the innermost :func:`load_limits` block, else the process-wide ones)."""
+    stack = getattr(_STATE, "stack", None)
+    return stack[-1] if stack else _PROCESS_LIMITS[0]
+
+
+def set_load_limits(**changes: int) -> LoadLimits:
+    """
+    Change the process-wide limits, e.g. ``set_load_limits(max_array_bytes=8 << 30)`` for a huge replay buffer.
+
+    :return: (LoadLimits) the previous limits
+    """
+    previous = _PROCESS_LIMITS[0]
+    _PROCESS_LIMITS[0] = dataclasses.replace(previous, **changes)
+    return previous
+
+
+@contextlib.contextmanager
+def load_limits(**changes: int) -> Iterator[LoadLimits]:
+    """Change the limits inside a ``with`` block (this thread only)."""
+    stack = getattr(_STATE, "stack", None)
+    if stack is None:
+        stack = _STATE.stack = []
+    limits = dataclasses.replace(get_load_limits(), **changes)
+    stack.append(limits)
+    try:
+        yield limits
+    finally:
+        stack.pop()
