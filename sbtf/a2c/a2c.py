@@ -13,6 +13,7 @@ from sbtf.common.optimizers import check_rms_prop_style, clip_grads, make_rmspro
 from sbtf.common.runners import AbstractEnvRunner, swap_and_flatten
 from sbtf.common.schedules import Scheduler
 from sbtf.common.train_log import dump_update_log, log_rollout_episode_rewards
+from sbtf.common import model_schema as ms
 
 
 class A2C(NStepActorCriticRLModel):
@@ -45,8 +46,10 @@ class A2C(NStepActorCriticRLModel):
         at 0, epsilon added after the square root), the optimizer of stable-baselines3's A2C
     """
 
-    _save_attrs = ("gamma", "n_steps", "vf_coef", "ent_coef", "max_grad_norm", "learning_rate", "alpha", "momentum",
-                   "epsilon", "lr_schedule", "rms_prop_style")
+    _save_schema = dict(
+        gamma=ms.Real(), n_steps=ms.Integer(1), vf_coef=ms.Real(), ent_coef=ms.Real(),
+        max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(), alpha=ms.Real(), momentum=ms.Real(),
+        epsilon=ms.Real(), lr_schedule=ms.AnyOf(ms.Text(), ms.Schedule()), rms_prop_style=ms.Text(("tf", "torch")))
 
     def __init__(self, policy, env, gamma=0.99, n_steps=5, vf_coef=0.25, ent_coef=0.01, max_grad_norm=0.5,
                  learning_rate=7e-4, alpha=0.99, momentum=0.0, epsilon=1e-5, lr_schedule="constant", verbose=0,

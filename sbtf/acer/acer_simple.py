@@ -26,6 +26,7 @@ from sbtf.common.optimizers import RMSProp
 from sbtf.common.runners import AbstractEnvRunner
 from sbtf.common.schedules import Scheduler
 from sbtf.common.train_log import record_episode_means
+from sbtf.common import model_schema as ms
 
 #: names of the train-step statistics (SB2's ``names_ops``), in the order the train step returns them
 NAMES_OPS = ("loss", "loss_q", "entropy", "loss_policy", "loss_f", "loss_bc", "explained_variance", "norm_grads")
@@ -205,9 +206,11 @@ class ACER(NStepActorCriticRLModel):
     #: compile the feed-forward train step with XLA (about twice as fast per call, a few seconds to compile;
     #: recurrent policies are never XLA-compiled)
     _jit_compile = True
-    _save_attrs = ("gamma", "n_steps", "q_coef", "ent_coef", "max_grad_norm", "learning_rate", "lr_schedule",
-                   "rprop_alpha", "rprop_epsilon", "replay_ratio", "replay_start", "buffer_size", "correction_term",
-                   "trust_region", "alpha", "delta")
+    _save_schema = dict(
+        gamma=ms.Real(), n_steps=ms.Integer(1), q_coef=ms.Real(), ent_coef=ms.Real(),
+        max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(), lr_schedule=ms.AnyOf(ms.Text(), ms.Schedule()),
+        rprop_alpha=ms.Real(), rprop_epsilon=ms.Real(), replay_ratio=ms.Real(), replay_start=ms.Integer(0),
+        buffer_size=ms.Integer(1), correction_term=ms.Real(), trust_region=ms.Flag(), alpha=ms.Real(), delta=ms.Real())
 
     def __init__(self, policy, env, gamma=0.99, n_steps=20, num_procs=None, q_coef=0.5, ent_coef=0.01,
                  max_grad_norm=10, learning_rate=7e-4, lr_schedule="linear", rprop_alpha=0.99, rprop_epsilon=1e-5,

@@ -18,6 +18,7 @@ from sbtf.acktr.kfac import KfacOptimizer, factored_layers
 from sbtf.common.base_class import NStepActorCriticRLModel, SetVerbosity
 from sbtf.common.schedules import Scheduler
 from sbtf.common.train_log import dump_update_log, log_rollout_episode_rewards
+from sbtf.common import model_schema as ms
 
 #: names of the values returned by the train step, in order
 TRAIN_STATS = ("policy_loss", "value_loss", "policy_entropy", "policy_fisher_loss", "value_fisher_loss",
@@ -55,8 +56,11 @@ class ACKTR(NStepActorCriticRLModel):
     :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process)
     """
 
-    _save_attrs = ("gamma", "gae_lambda", "n_steps", "vf_coef", "ent_coef", "vf_fisher_coef", "max_grad_norm",
-                   "learning_rate", "kfac_clip", "lr_schedule", "kfac_update", "async_eigen_decomp")
+    _save_schema = dict(
+        gamma=ms.Real(), gae_lambda=ms.Nullable(ms.Real()), n_steps=ms.Integer(1), vf_coef=ms.Real(), ent_coef=ms.Real(),
+        vf_fisher_coef=ms.Real(), max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(),
+        kfac_clip=ms.Real(), lr_schedule=ms.AnyOf(ms.Text(), ms.Schedule()), kfac_update=ms.Integer(1),
+        async_eigen_decomp=ms.Flag())
 
     def __init__(self, policy, env, gamma=0.99, nprocs=None, n_steps=20, ent_coef=0.01, vf_coef=0.25,
                  vf_fisher_coef=1.0, learning_rate=0.25, max_grad_norm=0.5, kfac_clip=0.001, lr_schedule="linear",

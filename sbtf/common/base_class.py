@@ -19,7 +19,9 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common import save_util
+from sbtf.common import model_schema, save_util
+from sbtf.common.file_errors import ModelDataError, WrongAlgorithmError
+from sbtf.common.model_schema import check_network_size
 from sbtf.common.fast_call import FastFunction
 from sbtf.common.policies import ActorCriticPolicy, BasePolicy, get_policy_from_name
 
@@ -165,8 +167,15 @@ class BaseRLModel(ABC):
     :param n_cpu_tf_sess: (int) threads for TensorFlow ops (set once per process, before TF starts)
     """
 
-    #: hyperparameter attributes written by save() (in addition to the common ones)
-    _save_attrs: tuple = ()
+    #: hyperparameters written by save() (in addition to the common ones), name -> declared type
+    #: (``sbtf.common.model_schema``); a file is read against it
+    _save_schema: dict = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        from sbtf.common.registry import register_class
+
+        register_class(cls, "algorithm")  # HER files name the wrapped model's class
     #: observation / action space types the algorithm accepts
     _supported_action_spaces: tuple = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
                                        gym.spaces.MultiBinary)
@@ -419,7 +428,14 @@ class BaseRLModel(ABC):
             params = OrderedDict(zip(named.keys(), load_path_or_dict))
         else:
             payload = save_util.read_file_bytes(save_util.resolve_load_path(load_path_or_dict))
-            _, params, _ = save_util.load_from_zip_bytes(payload)
+            if save_util.inspect_model_bytes(payload) != "sbtf":
+                raise save_util.CorruptedFileError("load_parameters() reads sbtf model files; load a stable-baselines "
+                                                   "file with <Algorithm>.load() (or convert it with 'sbtf convert').")
+            # only the weights: the file's 'data' is not decoded at all
+            _, params, _ = save_util.load_from_zip_bytes(payload, decode_data=False)
+        if isinstance(params, save_util.StoredParameters):
+            params = params.read(expected_sizes={name: int(np.prod(var.shape)) for name, var in named.items()},
+                                 names=list(named))
         missing = [name for name in named if name not in params]
         if exact_match and missing:
             raise RuntimeError(f"Error: the parameters to load do not contain {missing[:5]}"
@@ -444,7 +460,7 @@ class BaseRLModel(ABC):
 
     # ------------------------------------------------------------------ save / load
     def _get_save_data(self) -> dict:
-        data = {name: getattr(self, name) for name in self._save_attrs}
+        data = {name: getattr(self, name) for name in self._save_schema}
         data.update({
             "verbose": self.verbose,
             "policy": self.policy,
@@ -505,21 +521,47 @@ class BaseRLModel(ABC):
         data, params, info = save_util.load_from_zip_bytes(payload, custom_objects, allow_pickle)
         algo = info.get("algo")
         if algo is not None and algo not in cls._accepted_algos():
-            raise ValueError(f"Error: {load_path} holds a {algo} model; load it with {algo}.load(...) "
-                             f"instead of {cls.__name__}.load(...).")
-        return cls._from_data(data, params, env=env, **kwargs)
+            raise WrongAlgorithmError(f"Error: {load_path} holds a {algo} model; load it with {algo}.load(...) "
+                                      f"instead of {cls.__name__}.load(...).")
+        return cls._from_data(data, params, env=env, _trusted_keys=frozenset(custom_objects or ()), **kwargs)
 
     @classmethod
-    def _from_data(cls, data: dict, params, env=None, **kwargs):
+    def _data_schema(cls) -> dict:
+        """Every key a file of this algorithm stores, with its declared type (``sbtf.common.model_schema``)."""
+        return {**model_schema.COMMON_SCHEMA, **cls._save_schema}
+
+    @classmethod
+    def _checked_data(cls, data: dict, trusted: frozenset = frozenset()) -> dict:
+        """``data`` checked against :meth:`_data_schema`; unknown keys are reported and dropped, never assigned."""
+        checked, unknown = model_schema.check_data(cls._data_schema(), data, trusted)
+        if unknown:
+            warnings.warn(f"The model file has keys that {cls.__name__} does not store: "
+                          f"{sorted(map(str, unknown))[:10]}; they were ignored (not set on the model).")
+        missing = [key for key in ("policy", "observation_space", "action_space") if key not in checked]
+        if missing:
+            raise ModelDataError(f"The model file has no {missing}; it is truncated or not a {cls.__name__} file.")
+        return checked
+
+    @classmethod
+    def _from_data(cls, data: dict, params, env=None, _trusted_keys: frozenset = frozenset(), **kwargs):
         """Build a model from its data dict and parameters (shared by sbtf and legacy loading)."""
+        data = cls._checked_data(data, _trusted_keys)
         if "policy_kwargs" in kwargs and kwargs["policy_kwargs"] != data.get("policy_kwargs"):
             raise ValueError(f"The specified policy kwargs do not equal the stored policy kwargs. Stored kwargs: "
                              f"{data.get('policy_kwargs')}, specified kwargs: {kwargs['policy_kwargs']}")
+        if isinstance(params, save_util.StoredParameters):
+            check_network_size(data.get("policy_kwargs"), params.declared_sizes())
         model = cls(policy=data["policy"], env=None, _init_setup_model=False)
-        model.__dict__.update(data)
-        model.__dict__.update(kwargs)
+        for key, value in data.items():
+            setattr(model, key, value)
+        for key, value in kwargs.items():
+            setattr(model, key, value)
         model.set_env(env)
         model.setup_model()
+        if isinstance(params, save_util.StoredParameters):
+            named = model._named_parameters()
+            params = params.read(expected_sizes={n: int(np.prod(v.shape)) for n, v in named.items()},
+                                 names=list(named))
         model.load_parameters(params)
         return model
 

@@ -91,6 +91,12 @@ class BasePolicy(keras.Model):
 
     recurrent = False
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        from sbtf.common.registry import register_class
+
+        register_class(cls, "policy")  # model files may name it (see sbtf.common.registry)
+
     def __init__(self, sess=None, ob_space: gym.Space = None, ac_space: gym.Space = None, n_env: int = 1,
                  n_steps: int = 1, n_batch: Optional[int] = None, reuse: bool = False, scale: bool = False,
                  obs_phs=None, add_action_ph: bool = False):

@@ -8,29 +8,36 @@ A model file is a zip archive with
 * ``sbtf_format``: JSON ``{"format_version": N, "sbtf_version": ..., "algo": ...}``.
 
 Loading never executes code from the file unless the caller passes ``allow_pickle=True``:
-classes are stored by import path and resolved only from ``sbtf`` or from modules that are
-already imported; schedules and noise objects are stored as data; any other callable is stored
-as a table of its values over training progress (rebuilt as a piecewise-linear schedule) next to
-an optional cloudpickle blob that is only used when pickles are allowed.
-Writes are atomic: a temporary file in the destination folder is renamed over the target.
+classes are stored by name and looked up only in :mod:`sbtf.common.registry` (never imported);
+schedules and noise objects are stored as data and rebuilt by sbtf's own constructors; any other
+callable is stored as a table of its values over training progress (rebuilt as a piecewise-linear
+schedule) next to an optional cloudpickle blob that is only used when pickles are allowed. Every
+read is bounded (:class:`~sbtf.common.file_errors.LoadLimits`): member sizes are checked before
+decompression, JSON nesting and container sizes are limited, parameters are checked against the
+model's shapes from their headers before their data is read. Every failure is a
+:class:`~sbtf.common.file_errors.ModelFileError`. See ``docs/security.md``.
+Writes are atomic (:mod:`sbtf.common.atomic_io`).
 """
 from __future__ import annotations
 
 import base64
+import binascii
 import enum
-import importlib
 import io
 import json
+import math
 import os
-import sys
-import tempfile
 import warnings
-import zipfile
 from collections import OrderedDict
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 import gymnasium as gym
 import numpy as np
+
+from sbtf.common.atomic_io import atomic_write_bytes
+from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
+                                     UnsafeFileError, get_load_limits)
+from sbtf.common.safe_zip import check_numeric_dtype, npy_header, open_zip, read_member
 
 FORMAT_VERSION = 1
 FORMAT_MEMBER = "sbtf_format"
@@ -38,72 +45,53 @@ FORMAT_MEMBER = "sbtf_format"
 PathOrFile = Union[str, os.PathLike, io.IOBase]
 
 
-class ModelFileError(ValueError):
-    """A file that is not a readable model file (corrupted, truncated, wrong kind)."""
-
-
-# --------------------------------------------------------------------------------------------
-# atomic writes
-# --------------------------------------------------------------------------------------------
-def atomic_write_bytes(path: Union[str, os.PathLike], payload: bytes) -> None:
-    """Write ``payload`` to ``path`` through a temporary file and ``os.replace`` (never half-written)."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=folder)
-    try:
-        # mkstemp creates 0600 files; give the result the permissions a plain open() would (0666 & ~umask)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_path, path)
-    except BaseException:
-        if os.path.exists(tmp_path):
-            os.remove(tmp_path)
-        raise
+__all__ = [
+    "FORMAT_VERSION", "FORMAT_MEMBER", "ModelFileError", "UnloadedObject", "StoredParameters", "class_path",
+    "resolve_class", "space_to_dict", "space_from_dict", "encode_value", "decode_value", "data_to_json",
+    "json_to_data", "save_to_zip", "load_from_zip_bytes", "resolve_save_path", "resolve_load_path",
+    "read_file_bytes", "inspect_model_bytes", "atomic_write_bytes",
+]
 
 
 # --------------------------------------------------------------------------------------------
 # class references
 # --------------------------------------------------------------------------------------------
 def class_path(obj: Any) -> str:
-    """``module:qualname`` of a class or function."""
+    """``module:qualname`` of a class or function (how a file names it)."""
     return f"{obj.__module__}:{obj.__qualname__}"
 
 
-def _getattr_path(module: Any, qualname: str) -> Any:
-    obj = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def resolve_class(path: str, allow_pickle: bool = False, key: str = "?") -> Any:
+def resolve_class(path: str, allow_pickle: bool = False, key: str = "?") -> type:
     """
-    Resolve ``module:qualname`` without running code that the caller did not ask for.
-
-    Modules of sbtf and modules already imported are used as they are; any other module is
-    imported only when ``allow_pickle`` is True.
+    The class a model file names, looked up in :mod:`sbtf.common.registry` only (never imported, never resolved
+    from ``sys.modules``). With ``allow_pickle=True`` (trusted files) an unregistered class is imported by name.
     """
+    from sbtf.common.registry import lookup_class
+
+    if not isinstance(path, str) or len(path) > 1000:
+        raise ModelDataError(f"{key!r} in the model file names a class by {_short(path)}, which is not a class name.")
+    found = lookup_class(path)
+    if found is not None:
+        return found
     module_name, _, qualname = path.partition(":")
-    if module_name in sys.modules:
-        module = sys.modules[module_name]
-    elif module_name == "sbtf" or module_name.startswith("sbtf.") or allow_pickle:
-        module = importlib.import_module(module_name)
-    else:
-        raise ValueError(
-            f"The model file refers to {qualname!r} from module {module_name!r} (key {key!r}), which is not "
-            f"imported. Import it before loading, pass custom_objects={{{key!r}: {qualname.split('.')[-1]}}}, "
-            "or pass allow_pickle=True if you trust the file.")
-    try:
-        return _getattr_path(module, qualname)
-    except AttributeError as exc:
-        raise ValueError(f"The model file refers to {path!r} (key {key!r}), which does not exist; pass "
-                         f"custom_objects={{{key!r}: ...}} to replace it.") from exc
+    if allow_pickle:
+        import importlib
+
+        obj = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        return obj
+    short = qualname.split(".")[-1] or path
+    raise UnsafeFileError(
+        f"{key!r} in the model file names the class {qualname!r} of module {module_name!r}, which is not one of "
+        f"sbtf's registered classes. If it is your own policy, define or import it before loading (subclasses of "
+        f"sbtf's policies register themselves) or pass custom_objects={{{key!r}: {short}}}; pass allow_pickle=True "
+        "only if you trust the file.")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,28 +116,101 @@ def space_to_dict(space: gym.Space) -> dict:
     raise TypeError(f"Cannot describe space {space!r} as data")
 
 
-def _float_array(values) -> np.ndarray:
-    return np.array(values, dtype=np.float64)
+def _space_error(message: str) -> ModelDataError:
+    return ModelDataError(f"A space in the model file is invalid: {message}; the file is corrupted or was edited.")
 
 
-def space_from_dict(d: dict) -> gym.Space:
-    """Rebuild a gymnasium space from ``space_to_dict`` output."""
+def _space_size(shape: Any) -> tuple:
+    if not isinstance(shape, (list, tuple)) or len(shape) > 32 or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise _space_error(f"shape {_short(shape)} is not a list of non-negative integers")
+    count = 1
+    for n in shape:
+        count *= n
+    if count > get_load_limits().max_items:
+        raise FileLimitError(f"A space in the model file has {count:,} elements, more than the limit "
+                             f"({get_load_limits().max_items:,}); the file is damaged or hostile.")
+    return tuple(shape)
+
+
+def _numeric_list(values: Any, count: int, dtype: np.dtype, what: str) -> np.ndarray:
+    """``values`` (a nested list or a number) as an array of ``count`` elements, checked before it is built."""
+    if isinstance(values, (int, float)) and not isinstance(values, bool):
+        return np.full(count, values, dtype=np.float64).astype(dtype)
+    flat = _flatten_numbers(values, what)
+    if len(flat) != count:
+        raise _space_error(f"{what} has {len(flat)} values for {count} elements")
+    return np.asarray(flat, dtype=np.float64).astype(dtype)
+
+
+def _flatten_numbers(values: Any, what: str, depth: int = 0) -> list:
+    if depth > 32:
+        raise _space_error(f"{what} nests too deeply")
+    if isinstance(values, (int, float)) and not isinstance(values, bool):
+        return [values]
+    if not isinstance(values, list):
+        raise _space_error(f"{what} holds {_short(values)}, not numbers")
+    out: list = []
+    for value in values:
+        out.extend(_flatten_numbers(value, what, depth + 1))
+    return out
+
+
+def space_from_dict(d: Any, _depth: int = 0) -> gym.Space:
+    """Rebuild a gymnasium space from ``space_to_dict`` output, checking every field first."""
+    if not isinstance(d, dict) or not isinstance(d.get("type"), str):
+        raise _space_error(f"{_short(d)} is not a space description")
+    if _depth > 16:
+        raise FileLimitError("The spaces of the model file nest too deeply.")
     kind = d["type"]
-    if kind == "Box":
-        dtype = np.dtype(d["dtype"])
-        return gym.spaces.Box(low=_float_array(d["low"]).astype(dtype), high=_float_array(d["high"]).astype(dtype),
-                              shape=tuple(d["shape"]), dtype=dtype)
-    if kind == "Discrete":
-        return gym.spaces.Discrete(int(d["n"]), start=int(d.get("start", 0)))
-    if kind == "MultiDiscrete":
-        return gym.spaces.MultiDiscrete(np.array(d["nvec"]), dtype=np.dtype(d.get("dtype", "int64")))
-    if kind == "MultiBinary":
-        return gym.spaces.MultiBinary(d["n"])
-    if kind == "Dict":
-        return gym.spaces.Dict(OrderedDict((k, space_from_dict(s)) for k, s in d["spaces"]))
-    if kind == "Tuple":
-        return gym.spaces.Tuple([space_from_dict(s) for s in d["spaces"]])
-    raise ModelFileError(f"Unknown space type {kind!r} in model file")
+    try:
+        if kind == "Box":
+            dtype = np.dtype(str(d.get("dtype", "float32")))
+            check_numeric_dtype(dtype, "A Box space of the model file")
+            shape = _space_size(d.get("shape"))
+            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            low = _numeric_list(d.get("low"), count, dtype, "Box low").reshape(shape)
+            high = _numeric_list(d.get("high"), count, dtype, "Box high").reshape(shape)
+            return gym.spaces.Box(low=low, high=high, shape=shape, dtype=dtype)
+        if kind == "Discrete":
+            n, start = d.get("n"), d.get("start", 0)
+            if not (isinstance(n, int) and isinstance(start, int)) or isinstance(n, bool) or n < 1:
+                raise _space_error(f"Discrete n={_short(n)}, start={_short(start)}")
+            if n > get_load_limits().max_items:
+                raise FileLimitError(f"A Discrete space of the model file has n={n:,}, beyond the limit.")
+            return gym.spaces.Discrete(n, start=start)
+        if kind == "MultiDiscrete":
+            nvec = _flatten_numbers(d.get("nvec"), "MultiDiscrete nvec")
+            if not nvec or not all(isinstance(v, int) and v >= 1 for v in nvec) or len(nvec) > 100_000 or \
+                    sum(nvec) > get_load_limits().max_items:
+                raise _space_error(f"MultiDiscrete nvec {_short(d.get('nvec'))}")
+            dtype = np.dtype(str(d.get("dtype", "int64")))
+            if dtype.kind not in "iu":
+                raise _space_error(f"MultiDiscrete dtype {dtype}")
+            nvec_array = np.array(d["nvec"], dtype=np.int64)
+            if nvec_array.size != len(nvec):
+                raise _space_error("MultiDiscrete nvec is ragged")
+            return gym.spaces.MultiDiscrete(nvec_array, dtype=dtype)
+        if kind == "MultiBinary":
+            n = d.get("n")
+            shape = _space_size([n] if isinstance(n, int) else n)
+            return gym.spaces.MultiBinary(n if isinstance(n, int) else list(shape))
+        if kind == "Dict":
+            items = d.get("spaces")
+            if not isinstance(items, list) or not all(isinstance(i, list) and len(i) == 2 and isinstance(i[0], str)
+                                                      for i in items):
+                raise _space_error("Dict spaces must be a list of [name, space] pairs")
+            return gym.spaces.Dict(OrderedDict((k, space_from_dict(v, _depth + 1)) for k, v in items))
+        if kind == "Tuple":
+            items = d.get("spaces")
+            if not isinstance(items, list):
+                raise _space_error("Tuple spaces must be a list")
+            return gym.spaces.Tuple([space_from_dict(v, _depth + 1) for v in items])
+    except ModelFileError:
+        raise
+    except (TypeError, ValueError, OverflowError, KeyError, AssertionError) as exc:
+        raise _space_error(f"{kind} ({type(exc).__name__}: {exc})") from exc
+    raise _space_error(f"unknown space type {kind!r}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -239,51 +300,189 @@ def _unpickle_b64(blob: str) -> Any:
     return cloudpickle.loads(base64.b64decode(blob))
 
 
+_TAGS = ("__ndarray__", "__space__", "__tuple__", "__dict_items__", "__class__", "__enum__", "__activation__",
+         "__data_object__", "__callable__", "__pickle__")
+
+
+class _Decoder:
+    """
+    Turns the JSON of a model file's ``data`` into Python values. It never resolves a name to a callable:
+    classes come from :mod:`sbtf.common.registry`, schedules and noise from their own ``from_dict`` data
+    constructors (dispatched on the data's own tag), activations from a fixed table; pickles only with
+    ``allow_pickle``. Depth and sizes are bounded by the load limits.
+    """
+
+    def __init__(self, key: str, allow_pickle: bool):
+        self.key = key
+        self.allow_pickle = allow_pickle
+        self.limits = get_load_limits()
+        self.items = 0
+
+    def fail(self, message: str) -> ModelDataError:
+        return ModelDataError(f"{self.key!r} in the model file: {message}; the file is corrupted or was edited. "
+                              f"Pass custom_objects={{{self.key!r}: ...}} to load it with a value of your own.")
+
+    def count(self, n: int) -> None:
+        self.items += n
+        if self.items > self.limits.max_items:
+            raise FileLimitError(f"{self.key!r} in the model file holds more than {self.limits.max_items:,} items; "
+                                 "the file is damaged or hostile.")
+
+    def decode(self, value: Any, depth: int = 0) -> Any:
+        if depth > self.limits.max_depth:
+            raise FileLimitError(f"{self.key!r} in the model file nests values more than {self.limits.max_depth} "
+                                 "levels deep; the file is damaged or hostile.")
+        if isinstance(value, list):
+            self.count(len(value))
+            return [self.decode(v, depth + 1) for v in value]
+        if not isinstance(value, dict):
+            return value
+        tags = [k for k in value if k in _TAGS]
+        if not tags:
+            odd = [k for k in value if k.startswith("__")]
+            if odd:
+                raise self.fail(f"unknown marker {odd[0]!r}")
+            self.count(len(value))
+            return {k: self.decode(v, depth + 1) for k, v in value.items()}
+        return getattr(self, "_" + tags[0].strip("_"))(value, depth)
+
+    # tagged values ----------------------------------------------------------------------------
+    def _ndarray(self, value: dict, depth: int) -> np.ndarray:
+        try:
+            dtype = check_numeric_dtype(np.dtype(str(value.get("dtype"))), f"Array {self.key!r} of the model file")
+        except TypeError as exc:
+            raise self.fail(f"array dtype {_short(value.get('dtype'))} is not a numeric dtype") from exc
+        shape = value.get("shape")
+        if not isinstance(shape, list) or len(shape) > 32 or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+            raise self.fail(f"array shape {_short(shape)} is invalid")
+        count = math.prod(shape)
+        self.count(count)
+        flat = _flatten_numbers(value.get("__ndarray__"), f"array {self.key!r}") if count != 1 or isinstance(
+            value.get("__ndarray__"), list) else [value.get("__ndarray__")]
+        if len(flat) != count or not all(isinstance(v, (int, float)) for v in flat):
+            raise self.fail(f"array holds {len(flat)} values for shape {shape}")
+        try:
+            return np.array(flat, dtype=dtype).reshape(shape)
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise self.fail(f"array values do not fit dtype {dtype} ({exc})") from exc
+
+    def _space(self, value: dict, depth: int) -> gym.Space:
+        return space_from_dict(value["__space__"])
+
+    def _tuple(self, value: dict, depth: int) -> tuple:
+        items = value["__tuple__"]
+        if not isinstance(items, list):
+            raise self.fail("a tuple is not stored as a list")
+        return tuple(self.decode(items, depth))
+
+    def _dict_items(self, value: dict, depth: int) -> dict:
+        items = value["__dict_items__"]
+        if not isinstance(items, list) or not all(isinstance(i, list) and len(i) == 2 for i in items):
+            raise self.fail("a dict is not stored as a list of [key, value] pairs")
+        self.count(len(items))
+        keys = [self.decode(k, depth + 1) for k, _ in items]
+        # int/float/tuple hashes are not randomised: many of them can be chosen to collide (quadratic inserts)
+        plain_keys = sum(1 for k in keys if not isinstance(k, str))
+        if plain_keys > self.limits.max_nonstring_keys:
+            raise FileLimitError(f"{self.key!r} in the model file is a dict with {plain_keys:,} non-string keys, "
+                                 f"more than the limit ({self.limits.max_nonstring_keys:,}); the file is damaged or "
+                                 "hostile.")
+        out = {}
+        for k, (_, v) in zip(keys, items):
+            if not isinstance(k, (str, int, float, bool, type(None), tuple)):
+                raise self.fail(f"dict key {_short(k)} is not a plain value")
+            try:
+                out[k] = self.decode(v, depth + 1)
+            except TypeError as exc:  # unhashable tuple content
+                raise self.fail(f"dict key {_short(k)} cannot be a key ({exc})") from exc
+        return out
+
+    def _class(self, value: dict, depth: int) -> type:
+        return resolve_class(value["__class__"], self.allow_pickle, self.key)
+
+    def _enum(self, value: dict, depth: int) -> Any:
+        from sbtf.common.registry import lookup_class
+
+        name = value["__enum__"]
+        enum_cls = lookup_class(name, ("enum",))
+        if enum_cls is None:
+            if not self.allow_pickle:
+                raise UnsafeFileError(f"{self.key!r} in the model file is a value of {_short(name)}, which is not one "
+                                      f"of sbtf's enums; pass custom_objects={{{self.key!r}: ...}}.")
+            enum_cls = resolve_class(name, True, self.key)
+        member = self.decode(value.get("value"), depth + 1)
+        try:
+            return enum_cls(member)
+        except (ValueError, TypeError) as exc:
+            raise self.fail(f"{_short(member)} is not a member of {enum_cls.__name__}") from exc
+
+    def _activation(self, value: dict, depth: int) -> Callable:
+        from sbtf.common.tf_layers import get_activation
+
+        name = value["__activation__"]
+        if not isinstance(name, str):
+            raise self.fail(f"activation {_short(name)} is not a name")
+        try:
+            return get_activation(name)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise self.fail(f"unknown activation {_short(name)}") from exc
+
+    def _data_object(self, value: dict, depth: int) -> Any:
+        from sbtf.common.noise import is_noise_dict, noise_from_dict
+        from sbtf.common.schedules import is_schedule_dict, schedule_from_dict
+
+        state = self.decode(value.get("state"), depth + 1)
+        try:
+            if is_schedule_dict(state):
+                return schedule_from_dict(state)
+            if is_noise_dict(state):
+                return noise_from_dict(state)
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError, ZeroDivisionError) as exc:
+            raise self.fail(f"invalid {type(exc).__name__}: {exc}") from exc
+        raise self.fail("a stored object is neither a schedule nor a noise description")
+
+    def _callable(self, value: dict, depth: int) -> Any:
+        from sbtf.common.schedules import SampledSchedule
+
+        info = value["__callable__"]
+        if not isinstance(info, dict):
+            raise self.fail("a stored function is not described as data")
+        if self.allow_pickle and isinstance(info.get("pickle"), str):
+            return _unpickle_b64(info["pickle"])
+        sampled = info.get("sampled")
+        if sampled:
+            if not isinstance(sampled, list) or len(sampled) > 10_000 or not all(
+                    isinstance(p, list) and len(p) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                                for x in p) for p in sampled):
+                raise self.fail("the sampled values of a stored function are not [progress, value] pairs")
+            warnings.warn(f"{self.key!r} was a custom callable ({_short(info.get('repr'))}); it was rebuilt as a "
+                          "piecewise-linear schedule from values stored in the file. Pass allow_pickle=True to load "
+                          "the original function, or custom_objects to replace it.")
+            try:
+                return SampledSchedule([tuple(p) for p in sampled])
+            except (ValueError, TypeError) as exc:
+                raise self.fail(f"invalid sampled schedule ({exc})") from exc
+        return UnloadedObject(self.key, str(info.get("repr", "callable"))[:200])
+
+    def _pickle(self, value: dict, depth: int) -> Any:
+        if self.allow_pickle and isinstance(value.get("__pickle__"), str):
+            return _unpickle_b64(value["__pickle__"])
+        return UnloadedObject(self.key, f"{str(value.get('type'))[:100]}: {str(value.get('repr'))[:100]}")
+
+
 def decode_value(value: Any, key: str = "?", allow_pickle: bool = False) -> Any:
     """Inverse of ``encode_value``; never runs code from the file unless ``allow_pickle``."""
-    if isinstance(value, list):
-        return [decode_value(v, key, allow_pickle) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if "__ndarray__" in value:
-        return np.array(value["__ndarray__"], dtype=np.dtype(value["dtype"])).reshape(value["shape"])
-    if "__space__" in value:
-        return space_from_dict(value["__space__"])
-    if "__tuple__" in value:
-        return tuple(decode_value(v, key, allow_pickle) for v in value["__tuple__"])
-    if "__dict_items__" in value:
-        return {decode_value(k, key, allow_pickle): decode_value(v, key, allow_pickle)
-                for k, v in value["__dict_items__"]}
-    if "__class__" in value:
-        return resolve_class(value["__class__"], allow_pickle, key)
-    if "__enum__" in value:
-        return resolve_class(value["__enum__"], allow_pickle, key)(decode_value(value["value"], key, allow_pickle))
-    if "__activation__" in value:
-        from sbtf.common.tf_layers import get_activation
-        return get_activation(value["__activation__"])
-    if "__data_object__" in value:
-        cls = resolve_class(value["__data_object__"], allow_pickle, key)
-        state = decode_value(value["state"], key, allow_pickle)
-        if hasattr(cls, "from_dict"):
-            return cls.from_dict(state)
-        from sbtf.common.schedules import schedule_from_dict
-        return schedule_from_dict(state)
-    if "__callable__" in value:
-        info = value["__callable__"]
-        if allow_pickle and info.get("pickle"):
-            return _unpickle_b64(info["pickle"])
-        if info.get("sampled"):
-            from sbtf.common.schedules import SampledSchedule
-            warnings.warn(f"{key!r} was a custom callable ({info.get('repr')}); it was rebuilt as a piecewise-linear "
-                          "schedule from values stored in the file. Pass allow_pickle=True to load the original "
-                          "function, or custom_objects to replace it.")
-            return SampledSchedule([tuple(p) for p in info["sampled"]])
-        return UnloadedObject(key, info.get("repr", "callable"))
-    if "__pickle__" in value:
-        if allow_pickle and value.get("__pickle__"):
-            return _unpickle_b64(value["__pickle__"])
-        return UnloadedObject(key, f"{value.get('type')}: {value.get('repr')}")
-    return {k: decode_value(v, key, allow_pickle) for k, v in value.items()}
+    try:
+        return _Decoder(key, allow_pickle).decode(value)
+    except ModelFileError:
+        raise
+    except RecursionError as exc:
+        raise FileLimitError(f"{key!r} in the model file nests too deeply.") from exc
+    except (binascii.Error, ValueError, TypeError) as exc:
+        if allow_pickle:
+            raise
+        raise ModelDataError(f"{key!r} in the model file cannot be read ({type(exc).__name__}: {exc}).") from exc
 
 
 def data_to_json(data: dict) -> str:
@@ -291,10 +490,26 @@ def data_to_json(data: dict) -> str:
     return json.dumps({k: encode_value(v) for k, v in data.items()}, indent=2)
 
 
-def json_to_data(text: str, custom_objects: Optional[dict] = None, allow_pickle: bool = False) -> dict:
+def parse_json(text: Union[str, bytes], what: str) -> Any:
+    """``json.loads`` with every failure as a :class:`ModelFileError`."""
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        return json.loads(text)
+    except RecursionError as exc:
+        raise FileLimitError(f"The {what} nests JSON values too deeply; the file is damaged or hostile.") from exc
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, int digit limit
+        raise CorruptedFileError(f"The {what} is not valid JSON ({type(exc).__name__}: {exc}); the file is "
+                                 "truncated or corrupted.") from exc
+
+
+def json_to_data(text: Union[str, bytes], custom_objects: Optional[dict] = None, allow_pickle: bool = False) -> dict:
     """Deserialise a model's data dict; keys in ``custom_objects`` are taken from it instead of the file."""
     custom_objects = custom_objects or {}
-    raw = json.loads(text)
+    raw = parse_json(text, "'data' member of the model file")
+    if not isinstance(raw, dict):
+        raise CorruptedFileError(f"The 'data' member of the model file is a JSON {type(raw).__name__}, not an "
+                                 "object; the file is corrupted.")
     data = {}
     for key, value in raw.items():
         data[key] = custom_objects[key] if key in custom_objects else decode_value(value, key, allow_pickle)
@@ -312,12 +527,76 @@ def params_to_bytes(params: "OrderedDict[str, np.ndarray]") -> bytes:
     return buffer.getvalue()
 
 
-def bytes_to_params(payload: bytes, param_list: list[str]) -> "OrderedDict[str, np.ndarray]":
-    with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
-        missing = [name for name in param_list if name not in npz.files]
-        if missing:
-            raise ModelFileError(f"The model file is corrupted: parameters {missing} are listed but missing")
-        return OrderedDict((name, npz[name]) for name in param_list)
+class StoredParameters:
+    """
+    The parameters of a model file, not read yet: ``read(expected_sizes)`` checks every array's header against
+    the model's own shapes (and the size limits) before reading its data. ``names`` is the stored order.
+    """
+
+    def __init__(self, npz_bytes: bytes, names: list, what: str = "parameters of the model file"):
+        self.npz_bytes = npz_bytes
+        self.names = names
+        self.what = what
+
+    def declared_sizes(self) -> Dict[str, int]:
+        """name -> number of values, from the array headers only (nothing is allocated)."""
+        sizes: Dict[str, int] = {}
+        with open_zip(self.npz_bytes, self.what) as archive:
+            members = {i.filename[:-4] if i.filename.endswith(".npy") else i.filename: i for i in archive.infolist()}
+            for name in self.names:
+                info = members.get(name)
+                if info is None:
+                    raise CorruptedFileError(f"The {self.what} are incomplete: {name!r} is listed but not stored.")
+                try:
+                    with archive.open(info) as handle:
+                        shape, _, _, _ = npy_header(handle, f"Parameter {name!r}")
+                except ModelFileError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - zipfile raises many kinds on damaged members
+                    raise CorruptedFileError(f"Parameter {name!r} of the model file cannot be read "
+                                             f"({type(exc).__name__}: {exc}).") from exc
+                sizes[name] = math.prod(shape)
+        return sizes
+
+    def read(self, expected_sizes: Optional[Mapping[str, int]] = None,
+             names: Optional[list] = None) -> "OrderedDict[str, np.ndarray]":
+        """The arrays (only ``names``, default all listed), sizes checked against ``expected_sizes`` first."""
+        from sbtf.common.safe_zip import read_npz
+
+        wanted = self.names if names is None else [n for n in self.names if n in set(names)]
+        return read_npz(self.npz_bytes, names=wanted, expected_sizes=expected_sizes, what=self.what)
+
+    # a mapping view for callers that just want the arrays (reads everything, bounded by the limits)
+    def _all(self) -> "OrderedDict[str, np.ndarray]":
+        if not hasattr(self, "_cache"):
+            self._cache = self.read()
+        return self._cache
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._all()[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def keys(self):
+        return list(self.names)
+
+    def items(self):
+        return self._all().items()
+
+    def values(self):
+        return self._all().values()
+
+
+def bytes_to_params(payload: bytes, param_list: list) -> "OrderedDict[str, np.ndarray]":
+    """The arrays of an ``np.savez`` payload, in ``param_list`` order (read safely)."""
+    return StoredParameters(payload, list(param_list)).read()
 
 
 # --------------------------------------------------------------------------------------------
@@ -335,6 +614,8 @@ def resolve_save_path(save_path: PathOrFile) -> PathOrFile:
 def save_to_zip(save_path: PathOrFile, data: dict, params: "OrderedDict[str, np.ndarray]",
                 meta: Optional[dict] = None) -> None:
     """Write a model file (atomically when ``save_path`` is a path)."""
+    import zipfile
+
     from sbtf import __version__
 
     info = {"format_version": FORMAT_VERSION, "sbtf_version": __version__}
@@ -366,44 +647,73 @@ def resolve_load_path(load_path: PathOrFile) -> PathOrFile:
 
 
 def read_file_bytes(load_path: PathOrFile) -> bytes:
-    if isinstance(load_path, str):
+    """The bytes of a file (path or binary file object), refusing files beyond the ``max_file_bytes`` limit."""
+    limit = get_load_limits().max_file_bytes
+    if isinstance(load_path, (str, os.PathLike)):
+        if os.path.isdir(load_path):
+            raise CorruptedFileError(f"{load_path} is a folder, not a model file.")
+        size = os.path.getsize(load_path)
+        if size > limit:
+            raise FileLimitError(f"{load_path} is {size:,} bytes, larger than the {limit:,}-byte limit for model "
+                                 "files; raise it with sbtf.common.file_errors.load_limits(max_file_bytes=...).")
         with open(load_path, "rb") as handle:
             return handle.read()
-    return load_path.read()
+    payload = load_path.read(limit + 1)
+    if len(payload) > limit:
+        raise FileLimitError(f"The model file is larger than the {limit:,}-byte limit.")
+    return bytes(payload)
 
 
 def inspect_model_bytes(payload: bytes) -> str:
     """'sbtf', 'sb2-zip', 'sb2-pkl' or raise ModelFileError."""
     if payload[:2] == b"PK":
-        try:
-            with zipfile.ZipFile(io.BytesIO(payload)) as archive:
-                names = set(archive.namelist())
-        except zipfile.BadZipFile as exc:
-            raise ModelFileError(f"This file looks like a zip archive but is truncated or corrupted ({exc}).") from exc
+        with open_zip(payload, "model file") as archive:
+            names = set(archive.namelist())
         if FORMAT_MEMBER in names:
             return "sbtf"
         if "data" in names and ("parameters" in names or "parameter_list" in names):
             return "sb2-zip"
-        raise ModelFileError(f"This zip archive is not a model file (members: {sorted(names)[:6]}); expected "
-                             "'data', 'parameters' and 'parameter_list'.")
+        raise CorruptedFileError(f"This zip archive is not a model file (members: {sorted(names)[:6]}); expected "
+                                 "'data', 'parameters' and 'parameter_list'.")
     if payload[:1] == b"\x80":
         return "sb2-pkl"
-    raise ModelFileError("This file is not an sbtf or stable-baselines model file (neither a zip archive nor a "
-                         "pickle).")
+    raise CorruptedFileError("This file is not an sbtf or stable-baselines model file (neither a zip archive nor a "
+                             "pickle).")
 
 
-def load_from_zip_bytes(payload: bytes, custom_objects: Optional[dict] = None,
-                        allow_pickle: bool = False) -> tuple[dict, "OrderedDict[str, np.ndarray]", dict]:
-    """Read an sbtf model file: (data, params, format info)."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(payload)) as archive:
-            info = json.loads(archive.read(FORMAT_MEMBER))
-            if info.get("format_version", 0) > FORMAT_VERSION:
-                raise ModelFileError(f"This model file has format version {info['format_version']}, newer than this "
-                                     f"sbtf understands ({FORMAT_VERSION}); upgrade sbtf.")
-            data = json_to_data(archive.read("data").decode("utf-8"), custom_objects, allow_pickle)
-            param_list = json.loads(archive.read("parameter_list"))
-            params = bytes_to_params(archive.read("parameters"), param_list)
-    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, EOFError, OSError) as exc:
-        raise ModelFileError(f"The model file is truncated or corrupted: {exc}") from exc
-    return data, params, info
+def load_from_zip_bytes(payload: bytes, custom_objects: Optional[dict] = None, allow_pickle: bool = False,
+                        decode_data: bool = True) -> tuple:
+    """
+    Read an sbtf model file: ``(data, parameters, format info)``. ``parameters`` is a :class:`StoredParameters`
+    (read it with ``.read(expected_sizes)`` once the model's shapes are known). With ``decode_data=False`` the
+    ``data`` member is not decoded at all (``data`` is None): for callers that need only the weights.
+    """
+    limits = get_load_limits()
+    with open_zip(payload, "model file") as archive:
+        info = parse_json(read_member(archive, FORMAT_MEMBER, limits.max_json_bytes, "model file"),
+                          f"'{FORMAT_MEMBER}' member of the model file")
+        if not isinstance(info, dict):
+            raise CorruptedFileError(f"The '{FORMAT_MEMBER}' member of the model file is not a JSON object; the file "
+                                     "is corrupted.")
+        version = info.get("format_version", 0)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise CorruptedFileError(f"The model file's format version {_short(version)} is not a number; the file "
+                                     "is corrupted.")
+        if version > FORMAT_VERSION:
+            raise ModelFileError(f"This model file has format version {version}, newer than this sbtf understands "
+                                 f"({FORMAT_VERSION}); upgrade sbtf.")
+        if "algo" in info and not isinstance(info["algo"], str):
+            raise CorruptedFileError("The model file names its algorithm with something that is not a string.")
+        data = None
+        if decode_data:
+            data = json_to_data(read_member(archive, "data", limits.max_json_bytes, "model file"), custom_objects,
+                                allow_pickle)
+        param_list = parse_json(read_member(archive, "parameter_list", limits.max_json_bytes, "model file"),
+                                "'parameter_list' member of the model file")
+        if not isinstance(param_list, list) or not all(isinstance(n, str) for n in param_list):
+            raise CorruptedFileError("The 'parameter_list' member of the model file is not a list of names; the file "
+                                     "is corrupted.")
+        if len(set(param_list)) != len(param_list):
+            raise CorruptedFileError("The 'parameter_list' member of the model file names a parameter twice.")
+        npz_bytes = read_member(archive, "parameters", limits.max_array_bytes + (1 << 20), "model file")
+    return data, StoredParameters(npz_bytes, param_list), info

@@ -49,6 +49,7 @@ from sbtf.common.off_policy import (FastFunction, FlatLayout, OffPolicyAlgorithm
                                     polyak_update)
 from sbtf.common.tf_util import GetFlat, SetFromFlat, flatgrad
 from sbtf.ddpg.policies import DDPGPolicy
+from sbtf.common import model_schema as ms
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -230,11 +231,14 @@ class DDPG(OffPolicyAlgorithm):
         TensorFlow starts; SB2's default 1 is kept)
     """
 
-    _save_attrs = ("nb_eval_steps", "param_noise_adaption_interval", "nb_train_steps", "nb_rollout_steps",
-                   "param_noise", "action_noise", "gamma", "tau", "normalize_returns", "enable_popart",
-                   "normalize_observations", "batch_size", "observation_range", "return_range", "critic_l2_reg",
-                   "actor_lr", "critic_lr", "clip_norm", "reward_scale", "memory_limit", "buffer_size",
-                   "random_exploration")
+    _save_schema = dict(
+        nb_eval_steps=ms.Integer(0), param_noise_adaption_interval=ms.Integer(1), nb_train_steps=ms.Integer(0),
+        nb_rollout_steps=ms.Integer(1), param_noise=ms.Noise(), action_noise=ms.Noise(), gamma=ms.Real(),
+        tau=ms.Real(), normalize_returns=ms.Flag(), enable_popart=ms.Flag(), normalize_observations=ms.Flag(),
+        batch_size=ms.Integer(1), observation_range=ms.NumberTuple(2), return_range=ms.NumberTuple(2),
+        critic_l2_reg=ms.Real(), actor_lr=ms.Schedule(), critic_lr=ms.Schedule(), clip_norm=ms.Nullable(ms.Real()),
+        reward_scale=ms.Real(), memory_limit=ms.Nullable(ms.Integer(1)), buffer_size=ms.Integer(1),
+        random_exploration=ms.Real())
     _supported_action_spaces = (gym.spaces.Box,)
 
     def __init__(self, policy, env, gamma=0.99, memory_policy=None, eval_env=None, nb_train_steps=50,

@@ -22,6 +22,7 @@ from sbtf.common.off_policy import (FastFunction, FlatLayout, FusedAdam, OffPoli
                                     copy_variables, huber_loss, learn_doc, stateless_seed)
 from sbtf.common.schedules import LinearSchedule, get_schedule_fn
 from sbtf.deepq.policies import DQNPolicy
+from sbtf.common import model_schema as ms
 
 STATS_NAMES = ["loss", "td_error"]
 
@@ -65,10 +66,13 @@ class DQN(OffPolicyAlgorithm):
     :param seed: (int) Seed for the pseudo-random generators (python, numpy, tensorflow, env).
     """
 
-    _save_attrs = ("double_q", "param_noise", "learning_starts", "train_freq", "prioritized_replay",
-                   "prioritized_replay_eps", "batch_size", "target_network_update_freq", "prioritized_replay_alpha",
-                   "prioritized_replay_beta0", "prioritized_replay_beta_iters", "exploration_final_eps",
-                   "exploration_fraction", "learning_rate", "gamma", "buffer_size", "exploration_initial_eps")
+    _save_schema = dict(
+        double_q=ms.Flag(), param_noise=ms.Flag(), learning_starts=ms.Integer(0), train_freq=ms.Integer(1),
+        prioritized_replay=ms.Flag(), prioritized_replay_eps=ms.Real(), batch_size=ms.Integer(1),
+        target_network_update_freq=ms.Integer(1), prioritized_replay_alpha=ms.Real(),
+        prioritized_replay_beta0=ms.Real(), prioritized_replay_beta_iters=ms.Nullable(ms.Integer(1)),
+        exploration_final_eps=ms.Real(), exploration_fraction=ms.Real(), learning_rate=ms.Schedule(),
+        gamma=ms.Real(), buffer_size=ms.Integer(1), exploration_initial_eps=ms.Real())
     _supported_action_spaces = (gym.spaces.Discrete,)
     def __init__(self, policy, env, gamma=0.99, learning_rate=5e-4, buffer_size=50000, exploration_fraction=0.1,
                  exploration_final_eps=0.02, exploration_initial_eps=1.0, train_freq=1, batch_size=32, double_q=True,

@@ -12,7 +12,8 @@ import functools
 import importlib
 from typing import Any, Optional
 
-from sbtf.common import save_util
+from sbtf.common import model_schema, save_util
+from sbtf.common.file_errors import ModelDataError
 from sbtf.common.base_class import BaseRLModel, OffPolicyRLModel
 from sbtf.her.replay_buffer import GoalSelectionStrategy, HindsightExperienceReplayWrapper, goal_selection_strategy_from
 from sbtf.her.utils import GoalObsConverter, HERGoalEnvWrapper
@@ -31,6 +32,16 @@ def _resolve_model_class(model_class: Any) -> type:
         raise ValueError(f"Error: HER only works with Off policy model (such as DDPG, SAC, TD3 and DQN), got "
                          f"{model_class!r}.")
     return model_class
+
+
+#: the keys a HER file stores besides the wrapped model's
+_HER_SCHEMA = {
+    "n_sampled_goal": model_schema.Integer(0),
+    "goal_selection_strategy": model_schema.EnumValue(GoalSelectionStrategy),
+    "model_class": model_schema.AlgorithmClass(),
+    "her_obs_space": model_schema.Nullable(model_schema.Space()),
+    "her_action_space": model_schema.Nullable(model_schema.Space()),
+}
 
 
 class HER(BaseRLModel):
@@ -242,8 +253,14 @@ class HER(BaseRLModel):
         Build a HER model from a data dict (the wrapped model's keys plus ``model_class`` (class or name),
         ``n_sampled_goal``, ``goal_selection_strategy`` (name or enum), ``her_obs_space``, ``her_action_space``).
         """
-        data = dict(data)
-        model_class = _resolve_model_class(data.pop("model_class", None))
+        trusted = kwargs.get("_trusted_keys", frozenset())
+        her_keys = {key: data[key] for key in _HER_SCHEMA if key in data}
+        her_keys, _ = model_schema.check_data(_HER_SCHEMA, her_keys, trusted)
+        data = {**{k: v for k, v in data.items() if k not in _HER_SCHEMA}, **her_keys}
+        try:
+            model_class = _resolve_model_class(data.pop("model_class", None))
+        except ValueError as exc:
+            raise ModelDataError(f"'model_class' in the HER model file: {exc}") from exc
         n_sampled_goal = data.pop("n_sampled_goal", 4)
         strategy = data.pop("goal_selection_strategy", "future")
         her_obs_space = data.pop("her_obs_space", None)

@@ -24,6 +24,7 @@ from sbtf.common.mpi_moments import mpi_moments
 from sbtf.common.runners import traj_segment_generator
 from sbtf.common.tf_util import flatgrad, minibatch_loop
 from sbtf.trpo_mpi.utils import add_vtarg_and_adv
+from sbtf.common import model_schema as ms
 
 LOSS_NAMES = ["pol_surr", "pol_entpen", "vf_loss", "kl", "ent"]
 
@@ -58,8 +59,10 @@ class PPO1(MpiActorCriticRLModel):
         process when TensorFlow has not started yet)
     """
 
-    _save_attrs = ("gamma", "timesteps_per_actorbatch", "clip_param", "entcoeff", "optim_epochs", "optim_stepsize",
-                   "optim_batchsize", "lam", "adam_epsilon", "schedule")
+    _save_schema = dict(
+        gamma=ms.Real(), timesteps_per_actorbatch=ms.Integer(1), clip_param=ms.Real(), entcoeff=ms.Real(),
+        optim_epochs=ms.Integer(1), optim_stepsize=ms.Schedule(), optim_batchsize=ms.Integer(1), lam=ms.Real(),
+        adam_epsilon=ms.Real(), schedule=ms.AnyOf(ms.Text(), ms.Schedule()))
 
     def __init__(self, policy, env, gamma=0.99, timesteps_per_actorbatch=256, clip_param=0.2, entcoeff=0.01,
                  optim_epochs=4, optim_stepsize=1e-3, optim_batchsize=64, lam=0.95, adam_epsilon=1e-5,

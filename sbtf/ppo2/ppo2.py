@@ -22,6 +22,7 @@ from sbtf.common.optimizers import Adam, clip_grads
 from sbtf.common.runners import AbstractEnvRunner, swap_and_flatten
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.common.train_log import log_rollout_episode_rewards, record_episode_means
+from sbtf.common import model_schema as ms
 
 LOSS_NAMES = ["policy_loss", "value_loss", "policy_entropy", "approxkl", "clipfrac"]
 
@@ -55,8 +56,10 @@ class PPO2(NStepActorCriticRLModel):
     :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process)
     """
 
-    _save_attrs = ("gamma", "n_steps", "vf_coef", "ent_coef", "max_grad_norm", "learning_rate", "lam",
-                   "nminibatches", "noptepochs", "cliprange", "cliprange_vf")
+    _save_schema = dict(
+        gamma=ms.Real(), n_steps=ms.Integer(1), vf_coef=ms.Real(), ent_coef=ms.Real(),
+        max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(), lam=ms.Real(), nminibatches=ms.Integer(1),
+        noptepochs=ms.Integer(1), cliprange=ms.Schedule(), cliprange_vf=ms.Nullable(ms.Schedule()))
 
     def __init__(self, policy, env, gamma=0.99, n_steps=128, ent_coef=0.01, learning_rate=2.5e-4, vf_coef=0.5,
                  max_grad_norm=0.5, lam=0.95, nminibatches=4, noptepochs=4, cliprange=0.2, cliprange_vf=None,

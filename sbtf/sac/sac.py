@@ -20,6 +20,7 @@ from sbtf.common.math_util import unscale_action
 from sbtf.common.off_policy import (ActorCriticOffPolicyAlgorithm, FlatLayout, FusedAdam, TrainFunctionCache,
                                     learn_doc, polyak_update)
 from sbtf.sac.policies import SACPolicy, apply_squashing_func, gaussian_entropy, gaussian_likelihood
+from sbtf.common import model_schema as ms
 
 
 class SAC(ActorCriticOffPolicyAlgorithm):
@@ -63,9 +64,12 @@ class SAC(ActorCriticOffPolicyAlgorithm):
     :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process)
     """
 
-    _save_attrs = ("learning_rate", "buffer_size", "learning_starts", "train_freq", "batch_size", "tau", "ent_coef",
-                   "target_entropy", "gamma", "action_noise", "random_exploration", "target_update_interval",
-                   "gradient_steps")
+    _save_schema = dict(
+        learning_rate=ms.Schedule(), buffer_size=ms.Integer(1), learning_starts=ms.Integer(0),
+        train_freq=ms.Integer(1), batch_size=ms.Integer(1), tau=ms.Real(),
+        ent_coef=ms.AnyOf(ms.Real(), ms.Text(("auto",), prefixes=True)),
+        target_entropy=ms.AnyOf(ms.Real(), ms.Text(("auto",))), gamma=ms.Real(), action_noise=ms.Noise(),
+        random_exploration=ms.Real(), target_update_interval=ms.Integer(1), gradient_steps=ms.Integer(0))
     _supported_action_spaces = (gym.spaces.Box,)
     #: SB2's graph subtracts ``ent_coef * logp_pi`` (shape (B,)) from ``min_qf_pi`` (shape (B, 1)), a (B, B) broadcast,
     #: so its value network regresses towards ``min Q(s, pi(s)) - ent_coef * mean_batch(logp_pi)``: the entropy term

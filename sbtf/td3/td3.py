@@ -19,6 +19,7 @@ from sbtf.common.math_util import unscale_action
 from sbtf.common.off_policy import (ActorCriticOffPolicyAlgorithm, FlatLayout, FusedAdam, TrainFunctionCache,
                                     learn_doc, polyak_update)
 from sbtf.td3.policies import TD3Policy
+from sbtf.common import model_schema as ms
 
 STATS_NAMES = ['qf1_loss', 'qf2_loss']
 
@@ -62,9 +63,11 @@ class TD3(ActorCriticOffPolicyAlgorithm):
     :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process)
     """
 
-    _save_attrs = ("learning_rate", "buffer_size", "learning_starts", "train_freq", "batch_size", "tau",
-                   "policy_delay", "target_noise_clip", "target_policy_noise", "gamma", "action_noise",
-                   "random_exploration", "gradient_steps")
+    _save_schema = dict(
+        learning_rate=ms.Schedule(), buffer_size=ms.Integer(1), learning_starts=ms.Integer(0),
+        train_freq=ms.Integer(1), batch_size=ms.Integer(1), tau=ms.Real(), policy_delay=ms.Integer(1),
+        target_noise_clip=ms.Real(), target_policy_noise=ms.Real(), gamma=ms.Real(), action_noise=ms.Noise(),
+        random_exploration=ms.Real(), gradient_steps=ms.Integer(0))
     _supported_action_spaces = (gym.spaces.Box,)
     def __init__(self, policy, env, gamma=0.99, learning_rate=3e-4, buffer_size=50000, learning_starts=100,
                  train_freq=100, gradient_steps=100, batch_size=128, tau=0.005, policy_delay=2, action_noise=None,

@@ -35,6 +35,7 @@ from sbtf.common.runners import traj_segment_generator
 from sbtf.common.tf_util import (GetFlat, SetFromFlat, assign_from_flat, flat_size, flatgrad, minibatch_loop,
                                   unflatten_tensor)
 from sbtf.trpo_mpi.utils import add_vtarg_and_adv
+from sbtf.common import model_schema as ms
 
 LOSS_NAMES = ["optimgain", "meankl", "entloss", "surrgain", "entropy"]
 VF_BATCH_SIZE = 128  # SB2's value-function minibatch size
@@ -69,9 +70,11 @@ class TRPO(MpiActorCriticRLModel):
         process when TensorFlow has not started yet)
     """
 
-    _save_attrs = ("gamma", "timesteps_per_batch", "max_kl", "cg_iters", "lam", "entcoeff", "cg_damping",
-                   "vf_stepsize", "vf_iters", "hidden_size_adversary", "adversary_entcoeff", "expert_dataset",
-                   "g_step", "d_step", "d_stepsize", "using_gail")
+    _save_schema = dict(
+        gamma=ms.Real(), timesteps_per_batch=ms.Integer(1), max_kl=ms.Real(), cg_iters=ms.Integer(1), lam=ms.Real(),
+        entcoeff=ms.Real(), cg_damping=ms.Real(), vf_stepsize=ms.Schedule(), vf_iters=ms.Integer(0),
+        hidden_size_adversary=ms.Integer(1), adversary_entcoeff=ms.Real(), expert_dataset=ms.Opaque(),
+        g_step=ms.Integer(0), d_step=ms.Integer(0), d_stepsize=ms.Real(), using_gail=ms.Flag())
 
     def __init__(self, policy, env, gamma=0.99, timesteps_per_batch=1024, max_kl=0.01, cg_iters=10, lam=0.98,
                  entcoeff=0.0, cg_damping=1e-2, vf_stepsize=3e-4, vf_iters=3, verbose=0, tensorboard_log=None,

@@ -1,0 +1,85 @@
+"""The explicit registry of classes a model file may name.
+
+A model file stores classes by name (``"sbtf.common.policies:MlpPolicy"``). When it is opened, a name is
+looked up *only* here — never imported, never resolved against ``sys.modules`` — so a file cannot reach an
+arbitrary callable such as ``os:system``. What is registered:
+
+* every policy class (subclasses of ``sbtf.common.policies.BasePolicy`` register themselves when they are
+  defined, so a user's ``class CustomPolicy(FeedForwardPolicy)`` defined before ``load`` is found, as in
+  stable-baselines), every algorithm class (subclasses of ``BaseRLModel``), and sbtf's enums;
+* whatever the caller passes to :func:`register_class` (e.g. a policy defined outside sbtf's hierarchy).
+
+Everything else must come from the caller through ``custom_objects``, or from ``allow_pickle=True`` for
+files the caller trusts.
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+from typing import Dict, Optional
+
+__all__ = ["class_key", "register_class", "lookup_class", "registered_names", "KINDS"]
+
+KINDS = ("policy", "algorithm", "enum", "extractor")
+
+_LOCK = threading.Lock()
+_CLASSES: Dict[str, Dict[str, type]] = {kind: {} for kind in KINDS}
+# modules whose import registers sbtf's own classes (imported on the first lookup)
+_BUILTIN_MODULES = (
+    "sbtf.common.policies", "sbtf.deepq.policies", "sbtf.sac.policies", "sbtf.td3.policies", "sbtf.ddpg.policies",
+    "sbtf.a2c", "sbtf.acer", "sbtf.acktr", "sbtf.ppo1", "sbtf.ppo2", "sbtf.trpo_mpi", "sbtf.gail", "sbtf.deepq",
+    "sbtf.sac", "sbtf.td3", "sbtf.ddpg", "sbtf.her",
+)
+_builtins_loaded = [False]
+
+
+def class_key(cls: type) -> str:
+    """The name a class is stored under in a model file: ``module:qualname``."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def register_class(cls: type, kind: str = "policy", name: Optional[str] = None) -> type:
+    """
+    Allow model files to name ``cls`` (returns ``cls``, so it can be used as a decorator).
+
+    :param cls: (type) the class
+    :param kind: (str) one of ``KINDS``
+    :param name: (str) the stored name (default ``module:qualname``)
+    """
+    if kind not in _CLASSES:
+        raise ValueError(f"unknown registry kind {kind!r}; expected one of {KINDS}")
+    with _LOCK:
+        _CLASSES[kind][name or class_key(cls)] = cls
+    return cls
+
+
+def _load_builtins() -> None:
+    if _builtins_loaded[0]:
+        return
+    _builtins_loaded[0] = True
+    for module in _BUILTIN_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError:  # pragma: no cover - an optional part missing (e.g. MPI-only modules)
+            continue
+    from sbtf.her.replay_buffer import GoalSelectionStrategy
+
+    register_class(GoalSelectionStrategy, "enum")
+
+
+def lookup_class(name: str, kinds: tuple = KINDS) -> Optional[type]:
+    """The registered class stored under ``name`` (of one of ``kinds``), or None."""
+    _load_builtins()
+    if not isinstance(name, str):
+        return None
+    for kind in kinds:
+        found = _CLASSES.get(kind, {}).get(name)
+        if found is not None:
+            return found
+    return None
+
+
+def registered_names(kind: str) -> list:
+    """The stored names of the registered classes of one kind (sorted)."""
+    _load_builtins()
+    return sorted(_CLASSES.get(kind, {}))
