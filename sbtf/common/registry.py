@@ -23,7 +23,8 @@ __all__ = ["class_key", "register_class", "lookup_class", "registered_names", "K
 KINDS = ("policy", "algorithm", "enum", "extractor")
 
 _LOCK = threading.Lock()
-_CLASSES: Dict[str, Dict[str, type]] = {kind: {} for kind in KINDS}
+_CLASSES: Dict[str, Dict[str, type]] = {kind: {} for kind in KINDS}  # explicit names
+_AUTO: Dict[str, list] = {kind: [] for kind in KINDS}  # named by their current module:qualname
 # modules whose import registers sbtf's own classes (imported on the first lookup)
 _BUILTIN_MODULES = (
     "sbtf.common.policies", "sbtf.deepq.policies", "sbtf.sac.policies", "sbtf.td3.policies", "sbtf.ddpg.policies",
@@ -49,7 +50,12 @@ def register_class(cls: type, kind: str = "policy", name: Optional[str] = None) 
     if kind not in _CLASSES:
         raise ValueError(f"unknown registry kind {kind!r}; expected one of {KINDS}")
     with _LOCK:
-        _CLASSES[kind][name or class_key(cls)] = cls
+        if name is None:
+            # the key is computed at lookup time: classes made by factories get their module/qualname set after
+            # creation (after __init_subclass__ ran)
+            _AUTO[kind].append(cls)
+        else:
+            _CLASSES[kind][name] = cls
     return cls
 
 
@@ -72,14 +78,19 @@ def lookup_class(name: str, kinds: tuple = KINDS) -> Optional[type]:
     _load_builtins()
     if not isinstance(name, str):
         return None
-    for kind in kinds:
-        found = _CLASSES.get(kind, {}).get(name)
-        if found is not None:
-            return found
+    with _LOCK:
+        for kind in kinds:
+            found = _CLASSES.get(kind, {}).get(name)
+            if found is not None:
+                return found
+            for cls in reversed(_AUTO.get(kind, [])):  # the latest definition of a name wins
+                if class_key(cls) == name:
+                    return cls
     return None
 
 
 def registered_names(kind: str) -> list:
     """The stored names of the registered classes of one kind (sorted)."""
     _load_builtins()
-    return sorted(_CLASSES.get(kind, {}))
+    with _LOCK:
+        return sorted(set(_CLASSES.get(kind, {})) | {class_key(c) for c in _AUTO.get(kind, [])})
