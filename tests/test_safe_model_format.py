@@ -282,3 +282,17 @@ def test_a_good_file_loads_after_bad_ones(tmp_path, ppo2_file):
 def test_save_util_keeps_its_error_name():
     assert save_util.ModelFileError is ModelFileError and issubclass(ModelFileError, ValueError)
     assert gym is not None
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.uint64, np.int32])
+def test_parameters_must_be_floating_point(tmp_path, ppo2_file, dtype):
+    members = _members(ppo2_file[0])
+    names = json.loads(members["parameter_list"])
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(members["parameters"])) as old:
+        arrays = {info.filename[:-4]: np.load(io.BytesIO(old.read(info))) for info in old.infolist()}
+    arrays[names[0]] = arrays[names[0]].astype(dtype)
+    np.savez(buffer, **arrays)
+    path = _rewrite(ppo2_file[0], tmp_path / "dtype.zip", members_edit=lambda m: m.update(parameters=buffer.getvalue()))
+    with pytest.raises(ModelDataError, match="floating|float"):
+        PPO2.load(path)

@@ -444,14 +444,18 @@ class BaseRLModel(ABC):
             if name not in params:
                 continue
             value = np.asarray(params[name])
+            target = np.dtype(var.dtype.as_numpy_dtype if hasattr(var.dtype, "as_numpy_dtype") else np.float32)
+            allowed = "f" if target.kind == "f" else "iu"
+            if value.dtype.kind not in allowed:
+                raise ModelDataError(f"Error: parameter {name} is stored as {value.dtype} values, but the model's "
+                                     f"parameter holds {target} numbers; the file is corrupted or not a model file.")
             if tuple(value.shape) != tuple(var.shape):
                 if value.size == int(np.prod(var.shape)) and name.endswith("/b:0") and value.ndim == 4:
                     value = value.reshape(var.shape)  # SB2 conv bias (1, C, 1, 1)
                 else:
                     raise ValueError(f"Error: parameter {name} has shape {tuple(value.shape)} in the given "
                                      f"parameters but {tuple(var.shape)} in the model.")
-            var.assign(value.astype(var.dtype.as_numpy_dtype if hasattr(var.dtype, "as_numpy_dtype") else
-                                    np.float32))
+            var.assign(value.astype(target))
         self._on_parameters_loaded()
 
     def _on_parameters_loaded(self) -> None:
