@@ -296,3 +296,18 @@ def test_parameters_must_be_floating_point(tmp_path, ppo2_file, dtype):
     path = _rewrite(ppo2_file[0], tmp_path / "dtype.zip", members_edit=lambda m: m.update(parameters=buffer.getvalue()))
     with pytest.raises(ModelDataError, match="floating|float"):
         PPO2.load(path)
+
+
+def test_highly_compressed_large_parameters_member_is_a_bomb(tmp_path, ppo2_file):
+    path = tmp_path / "pbomb.zip"
+    members = _members(ppo2_file[0])
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, payload in members.items():
+            if name != "parameters":
+                archive.writestr(name, payload)
+        with archive.open("parameters", "w", force_zip64=True) as handle:
+            chunk = bytes(1 << 20)
+            for _ in range(64):  # 64 MB of zeros -> ~64 kB
+                handle.write(chunk)
+    with pytest.raises(FileLimitError, match="ratio"):
+        PPO2.load(path)

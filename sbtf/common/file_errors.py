@@ -67,6 +67,8 @@ class LoadLimits:
     :param max_nonstring_keys: (int) most non-string dict keys / set elements per container (their hashes can
         be chosen to collide, which would make loading quadratic)
     :param max_string_bytes: (int) longest single string or bytes value in a pickle
+    :param max_compression_ratio: (int) largest decompressed/compressed size ratio of a zip member bigger than
+        16 MiB (real weights compress about 1.1x; a zip bomb thousands of times)
     """
 
     max_file_bytes: int = 4 << 30
@@ -76,6 +78,7 @@ class LoadLimits:
     max_items: int = 2_000_000
     max_nonstring_keys: int = 4096
     max_string_bytes: int = 1 << 30
+    max_compression_ratio: int = 50
 
 
 _STATE = threading.local()

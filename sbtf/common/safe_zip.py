@@ -26,7 +26,7 @@ import numpy as np
 
 from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, get_load_limits
 
-__all__ = ["open_zip", "read_member", "npy_header", "read_npz", "read_npy", "NUMERIC_KINDS", "check_numeric_dtype"]
+__all__ = ["open_zip", "read_member", "check_member_size", "npy_header", "read_npz", "read_npy", "NUMERIC_KINDS", "check_numeric_dtype"]
 
 NUMERIC_KINDS = "biuf"
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, struct.error, NotImplementedError, RuntimeError,
@@ -46,6 +46,23 @@ def open_zip(source: Source, what: str = "file") -> zipfile.ZipFile:
                                  f"({type(exc).__name__}: {exc}).") from exc
 
 
+_RATIO_FREE_BYTES = 16 << 20
+
+
+def check_member_size(info: zipfile.ZipInfo, max_bytes: int, what: str) -> None:
+    """Refuse a member that declares more than ``max_bytes``, or a large one that is compressed like a zip bomb."""
+    limits = get_load_limits()
+    if info.file_size > max_bytes:
+        raise FileLimitError(f"Member {info.filename!r} of the {what} declares {info.file_size:,} bytes once "
+                             f"decompressed, more than the limit of {max_bytes:,} for it; the file is damaged or "
+                             "hostile (a zip bomb). If you trust it, raise the limit with "
+                             "sbtf.common.file_errors.load_limits().")
+    if info.file_size > _RATIO_FREE_BYTES and info.file_size > limits.max_compression_ratio * max(info.compress_size, 1):
+        raise FileLimitError(f"Member {info.filename!r} of the {what} inflates {info.compress_size:,} bytes to "
+                             f"{info.file_size:,}, a ratio no real model file has (a zip bomb). If you trust it, "
+                             "raise max_compression_ratio with sbtf.common.file_errors.load_limits().")
+
+
 def read_member(archive: zipfile.ZipFile, name: str, max_bytes: int, what: str = "file") -> bytes:
     """The bytes of one zip member, refusing members that declare more than ``max_bytes``."""
     try:
@@ -53,10 +70,7 @@ def read_member(archive: zipfile.ZipFile, name: str, max_bytes: int, what: str =
     except KeyError as exc:
         raise CorruptedFileError(f"The {what} has no {name!r} member; it is truncated or not this kind of "
                                  "file.") from exc
-    if info.file_size > max_bytes:
-        raise FileLimitError(f"Member {name!r} of the {what} declares {info.file_size:,} bytes once decompressed, "
-                             f"more than the limit of {max_bytes:,} for it; the file is damaged or hostile (a zip "
-                             "bomb). If you trust it, raise the limit with sbtf.common.file_errors.load_limits().")
+    check_member_size(info, max_bytes, what)
     try:
         with archive.open(info) as handle:
             payload = handle.read(info.file_size + 1)
@@ -161,10 +175,7 @@ def read_npz(source: Source, names: Optional[Iterable[str]] = None,
         for key in wanted:
             info = by_key[key]
             where = f"Array {key!r} of the {what}"
-            if info.file_size > budget - total + 65536:
-                raise FileLimitError(f"{where} declares {info.file_size:,} bytes, more than the {budget:,}-byte limit "
-                                     "for this file allows; the file is damaged or hostile. If you trust it, raise "
-                                     "the limit with sbtf.common.file_errors.load_limits(max_array_bytes=...).")
+            check_member_size(info, budget - total + 65536, f"{what} archive")
             try:
                 handle = archive.open(info)
             except _ZIP_ERRORS as exc:
