@@ -14,6 +14,7 @@ from sbtf.common.runners import AbstractEnvRunner, swap_and_flatten
 from sbtf.common.schedules import Scheduler
 from sbtf.common.train_log import dump_update_log, log_rollout_episode_rewards
 from sbtf.common import model_schema as ms
+from sbtf.common.tf_util import xla_pays_off
 
 
 class A2C(NStepActorCriticRLModel):
@@ -93,7 +94,8 @@ class A2C(NStepActorCriticRLModel):
         signature = [policy.obs_signature(n_batch), tf.TensorSpec((n_batch,) + tuple(pdtype.sample_shape()), act_dtype),
                      vec, vec, vec, tf.TensorSpec((n_state, state_size), tf.float32), tf.TensorSpec((), tf.float32)]
 
-        @tf.function(input_signature=signature, jit_compile=not policy.recurrent, autograph=False)
+        @tf.function(input_signature=signature, jit_compile=not policy.recurrent and xla_pays_off(policy),
+                     autograph=False)
         def train_step(obs, actions, rewards, values, masks, states, lr):
             advs = rewards - values
             with tf.GradientTape() as tape:

@@ -27,6 +27,7 @@ from sbtf.common.runners import AbstractEnvRunner
 from sbtf.common.schedules import Scheduler
 from sbtf.common.train_log import record_episode_means
 from sbtf.common import model_schema as ms
+from sbtf.common.tf_util import xla_pays_off
 
 #: names of the train-step statistics (SB2's ``names_ops``), in the order the train step returns them
 NAMES_OPS = ("loss", "loss_q", "entropy", "loss_policy", "loss_f", "loss_bc", "explained_variance", "norm_grads")
@@ -374,7 +375,7 @@ class ACER(NStepActorCriticRLModel):
         q_coef, ent_coef, alpha = float(self.q_coef), float(self.ent_coef), float(self.alpha)
         trust_region = bool(self.trust_region)
         max_grad_norm = self.max_grad_norm
-        jit = bool(self._jit_compile) and not recurrent
+        jit = bool(self._jit_compile) and not recurrent and xla_pays_off(policy)
         eps = 1e-6
 
         def _forward(model, obs, states, masks):

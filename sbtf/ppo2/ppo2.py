@@ -23,6 +23,7 @@ from sbtf.common.runners import AbstractEnvRunner, swap_and_flatten
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.common.train_log import log_rollout_episode_rewards, record_episode_means
 from sbtf.common import model_schema as ms
+from sbtf.common.tf_util import xla_pays_off
 
 LOSS_NAMES = ["policy_loss", "value_loss", "policy_entropy", "approxkl", "clipfrac"]
 
@@ -176,7 +177,7 @@ class PPO2(NStepActorCriticRLModel):
         signature = [policy.obs_signature(n_batch), vec, tf.TensorSpec((n_batch,) + act_shape, act_dtype), vec, vec,
                      scalar, scalar, scalar]
 
-        @tf.function(input_signature=signature, jit_compile=True)
+        @tf.function(input_signature=signature, jit_compile=xla_pays_off(policy))
         def train_epochs(obs, returns, actions, values, neglogpacs, lr, cliprange, cliprange_vf):
             stats = tf.zeros((len(LOSS_NAMES),), tf.float32)
             for _ in tf.range(noptepochs):
