@@ -11,8 +11,10 @@ import importlib
 import os
 from typing import Any
 
-# Quiet TensorFlow's C++ start-up chatter unless the user asked for it.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from sbtf import _native_logs
+
+# Quiet TensorFlow's C++ start-up chatter unless the user asked for it (SBTF_TF_LOGS=1 shows everything).
+_native_logs.install()
 
 __version__ = "0.1.0"
 

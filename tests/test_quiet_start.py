@@ -1,0 +1,32 @@
+"""`import sbtf` and a short learn() print nothing to stderr (TensorFlow's native start-up lines are filtered)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+SCRIPT = """
+import sys
+from sbtf import PPO2
+PPO2('MlpPolicy', 'CartPole-v1', n_steps=64, nminibatches=1, noptepochs=1).learn(128)
+sys.stderr.write('own message\\n')
+"""
+
+
+def _run(extra_env: dict) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "SBTF_TF_LOGS")}
+    env.update(extra_env)
+    return subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_start_up_is_quiet_but_stderr_still_works():
+    result = _run({})
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "own message\n", result.stderr
+
+
+def test_tf_import_errors_and_warnings_are_not_swallowed(tmp_path):
+    script = "import sbtf, warnings, tensorflow\nwarnings.warn('visible after import')\n"
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "SBTF_TF_LOGS")}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert "visible after import" in result.stderr
