@@ -12,8 +12,11 @@ Entry points
 
 Both SB2 formats are read: ``.pkl`` (a cloudpickle of ``(data, params)``; ``params`` is a nameless list in
 files written before 2.6, an ``OrderedDict`` after) and ``.zip`` (``data`` JSON whose non-JSON entries are
-base64 cloudpickles, ``parameters`` npz, ``parameter_list``). All pickles go through
-:class:`sbtf_converters.sb2_pickle.SB2Unpickler`, an allow-list unpickler; see ``docs/legacy.md``.
+base64 cloudpickles, ``parameters`` npz, ``parameter_list``). All pickles are interpreted by
+:mod:`sbtf.common.safe_pickle` with the allow-list of :mod:`sbtf_converters.sb2_pickle` (no code of the file
+runs); zip members and npz arrays are size-checked from their headers before anything is decompressed
+(:mod:`sbtf.common.safe_zip`). Every way a file can be wrong raises a
+:class:`~sbtf.common.file_errors.ModelFileError`; see ``docs/legacy.md`` and ``docs/security.md``.
 """
 from __future__ import annotations
 
@@ -27,11 +30,8 @@ import io
 import json
 import os
 import pickle
-import struct
 import sys
 import warnings
-import zipfile
-import zlib
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -42,7 +42,12 @@ from sbtf_converters.sb2_algos import (ALGORITHMS, FAMILIES, AlgoSpec, LayoutCon
                                        detect_algorithm, family_of)
 from sbtf_converters.sb2_pickle import (LegacyFunction, LegacyStandIn, RefusedGlobalError,
                                         SB2GoalSelectionStrategy, describe, find_unknown_globals, is_legacy_global,
-                                        materialize, pickle_globals, restricted_loads)
+                                        materialize, pickle_globals, restricted_loads, rms_from_state)
+
+from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
+                                     get_load_limits)
+from sbtf.common.safe_pickle import check_tree
+from sbtf.common.safe_zip import open_zip, read_member, read_npz
 
 __all__ = [
     "load_sb2_model", "parse_sb2", "read_sb2_file", "convert", "ConversionReport", "ParsedSB2",
@@ -51,12 +56,6 @@ __all__ = [
     "LegacyModelError", "WrongAlgorithmError", "CustomPolicyError", "ParameterShapeError", "RefusedGlobalError",
     "ModelFileError",
 ]
-
-try:  # the file-format error type of sbtf (a ValueError)
-    from sbtf.common.save_util import ModelFileError
-except ImportError:  # pragma: no cover - sbtf_converters is shipped with sbtf
-    class ModelFileError(ValueError):
-        """A file that is not a readable model file (corrupted, truncated, wrong kind)."""
 
 
 class LegacyModelError(ValueError):
@@ -172,27 +171,111 @@ def _short_kwargs(kwargs: dict) -> str:
 # ------------------------------------------------------------------------------------------------
 # reading files
 # ------------------------------------------------------------------------------------------------
+def _read_limited(source: Union[bytes, bytearray, str, os.PathLike, io.IOBase], what: str) -> bytes:
+    """The bytes of a path or binary file, refusing files beyond the ``max_file_bytes`` limit before reading."""
+    limit = get_load_limits().max_file_bytes
+    if isinstance(source, (bytes, bytearray)):
+        payload = bytes(source)
+    elif isinstance(source, (str, os.PathLike)):
+        if os.path.isdir(source):
+            raise CorruptedFileError(f"{os.fspath(source)} is a folder, not a {what}.")
+        size = os.path.getsize(source)
+        if size > limit:
+            raise FileLimitError(f"{os.fspath(source)} is {size:,} bytes, larger than the {limit:,}-byte limit for a "
+                                 f"{what}; raise it with sbtf.common.file_errors.load_limits(max_file_bytes=...) if "
+                                 "you trust the file.")
+        with open(source, "rb") as handle:
+            payload = handle.read(limit + 1)
+    else:
+        payload = source.read(limit + 1)
+        if not isinstance(payload, (bytes, bytearray)):
+            raise CorruptedFileError(f"The {what} was opened in text mode; open it in binary mode ('rb').")
+        payload = bytes(payload)
+    if len(payload) > limit:
+        raise FileLimitError(f"The {what} is larger than the {limit:,}-byte limit; raise it with "
+                             "sbtf.common.file_errors.load_limits(max_file_bytes=...) if you trust the file.")
+    return payload
+
+
 def _read_source(source: Source) -> Tuple[bytes, str]:
     if isinstance(source, (bytes, bytearray)):
-        return bytes(source), ""
+        return _read_limited(source, "stable-baselines file"), ""
     if isinstance(source, (str, os.PathLike)):
         from sbtf.common.save_util import resolve_load_path
         path = resolve_load_path(os.fspath(source))
-        with open(path, "rb") as handle:
-            return handle.read(), str(path)
-    return source.read(), getattr(source, "name", "")
+        return _read_limited(path, "stable-baselines file"), str(path)
+    return _read_limited(source, "stable-baselines file"), getattr(source, "name", "")
 
 
 def _unpickle(payload: bytes, allow_pickle: bool, what: str) -> Any:
+    """Read one SB2 pickle (safe interpreter; ``allow_pickle`` for trusted files) and materialise its stand-ins."""
+    raw = restricted_loads(payload, allow_pickle=allow_pickle, what=f"the {what}")
     try:
-        raw = restricted_loads(payload, allow_pickle=allow_pickle)
-    except RefusedGlobalError:
+        return materialize(raw)
+    except ModelFileError:
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, IndexError, TypeError, KeyError, AttributeError,
-            struct.error, OverflowError, MemoryError) as exc:
-        raise ModelFileError(f"The {what} is truncated or corrupted: its pickle could not be read "
-                             f"({type(exc).__name__}: {exc}).") from exc
-    return materialize(raw)
+    except RecursionError as exc:
+        raise FileLimitError(f"The {what} nests objects too deeply to be a model file.") from exc
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, AssertionError) as exc:
+        raise ModelDataError(f"The {what} holds a value sbtf cannot rebuild ({type(exc).__name__}: {exc}); the "
+                             "file is corrupted.") from exc
+
+
+def _parse_json(payload: bytes, what: str) -> Any:
+    """JSON from a zip member: every failure is a ModelFileError, nesting is bounded."""
+    try:
+        value = json.loads(payload.decode("utf-8"))
+    except RecursionError as exc:
+        raise FileLimitError(f"The {what} nests values too deeply to be a model file (damaged or hostile).") from exc
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CorruptedFileError(f"The {what} is not valid JSON ({type(exc).__name__}: {exc}); the file is "
+                                 "corrupted.") from exc
+    check_tree(value, f"the {what}")
+    return value
+
+
+def _read_sb2_zip(payload: bytes, custom_objects: dict, allow_pickle: bool) -> Tuple[dict, "OrderedDict[str, np.ndarray]"]:
+    """``(data, params)`` of an SB2 zip: members size-checked before decompression, parameters numeric only."""
+    limits = get_load_limits()
+    what = "stable-baselines zip file"
+    with open_zip(payload, what) as archive:
+        members = set(archive.namelist())
+        data_bytes = read_member(archive, "data", limits.max_json_bytes, what)
+        list_bytes = (read_member(archive, "parameter_list", limits.max_json_bytes, what)
+                      if "parameter_list" in members else None)
+        if "parameters" not in members:
+            raise CorruptedFileError("This stable-baselines zip file has no 'parameters' member; it is truncated or "
+                                     "corrupted.")
+        params_bytes = read_member(archive, "parameters", limits.max_array_bytes + (1 << 20), what)
+    raw = _parse_json(data_bytes, "'data' member of this stable-baselines zip file")
+    if not isinstance(raw, dict):
+        raise CorruptedFileError("The 'data' member of this stable-baselines zip file is not a JSON object; the file "
+                                 "is corrupted.")
+    param_list = None
+    if list_bytes is not None:
+        param_list = _parse_json(list_bytes, "'parameter_list' member of this stable-baselines zip file")
+        if not isinstance(param_list, list) or not all(isinstance(n, str) for n in param_list):
+            raise CorruptedFileError("The 'parameter_list' member of this stable-baselines zip file is not a list of "
+                                     "names; the file is corrupted.")
+    data = {}
+    for key, value in raw.items():
+        if key in custom_objects:
+            data[key] = custom_objects[key]
+        elif isinstance(value, dict) and ":serialized:" in value:
+            try:
+                blob = base64.b64decode(value[":serialized:"], validate=False)
+            except (binascii.Error, ValueError, TypeError) as exc:
+                raise CorruptedFileError(f"Data entry {key!r} of this zip file is not valid base64 ({exc}).") from exc
+            try:
+                data[key] = _unpickle(blob, allow_pickle, f"data entry {key!r} of this zip file")
+            except RefusedGlobalError as exc:
+                raise RefusedGlobalError(f"Data entry {key!r}: {exc}") from exc
+        else:
+            data[key] = value
+    for key, value in custom_objects.items():
+        data.setdefault(key, value)
+    params = read_npz(params_bytes, names=param_list, what="parameters of this stable-baselines zip file")
+    return data, OrderedDict((str(n), v) for n, v in params.items())
 
 
 def read_sb2_file(source: Source, custom_objects: Optional[dict] = None,
@@ -210,86 +293,38 @@ def read_sb2_file(source: Source, custom_objects: Optional[dict] = None,
     kind = inspect_model_bytes(payload)
     if kind == "sbtf":
         raise ModelFileError(f"{path or 'This file'} is already an sbtf model file; load it with <Algorithm>.load.")
-    if kind == "sb2-pkl":
-        loaded = _unpickle(payload, allow_pickle, "stable-baselines model file")
-        if not (isinstance(loaded, (tuple, list)) and len(loaded) == 2 and isinstance(loaded[0], dict)
-                and isinstance(loaded[1], (list, tuple, dict))):
-            raise ModelFileError(f"{path or 'This pickle'} is not a stable-baselines model file: expected a "
+    if kind != "sb2-pkl":
+        data, named = _read_sb2_zip(payload, custom_objects, allow_pickle)
+        return "zip", data, named, "npz"
+    loaded = _unpickle(payload, allow_pickle, "stable-baselines model file")
+    if not (isinstance(loaded, (tuple, list)) and len(loaded) == 2 and isinstance(loaded[0], dict)
+            and isinstance(loaded[1], (list, tuple, dict))):
+        raise CorruptedFileError(f"{path or 'This pickle'} is not a stable-baselines model file: expected a "
                                  f"(data dict, parameters) pair, got {type(loaded).__name__}.")
-        data, params = dict(loaded[0]), loaded[1]
-        for key, value in custom_objects.items():
-            data[key] = value
-        def as_array(v: Any) -> Any:  # scalars such as deepq/eps are pickled as numpy scalars
-            return np.asarray(v) if isinstance(v, np.generic) else v
-
-        if isinstance(params, dict):
-            storage = "OrderedDict"
-            params = OrderedDict((str(k), as_array(v)) for k, v in params.items())
-            values = list(params.values())
-        else:
-            storage = "list"
-            params = [as_array(v) for v in params]
-            values = params
-        bad = [i for i, v in enumerate(values) if not isinstance(v, np.ndarray)]
-        if bad:
-            unknown = find_unknown_globals(values)
-            if unknown:
-                raise RefusedGlobalError(f"The parameters of this file refer to {unknown[0].sb2_path!r}, which is not "
-                                         "an array; refusing to load it.")
-            raise ModelFileError(f"The parameters of this stable-baselines file are not all arrays (entry {bad[0]} is "
-                                 f"{type(values[bad[0]]).__name__}); the file is corrupted.")
-        return "pkl", data, params, storage
-    try:
-        with zipfile.ZipFile(io.BytesIO(payload)) as archive:
-            members = set(archive.namelist())
-            data_text = archive.read("data").decode("utf-8")
-            param_list = json.loads(archive.read("parameter_list")) if "parameter_list" in members else None
-            params_bytes = archive.read("parameters") if "parameters" in members else None
-    except (zipfile.BadZipFile, KeyError, zlib.error, EOFError, UnicodeDecodeError, json.JSONDecodeError,
-            OSError, ValueError) as exc:
-        raise ModelFileError(f"The stable-baselines zip file is truncated or corrupted ({type(exc).__name__}: "
-                             f"{exc}).") from exc
-    try:
-        raw = json.loads(data_text)
-    except json.JSONDecodeError as exc:
-        raise ModelFileError(f"The 'data' member of this stable-baselines zip file is not valid JSON ({exc}); the "
-                             "file is corrupted.") from exc
-    if not isinstance(raw, dict):
-        raise ModelFileError("The 'data' member of this stable-baselines zip file is not a JSON object.")
-    data = {}
-    for key, value in raw.items():
-        if key in custom_objects:
-            data[key] = custom_objects[key]
-        elif isinstance(value, dict) and ":serialized:" in value:
-            try:
-                blob = base64.b64decode(value[":serialized:"], validate=False)
-            except (binascii.Error, ValueError, TypeError) as exc:
-                raise ModelFileError(f"Data entry {key!r} of this zip file is not valid base64 ({exc}).") from exc
-            try:
-                data[key] = _unpickle(blob, allow_pickle, f"data entry {key!r} of this zip file")
-            except RefusedGlobalError as exc:
-                raise RefusedGlobalError(f"Data entry {key!r}: {exc}") from exc
-        else:
-            data[key] = value
+    data, params = dict(loaded[0]), loaded[1]
     for key, value in custom_objects.items():
-        data.setdefault(key, value)
-    if params_bytes is None:
-        raise ModelFileError("This stable-baselines zip file has no 'parameters' member; it is truncated or "
-                             "corrupted.")
-    try:
-        with np.load(io.BytesIO(params_bytes), allow_pickle=False) as npz:
-            names = list(param_list) if param_list is not None else list(npz.files)
-            missing = [n for n in names if n not in npz.files]
-            if missing:
-                raise ModelFileError(f"The stable-baselines zip file is corrupted: parameters {missing[:5]} are "
-                                     "listed in 'parameter_list' but missing from 'parameters'.")
-            params = OrderedDict((str(n), np.asarray(npz[n])) for n in names)
-    except ModelFileError:
-        raise
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError, zlib.error, KeyError) as exc:
-        raise ModelFileError(f"The 'parameters' member of this stable-baselines zip file is truncated or corrupted "
-                             f"({type(exc).__name__}: {exc}).") from exc
-    return "zip", data, params, "npz"
+        data[key] = value
+
+    def as_array(v: Any) -> Any:  # scalars such as deepq/eps are pickled as numpy scalars
+        return np.asarray(v) if isinstance(v, np.generic) else v
+
+    if isinstance(params, dict):
+        storage = "OrderedDict"
+        params = OrderedDict((str(k), as_array(v)) for k, v in params.items())
+        values = list(params.values())
+    else:
+        storage = "list"
+        params = [as_array(v) for v in params]
+        values = params
+    bad = [i for i, v in enumerate(values) if not isinstance(v, np.ndarray)]
+    if bad:
+        unknown = find_unknown_globals(values)
+        if unknown:
+            raise RefusedGlobalError(f"The parameters of this file refer to {unknown[0].sb2_path!r}, which is not "
+                                     "an array; refusing to load it.")
+        raise CorruptedFileError(f"The parameters of this stable-baselines file are not all arrays (entry {bad[0]} is "
+                                 f"{type(values[bad[0]]).__name__}); the file is corrupted.")
+    return "pkl", data, params, storage
 
 
 # ------------------------------------------------------------------------------------------------
@@ -878,16 +913,15 @@ def load_sb2_model(cls: Any, payload: Source, env: Any = None, custom_objects: O
 # ------------------------------------------------------------------------------------------------
 def _read_bytes(path: Union[str, os.PathLike, bytes]) -> Tuple[bytes, str]:
     if isinstance(path, (bytes, bytearray)):
-        return bytes(path), "<bytes>"
-    with open(path, "rb") as handle:
-        return handle.read(), os.fspath(path)
+        return _read_limited(path, "statistics file"), "<bytes>"
+    return _read_limited(path, "statistics file"), os.fspath(path)
 
 
 def is_sb2_pickle(path_or_bytes: Union[str, os.PathLike, bytes]) -> bool:
     """True when the file is a pickle that refers to ``stable_baselines`` classes (read statically, not run)."""
     try:
         payload, _ = _read_bytes(path_or_bytes)
-    except OSError:
+    except (OSError, ModelFileError):
         return False
     if payload[:1] != b"\x80" and payload[:1] not in (b"(", b"c", b"}", b"]"):
         return False
@@ -912,12 +946,8 @@ def _rms_from_value(value: Any, name: str) -> Any:
     if isinstance(value, RunningMeanStd):
         return value
     if isinstance(value, dict) and all(k in value for k in ("mean", "var", "count")):
-        rms = RunningMeanStd(shape=np.shape(value["mean"]))
-        rms.mean = np.asarray(value["mean"], dtype=np.float64)
-        rms.var = np.asarray(value["var"], dtype=np.float64)
-        rms.count = float(np.asarray(value["count"]))
-        return rms
-    raise ModelFileError(f"{name} does not hold RunningMeanStd statistics (found {describe(value)}).")
+        return rms_from_state(value, name)
+    raise ModelDataError(f"{name} does not hold RunningMeanStd statistics (found {describe(value)}).")
 
 
 _VECNORM_SETTINGS = ("clip_obs", "clip_reward", "gamma", "epsilon", "training", "norm_obs", "norm_reward")
@@ -925,12 +955,18 @@ _VECNORM_SETTINGS = ("clip_obs", "clip_reward", "gamma", "epsilon", "training", 
 
 def _vec_normalize_from_value(value: Any, name: str) -> dict:
     if not isinstance(value, dict) or not all(k in value for k in ("obs_rms", "ret_rms")):
-        raise ModelFileError(f"{name} is not a stable-baselines VecNormalize file (found {describe(value)}).")
+        raise ModelDataError(f"{name} is not a stable-baselines VecNormalize file (found {describe(value)}).")
     out = {key: _rms_from_value(value[key], f"{name}[{key!r}]") for key in ("obs_rms", "ret_rms")}
     for key in _VECNORM_SETTINGS:
         if key in value:
             item = value[key]
-            out[key] = item.item() if isinstance(item, np.generic) else item
+            item = item.item() if isinstance(item, np.generic) else item
+            flag = key in ("training", "norm_obs", "norm_reward")
+            if (flag and not isinstance(item, (bool, int))) or (not flag and (
+                    isinstance(item, bool) or not isinstance(item, (int, float)) or item != item)):
+                raise ModelDataError(f"{name}: the VecNormalize setting {key!r} is {describe(item)}, not a "
+                                     f"{'bool' if flag else 'number'}; the file is corrupted.")
+            out[key] = bool(item) if flag else float(item)
     return out
 
 

@@ -1,12 +1,11 @@
-"""A restricted unpickler for stable-baselines 2.x files (``.pkl`` models, the pickled entries of ``.zip``
-models, ``obs_rms.pkl`` / ``ret_rms.pkl`` / ``vecnormalize.pkl``).
+"""Reading the pickles of stable-baselines 2.x files (``.pkl`` models, the pickled entries of ``.zip``
+models, ``obs_rms.pkl`` / ``ret_rms.pkl`` / ``vecnormalize.pkl``) without running code from them.
 
-Loading an untrusted old file must not run code. ``SB2Unpickler.find_class`` therefore resolves a
-name only when it is on an allow-list:
+The pickles are interpreted by :mod:`sbtf.common.safe_pickle` (a pure-Python opcode interpreter, never
+``pickle.Unpickler``) with the resolver :func:`classify_global`, which knows:
 
-* data: numpy arrays, dtypes and scalars (old ``numpy.core.*`` and new ``numpy._core.*`` paths),
-  ``collections.OrderedDict``/``deque``, builtins that are data (``set``, ``frozenset``, ``complex`` ...),
-  ``copyreg._reconstructor`` (only for the stand-ins below) and ``_codecs.encode`` (latin-1 only);
+* data: numpy arrays, dtypes and scalars (rebuilt from plain numeric data), ``collections.OrderedDict``/``deque``,
+  builtins that are data, ``copyreg._reconstructor`` (records only) and ``_codecs.encode`` (latin-1 only);
 * gym spaces (``gym.spaces.box.Box`` ...): recorded as :class:`LegacyObject` and rebuilt as gymnasium
   spaces from their state by :func:`materialize`;
 * ``stable_baselines`` classes: policies (kept as :class:`LegacyGlobal` references, mapped to sbtf by
@@ -18,140 +17,126 @@ name only when it is on an allow-list:
   function; see :class:`LegacyFunction`;
 * TensorFlow / NumPy activation functions referenced by name (``act_fun`` in ``policy_kwargs``).
 
-Any other global becomes an :class:`LegacyGlobal` marker class of kind ``"unknown"``: calling or
-instantiating it raises :class:`RefusedGlobalError` (a ``pickle.UnpicklingError``) naming it, and
-:func:`find_unknown_globals` lets the caller refuse a value that merely refers to it. With
-``allow_pickle=True`` names that are not on the list are imported as a normal unpickler would (only for
-files you trust).
+Any other global becomes a :class:`LegacyGlobal` reference of kind ``"unknown"``: calling or instantiating
+it raises :class:`RefusedGlobalError` (an :class:`~sbtf.common.file_errors.UnsafeFileError` and a
+``pickle.UnpicklingError``) naming it, and :func:`find_unknown_globals` lets the caller refuse a value that
+merely refers to it. Every stand-in is created fresh by each load: no class of this module is changed by a
+file, so a rejected file cannot change how the next one loads. With ``allow_pickle=True`` names that are not
+on the list are imported and called as a normal unpickler would (only for files you trust); pickled
+functions are still only recorded.
 """
 from __future__ import annotations
 
-import _compat_pickle
 import collections
 import enum
-import importlib
 import io
+import math
 import pickle
 import pickletools
+import reprlib
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 
+from sbtf.common import safe_pickle as sp
+from sbtf.common.file_errors import FileLimitError, ModelDataError, UnsafeFileError, get_load_limits
+from sbtf.common.safe_zip import NUMERIC_KINDS
+
 __all__ = [
     "RefusedGlobalError", "SB2Unpickler", "LegacyGlobal", "LegacyObject", "LegacyFunction", "LegacyCode",
     "LegacyStandIn", "SB2GoalSelectionStrategy", "restricted_loads", "materialize", "find_unknown_globals",
-    "pickle_globals", "describe",
+    "pickle_globals", "describe", "classify_global", "legacy_global", "is_legacy_global", "rms_from_state",
 ]
 
+_ADVICE = (" If you trust the file, pass allow_pickle=True; to replace one stored value, pass "
+           "custom_objects={key: value}.")
 
-class RefusedGlobalError(pickle.UnpicklingError):
+
+class RefusedGlobalError(UnsafeFileError, pickle.UnpicklingError):
     """A pickle asked for a class or function that is not on the allow-list."""
 
 
 def _refusal_message(path: str, action: str) -> str:
     return (f"Refusing to {action} {path!r} while reading a stable-baselines file: it is not on sbtf's allow-list "
-            "of data classes, so loading it could run code. If you trust the file, pass allow_pickle=True; to "
-            "replace one stored value, pass custom_objects={key: value}.")
+            f"of data classes, so loading it could run code.{_ADVICE}")
 
 
 # ------------------------------------------------------------------------------------------------
 # references to globals that are never called
 # ------------------------------------------------------------------------------------------------
-class _LegacyGlobalMeta(type):
-    """Metaclass of reference markers: a marker can be looked at but never called."""
-
-    def __call__(cls, *args, **kwargs):
-        raise RefusedGlobalError(_refusal_message(cls.sb2_path, "call"))
-
-    def __repr__(cls) -> str:
-        return f"<stable-baselines file reference {cls.sb2_kind}:{cls.sb2_path}>"
-
-
-class LegacyGlobal(metaclass=_LegacyGlobalMeta):
+class LegacyGlobal(sp.Ref):
     """
-    Base of the marker classes that stand for a global named in a file (``module.name``).
+    A reference to a global named in a file (``module.name``), created fresh by each load; never imported.
 
     ``sb2_kind`` says what it is: ``"policy"``, ``"algorithm"``, ``"activation"``, ``"function"`` (a
     module-level function such as ``stable_baselines.a2c.utils.linear_schedule``) or ``"unknown"``.
     """
 
-    sb2_module = ""
-    sb2_name = ""
-    sb2_kind = "unknown"
-    sb2_path = ""
+    __slots__ = ()
 
-    def __new__(cls, *args, **kwargs):  # NEWOBJ on a marker
-        raise RefusedGlobalError(_refusal_message(cls.sb2_path, "instantiate"))
+    @property
+    def sb2_module(self) -> str:
+        return self.module
+
+    @property
+    def sb2_name(self) -> str:
+        return self.name
+
+    @property
+    def sb2_kind(self) -> str:
+        return self.kind
+
+    @property
+    def sb2_path(self) -> str:
+        return self.path
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RefusedGlobalError(_refusal_message(self.path, "call"))
+
+    def __repr__(self) -> str:
+        return f"<stable-baselines file reference {self.kind}:{self.path}>"
 
 
-_MARKERS: Dict[Tuple[str, str, str], type] = {}
-
-
-def legacy_global(module: str, name: str, kind: str) -> type:
-    """The (cached) marker class for ``module.name``."""
-    key = (module, name, kind)
-    if key not in _MARKERS:
-        _MARKERS[key] = _LegacyGlobalMeta(name.replace(".", "_") or "anonymous", (LegacyGlobal,), {
-            "sb2_module": module, "sb2_name": name, "sb2_kind": kind, "sb2_path": f"{module}.{name}",
-            "__module__": __name__})
-    return _MARKERS[key]
+def legacy_global(module: str, name: str, kind: str) -> LegacyGlobal:
+    """A (new) reference to ``module.name`` of the given kind."""
+    return LegacyGlobal(module, name, kind)
 
 
 def is_legacy_global(obj: Any, kind: Optional[str] = None) -> bool:
-    return isinstance(obj, type) and issubclass(obj, LegacyGlobal) and obj is not LegacyGlobal and (
-        kind is None or obj.sb2_kind == kind)
+    """True for a :class:`LegacyGlobal` reference (of the given kind)."""
+    return isinstance(obj, LegacyGlobal) and (kind is None or obj.kind == kind)
 
 
 # ------------------------------------------------------------------------------------------------
 # objects whose state is recorded
 # ------------------------------------------------------------------------------------------------
-class LegacyObject:
+class LegacyObject(sp.Record):
     """
     Records an allow-listed object of an old file (a gym space, a noise object, ...) as
     ``(kind, module, name, args, state)``; :func:`materialize` turns it into the sbtf/gymnasium object.
     Creating one runs no code of the file.
     """
 
-    sb2_kind = "object"
-    sb2_module = ""
-    sb2_name = ""
+    __slots__ = ()
 
-    def __new__(cls, *args, **kwargs):
-        obj = object.__new__(cls)
-        obj.args = args
-        obj.kwargs = kwargs
-        obj.state = {}
-        return obj
+    @property
+    def sb2_kind(self) -> str:
+        return self.kind
 
-    def __init__(self, *args, **kwargs):
-        self.args = args
-        self.kwargs = kwargs
+    @property
+    def sb2_module(self) -> str:
+        return self.module
 
-    def __setstate__(self, state: Any) -> None:
-        if isinstance(state, tuple) and len(state) == 2 and (state[0] is None or isinstance(state[0], dict)):
-            merged = dict(state[0] or {})  # (dict state, slot state)
-            if isinstance(state[1], dict):
-                merged.update(state[1])
-            state = merged
-        self.state = state
+    @property
+    def sb2_name(self) -> str:
+        return self.name
 
-    @classmethod
-    def path(cls) -> str:
-        return f"{cls.sb2_module}.{cls.sb2_name}"
+    def path(self) -> str:  # type: ignore[override]
+        return f"{self.module}.{self.name}"
 
     def __repr__(self) -> str:
-        return f"<{self.sb2_kind} {self.path()} state={_short(self.state)}>"
-
-
-_OBJECT_CLASSES: Dict[Tuple[str, str, str], type] = {}
-
-
-def legacy_object_class(module: str, name: str, kind: str) -> type:
-    key = (module, name, kind)
-    if key not in _OBJECT_CLASSES:
-        _OBJECT_CLASSES[key] = type(name, (LegacyObject,), {"sb2_kind": kind, "sb2_module": module,
-                                                            "sb2_name": name, "__module__": __name__})
-    return _OBJECT_CLASSES[key]
+        keys = sorted(str(k) for k in self.state)[:8] if isinstance(self.state, dict) else type(self.state).__name__
+        return f"<{self.kind} {self.path()} state: {keys}>"
 
 
 class SB2GoalSelectionStrategy(enum.Enum):
@@ -166,7 +151,7 @@ class SB2GoalSelectionStrategy(enum.Enum):
 # ------------------------------------------------------------------------------------------------
 # cloudpickle stand-ins: record, never build code
 # ------------------------------------------------------------------------------------------------
-class LegacyCode:
+class LegacyCode(sp.SafeNode):
     """What a pickled ``CodeType(...)`` call held (Python 3.5-3.11 layouts); it is never turned into code."""
 
     _FIELDS = {
@@ -181,18 +166,21 @@ class LegacyCode:
              "co_firstlineno", "co_linetable", "co_exceptiontable", "co_freevars", "co_cellvars"),
     }
 
-    def __init__(self, *args):
+    def __init__(self, *args: Any):
         self.args = args
         fields = self._FIELDS.get(len(args), ())
         self.fields = dict(zip(fields, args))
 
+    def safe_children(self) -> Iterable[Any]:
+        return (self.args,)
+
     @property
     def co_name(self) -> str:
-        return str(self.fields.get("co_name", "?"))
+        return str(self.fields.get("co_name", "?"))[:200]
 
     @property
     def co_filename(self) -> str:
-        return str(self.fields.get("co_filename", "?"))
+        return str(self.fields.get("co_filename", "?"))[:500]
 
     @property
     def co_consts(self) -> tuple:
@@ -203,7 +191,7 @@ class LegacyCode:
         return f"<code {self.co_name} from {self.co_filename}>"
 
 
-class _LegacyCell:
+class _LegacyCell(sp.SafeNode):
     """A closure cell of a pickled function."""
 
     _EMPTY = object()
@@ -215,53 +203,56 @@ class _LegacyCell:
     def is_empty(self) -> bool:
         return self.value is _LegacyCell._EMPTY
 
+    def safe_children(self) -> Iterable[Any]:
+        return () if self.is_empty else (self.value,)
 
-class LegacyFunction:
+
+class LegacyFunction(sp.SafeBuildable, sp.SafeNode):
     """
     Stands for a function that cloudpickle stored *by value* (its bytecode) in an old file.
 
     The function is never rebuilt nor executed; what it was is kept as data (``module``, ``qualname``,
     ``closure_values``, ``defaults``, ``code.co_consts``) so that known schedule closures
     (``constfn.<locals>.func``, the zoo's ``linear_schedule.<locals>.func``) can be rebuilt as sbtf
-    schedules. Calling it raises a RuntimeError that says how to replace it.
+    schedules. Calling it raises a RuntimeError that says how to replace it. Of the function's globals only
+    their names are kept.
     """
 
     def __init__(self, code: Any = None, base_globals: Any = None, name: Optional[str] = None,
                  defaults: Any = None, closure: Any = None):
         self.code = code
-        self.base_globals = base_globals
-        self.name = name or (code.co_name if isinstance(code, LegacyCode) else None)
+        self.name = _text(name) if name is not None else (code.co_name if isinstance(code, LegacyCode) else None)
         self.qualname: Optional[str] = None
-        self.module: Optional[str] = base_globals if isinstance(base_globals, str) else None
+        self.module: Optional[str] = _text(base_globals) if isinstance(base_globals, str) else None
         self.defaults = defaults
-        self.doc = None
-        self.dict: dict = {}
-        self.globals: dict = {}
+        self.doc: Optional[str] = None
+        self.global_names: Tuple[str, ...] = ()
         self._closure_cells = list(closure) if isinstance(closure, (tuple, list)) else None
         self._closure_values: Optional[list] = None
         self.key = "?"
 
     # filled by _fill_function / _function_setstate --------------------------------------------
-    def _fill(self, state: dict) -> "LegacyFunction":
+    def _fill(self, state: Any) -> "LegacyFunction":
         if not isinstance(state, dict):
             return self
         if isinstance(state.get("globals"), dict):
-            self.globals = state["globals"]
+            self.global_names = tuple(str(k)[:200] for k in list(state["globals"])[:100])
         if "defaults" in state:
             self.defaults = state["defaults"]
-        if isinstance(state.get("dict"), dict):
-            self.dict = state["dict"]
-        if state.get("module") is not None:
-            self.module = str(state["module"])
-        if state.get("name") is not None:
-            self.name = str(state["name"])
-        if state.get("qualname") is not None:
-            self.qualname = str(state["qualname"])
-        if state.get("doc") is not None:
-            self.doc = state["doc"]
-        if "closure_values" in state and state["closure_values"] is not None:
+        for key in ("module", "name", "qualname"):
+            if isinstance(state.get(key), str):
+                setattr(self, key, _text(state[key]))
+        if isinstance(state.get("doc"), str):
+            self.doc = _text(state["doc"])
+        if isinstance(state.get("closure_values"), (list, tuple)):
             self._closure_values = list(state["closure_values"])
         return self
+
+    def safe_build(self, ctx: sp.SafeUnpickler, state: Any) -> "LegacyFunction":
+        return _function_setstate(self, state)
+
+    def safe_children(self) -> Iterable[Any]:
+        return (self.code, self._closure_cells, self._closure_values, self.defaults)
 
     @property
     def closure_values(self) -> list:
@@ -277,20 +268,20 @@ class LegacyFunction:
 
     def code_constants(self) -> list:
         if isinstance(self.code, LegacyCode):
-            return [c for c in self.code.co_consts if isinstance(c, (int, float)) and not isinstance(c, bool)]
+            return [c for c in self.code.co_consts if isinstance(c, (int, float)) and not isinstance(c, bool)][:20]
         return []
 
     def describe(self) -> str:
         text = f"function {self.full_name} pickled by value"
-        values = [v for v in self.closure_values if isinstance(v, (int, float, str, bool, type(None)))]
+        values = [v for v in self.closure_values if isinstance(v, (int, float, str, bool, type(None)))][:10]
         if values:
-            text += f" (closure values {values})"
+            text += f" (closure values {_short(values)})"
         consts = self.code_constants()
         if consts:
-            text += f" (constants in its code: {consts})"
+            text += f" (constants in its code: {_short(consts)})"
         return text
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(
             f"{self.key!r} of this stable-baselines file is a {self.describe()}. sbtf does not execute code from "
             f"model files; pass custom_objects={{{self.key!r}: ...}} to give a replacement.")
@@ -299,17 +290,27 @@ class LegacyFunction:
         return f"<LegacyFunction {self.describe()}>"
 
 
-class _BuiltinTypeStandIn:
+def _text(value: Any, limit: int = 1000) -> str:
+    return str(value)[:limit]
+
+
+class _BuiltinTypeStandIn(sp.SafeCallable):
     """``cloudpickle._builtin_type(name)``: only code, function, cell and method types are recorded."""
+
+    __slots__ = ("name",)
 
     def __init__(self, name: str):
         self.name = name
 
-    def __call__(self, *args, **kwargs):
+    @property
+    def path(self) -> str:  # type: ignore[override]
+        return f"types.{self.name}"
+
+    def safe_call(self, ctx: sp.SafeUnpickler, args: tuple) -> Any:
         if self.name == "CodeType":
             return LegacyCode(*args)
         if self.name == "FunctionType":
-            code, base_globals = (list(args) + [None, None])[:2]
+            code, base_globals = (list(args[:2]) + [None, None])[:2]
             name = args[2] if len(args) > 2 else None
             defaults = args[3] if len(args) > 3 else None
             closure = args[4] if len(args) > 4 else None
@@ -327,16 +328,20 @@ class _BuiltinTypeStandIn:
         return f"<builtin type stand-in {self.name}>"
 
 
-def _cp_builtin_type(name: str) -> _BuiltinTypeStandIn:
-    return _BuiltinTypeStandIn(str(name))
+def _cp_builtin_type(ctx: sp.SafeUnpickler, name: Any = "?") -> _BuiltinTypeStandIn:
+    return _BuiltinTypeStandIn(_text(name, 100))
 
 
-def _cp_make_skel_func(code: Any, cell_count: Any = 0, base_globals: Any = None) -> LegacyFunction:
-    cells = [_LegacyCell() for _ in range(cell_count)] if isinstance(cell_count, int) and cell_count > 0 else None
+def _cp_make_skel_func(ctx: sp.SafeUnpickler, code: Any = None, cell_count: Any = 0,
+                       base_globals: Any = None) -> LegacyFunction:
+    cells = None
+    if type(cell_count) is int and cell_count > 0:
+        ctx.charge(cell_count)
+        cells = [_LegacyCell() for _ in range(cell_count)]
     return LegacyFunction(code, base_globals, closure=cells)
 
 
-def _cp_fill_function(*args) -> Any:
+def _cp_fill_function(ctx: sp.SafeUnpickler, *args: Any) -> Any:
     func = args[0] if args else None
     if not isinstance(func, LegacyFunction):
         raise RefusedGlobalError(_refusal_message("cloudpickle._fill_function on a non-function", "call"))
@@ -350,17 +355,17 @@ def _cp_fill_function(*args) -> Any:
     return func
 
 
-def _cp_make_function(code: Any, globals_: Any = None, name: Any = None, argdefs: Any = None,
-                      closure: Any = None) -> LegacyFunction:
+def _cp_make_function(ctx: sp.SafeUnpickler, code: Any = None, globals_: Any = None, name: Any = None,
+                      argdefs: Any = None, closure: Any = None) -> LegacyFunction:
     return LegacyFunction(code, globals_, name, argdefs, closure)
 
 
-def _cp_function_setstate(obj: Any, state: Any) -> Any:
+def _function_setstate(obj: Any, state: Any) -> Any:
     if not isinstance(obj, LegacyFunction):
         raise RefusedGlobalError(_refusal_message("cloudpickle._function_setstate on a non-function", "call"))
     state_dict, slotstate = (state if isinstance(state, tuple) and len(state) == 2 else ({}, {}))
     slotstate = slotstate if isinstance(slotstate, dict) else {}
-    fill = {"dict": state_dict if isinstance(state_dict, dict) else {}}
+    fill: Dict[str, Any] = {}
     for key, target in (("__globals__", "globals"), ("__defaults__", "defaults"), ("__module__", "module"),
                         ("__name__", "name"), ("__qualname__", "qualname"), ("__doc__", "doc")):
         if key in slotstate:
@@ -371,20 +376,24 @@ def _cp_function_setstate(obj: Any, state: Any) -> Any:
     return obj._fill(fill)
 
 
-def _cp_make_cell(value: Any = _LegacyCell._EMPTY) -> _LegacyCell:
+def _cp_function_setstate(ctx: sp.SafeUnpickler, obj: Any = None, state: Any = None) -> Any:
+    return _function_setstate(obj, state)
+
+
+def _cp_make_cell(ctx: sp.SafeUnpickler, value: Any = _LegacyCell._EMPTY) -> _LegacyCell:
     return _LegacyCell(value)
 
 
-def _cp_make_empty_cell() -> _LegacyCell:
+def _cp_make_empty_cell(ctx: sp.SafeUnpickler) -> _LegacyCell:
     return _LegacyCell()
 
 
-def _cp_cell_set(cell: Any, value: Any) -> None:
+def _cp_cell_set(ctx: sp.SafeUnpickler, cell: Any = None, value: Any = None) -> None:
     if isinstance(cell, _LegacyCell):
         cell.value = value
 
 
-class LegacyStandIn:
+class LegacyStandIn(sp.SafeNode):
     """
     A described stand-in for an object of an old file that sbtf does not rebuild (a module, a class
     pickled by value, a removed stable-baselines class such as ``ddpg.memory.Memory``). Inert.
@@ -396,7 +405,10 @@ class LegacyStandIn:
         self.state = state
         self.key = "?"
 
-    def __call__(self, *args, **kwargs):
+    def safe_children(self) -> Iterable[Any]:
+        return (self.state,)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"{self.key!r} of this stable-baselines file was not loaded ({self.description}); pass "
                            f"custom_objects={{{self.key!r}: ...}} to give a replacement.")
 
@@ -404,126 +416,88 @@ class LegacyStandIn:
         return f"<LegacyStandIn {self.kind}: {self.description}>"
 
 
-def _cp_subimport(name: Any, *args) -> LegacyStandIn:
-    return LegacyStandIn("module", f"module {name} (not imported)")
+def _cp_subimport(ctx: sp.SafeUnpickler, name: Any = "?", *args: Any) -> LegacyStandIn:
+    return LegacyStandIn("module", f"module {_text(name, 200)} (not imported)")
 
 
-def _cp_make_skeleton_class(type_constructor: Any = None, name: Any = "?", bases: Any = (), *args) -> LegacyStandIn:
-    return LegacyStandIn("class", f"class {name} pickled by value (its code is not loaded)")
+def _cp_make_skeleton_class(ctx: sp.SafeUnpickler, type_constructor: Any = None, name: Any = "?",
+                            *args: Any) -> LegacyStandIn:
+    return LegacyStandIn("class", f"class {_text(name, 200)} pickled by value (its code is not loaded)")
 
 
-def _cp_class_setstate(obj: Any, state: Any) -> Any:
+def _cp_class_setstate(ctx: sp.SafeUnpickler, obj: Any = None, *args: Any) -> Any:
     return obj
 
 
-def _cp_rehydrate_skeleton_class(skeleton: Any, class_dict: Any) -> Any:
-    return skeleton
+def _cp_make_dict_view(ctx: sp.SafeUnpickler, obj: Any = None, *args: Any) -> list:
+    if type(obj) in (list, tuple, dict, collections.OrderedDict):
+        ctx.charge(len(obj))
+        return ctx.make_list(list(obj))
+    return ctx.make_list()
 
 
-def _cp_make_dict_view(obj: Any, *args) -> list:
-    return list(obj) if isinstance(obj, (list, tuple, dict)) else []
+def _cp_constant(value: Any) -> sp.Function:
+    return sp.Function(lambda ctx: value)
 
 
 _CLOUDPICKLE_MODULES = ("cloudpickle.cloudpickle", "cloudpickle.cloudpickle_fast", "cloudpickle")
-_CLOUDPICKLE_NAMES: Dict[str, Any] = {
-    "_builtin_type": _cp_builtin_type,
-    "_make_skel_func": _cp_make_skel_func,
-    "_fill_function": _cp_fill_function,
-    "_make_function": _cp_make_function,
-    "_function_setstate": _cp_function_setstate,
-    "_make_cell": _cp_make_cell,
-    "_make_empty_cell": _cp_make_empty_cell,
-    "cell_set": _cp_cell_set,
-    "_cell_set": _cp_cell_set,
-    "subimport": _cp_subimport,
-    "dynamic_subimport": _cp_subimport,
-    "_make_skeleton_class": _cp_make_skeleton_class,
-    "_make_skeleton_enum": _cp_make_skeleton_class,
-    "_rehydrate_skeleton_class": _cp_rehydrate_skeleton_class,
-    "_class_setstate": _cp_class_setstate,
-    "_make_dict_keys": _cp_make_dict_view,
-    "_make_dict_values": _cp_make_dict_view,
-    "_make_dict_items": _cp_make_dict_view,
-    "_gen_ellipsis": lambda: Ellipsis,
-    "_gen_not_implemented": lambda: NotImplemented,
+_CLOUDPICKLE_NAMES: Dict[str, sp.Handler] = {
+    "_builtin_type": sp.Function(_cp_builtin_type),
+    "_make_skel_func": sp.Function(_cp_make_skel_func),
+    "_fill_function": sp.Function(_cp_fill_function),
+    "_make_function": sp.Function(_cp_make_function),
+    "_function_setstate": sp.Function(_cp_function_setstate),
+    "_make_cell": sp.Function(_cp_make_cell),
+    "_make_empty_cell": sp.Function(_cp_make_empty_cell),
+    "cell_set": sp.Function(_cp_cell_set),
+    "_cell_set": sp.Function(_cp_cell_set),
+    "subimport": sp.Function(_cp_subimport),
+    "dynamic_subimport": sp.Function(_cp_subimport),
+    "_make_skeleton_class": sp.Function(_cp_make_skeleton_class),
+    "_make_skeleton_enum": sp.Function(_cp_make_skeleton_class),
+    "_rehydrate_skeleton_class": sp.Function(_cp_class_setstate),
+    "_class_setstate": sp.Function(_cp_class_setstate),
+    "_make_dict_keys": sp.Function(_cp_make_dict_view),
+    "_make_dict_values": sp.Function(_cp_make_dict_view),
+    "_make_dict_items": sp.Function(_cp_make_dict_view),
+    "_gen_ellipsis": _cp_constant(Ellipsis),
+    "_gen_not_implemented": _cp_constant(NotImplemented),
 }
 
 
 # ------------------------------------------------------------------------------------------------
-# numpy / builtins helpers (safe versions)
+# the allow-list
 # ------------------------------------------------------------------------------------------------
-def _numpy_attr(module: str, name: str) -> Any:
-    """A numpy helper under its numpy 1 (``numpy.core``) or numpy 2 (``numpy._core``) module."""
-    candidates = [module]
-    if module.startswith("numpy.core"):
-        candidates.insert(0, "numpy._core" + module[len("numpy.core"):])
-    elif module.startswith("numpy._core"):
-        candidates.append("numpy.core" + module[len("numpy._core"):])
-    for candidate in candidates:
-        try:
-            return getattr(importlib.import_module(candidate), name)
-        except (ImportError, AttributeError):
-            continue
-    raise pickle.UnpicklingError(f"numpy helper {module}.{name} is not available in this numpy")
-
-
-def _safe_reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
-    if not (isinstance(subtype, type) and issubclass(subtype, np.ndarray)):
-        raise RefusedGlobalError(_refusal_message(describe(subtype), "build an array of"))
-    return _numpy_attr("numpy.core.multiarray", "_reconstruct")(subtype, shape, dtype)
-
-
-def _safe_codecs_encode(obj: Any, encoding: str = "utf-8", errors: str = "strict") -> bytes:
-    if str(encoding).lower().replace("_", "-") not in ("latin1", "latin-1", "iso-8859-1"):
-        raise RefusedGlobalError(_refusal_message(f"_codecs.encode with encoding {encoding!r}", "call"))
-    import codecs
-    return codecs.encode(obj, "latin1", errors)
-
-
-def _safe_reconstructor(cls: Any, base: Any, state: Any) -> Any:
-    """``copyreg._reconstructor`` (protocol 0/1 objects), only for the allow-listed stand-in classes."""
-    if isinstance(cls, type) and issubclass(cls, LegacyObject) and base is object:
-        return cls.__new__(cls)
-    raise RefusedGlobalError(_refusal_message(f"copyreg._reconstructor({describe(cls)}, {describe(base)})",
-                                              "call"))
-
-
 _ACTIVATION_NAMES = {"relu", "tanh", "sigmoid", "elu", "softplus", "selu", "leaky_relu", "identity", "linear",
                      "relu6", "softsign", "swish", "gelu"}
 
 
-def _safe_ufunc_reconstruct(module: Any, name: Any) -> type:
+def _ufunc_reconstruct(ctx: sp.SafeUnpickler, module: Any = None, name: Any = None) -> LegacyGlobal:
     """``numpy.core._ufunc_reconstruct``: only activation-like NumPy ufuncs, kept as references."""
-    if str(module) == "numpy" and str(name) in _ACTIVATION_NAMES:
+    if module == "numpy" and name in _ACTIVATION_NAMES:
         return legacy_global("numpy", str(name), "activation")
-    raise RefusedGlobalError(_refusal_message(f"{module}.{name}", "resolve the ufunc"))
+    raise RefusedGlobalError(_refusal_message(f"{_text(module, 200)}.{_text(name, 200)}", "resolve the ufunc"))
 
 
-_BUILTIN_DATA = {"set", "frozenset", "complex", "bytearray", "slice", "range", "object", "dict", "list", "tuple",
-                 "int", "float", "str", "bytes", "bool"}
-_NUMPY_CALLABLES = {
-    ("numpy.core.multiarray", "_reconstruct"): _safe_reconstruct,
-    ("numpy._core.multiarray", "_reconstruct"): _safe_reconstruct,
-}
-_NUMPY_HELPERS = {("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
-                  ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
-                  ("numpy.core.multiarray", "_frombuffer"), ("numpy._core.multiarray", "_frombuffer")}
-_NUMPY_TYPES = {"ndarray", "dtype", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
-                "uint16", "uint32", "uint64", "bool_", "complex64", "complex128", "str_", "bytes_", "longlong",
-                "ulonglong", "intc", "uintc", "half", "single", "double", "longdouble"}
+def _goal_selection_strategy(ctx: sp.SafeUnpickler, value: Any = None) -> SB2GoalSelectionStrategy:
+    try:
+        return SB2GoalSelectionStrategy(value)
+    except (ValueError, TypeError) as exc:
+        raise ModelDataError(f"A GoalSelectionStrategy in this stable-baselines file has the invalid value "
+                             f"{_short(value)}.") from exc
+
+
 _RNG_NAMES = {("numpy.random", "__RandomState_ctor"), ("numpy.random._pickle", "__randomstate_ctor"),
               ("numpy.random._pickle", "__generator_ctor"), ("numpy.random._pickle", "__bit_generator_ctor"),
               ("numpy.random.mtrand", "RandomState"), ("numpy.random", "RandomState"),
               ("numpy.random._generator", "Generator"), ("numpy.random._mt19937", "MT19937"),
               ("numpy.random._pcg64", "PCG64"), ("numpy.random.bit_generator", "SeedSequence")}
-
 _GYM_SPACE_MODULES = {"gym.spaces", "gym.spaces.box", "gym.spaces.discrete", "gym.spaces.multi_discrete",
                       "gym.spaces.multi_binary", "gym.spaces.dict", "gym.spaces.dict_space", "gym.spaces.tuple",
                       "gym.spaces.tuple_space", "gymnasium.spaces", "gymnasium.spaces.box",
                       "gymnasium.spaces.discrete", "gymnasium.spaces.multi_discrete",
                       "gymnasium.spaces.multi_binary", "gymnasium.spaces.dict", "gymnasium.spaces.tuple"}
 _GYM_SPACE_NAMES = {"Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"}
-
 _NOISE_MODULES = {"stable_baselines.ddpg.noise", "stable_baselines.common.noise"}
 _NOISE_NAMES = {"NormalActionNoise", "OrnsteinUhlenbeckActionNoise", "AdaptiveParamNoiseSpec"}
 _ZOO_CUSTOM_POLICIES = {"CustomDQNPolicy", "CustomMlpPolicy", "CustomSACPolicy"}
@@ -545,113 +519,115 @@ _SCHEDULE_FUNCTIONS = {("stable_baselines.common.schedules", "linear_interpolati
                        ("stable_baselines.common.schedules", "double_linear_con"),
                        ("stable_baselines.common.schedules", "double_middle_drop")}
 
+_DATA_TABLE: Dict[Tuple[str, str], sp.Handler] = {**sp.NUMPY_HANDLERS, **sp.DATA_HANDLERS}
+for _module in ("numpy.core", "numpy._core", "numpy.core.umath", "numpy._core.umath"):
+    _DATA_TABLE[(_module, "_ufunc_reconstruct")] = sp.Function(_ufunc_reconstruct)
 
-def classify_global(module: str, name: str) -> Tuple[str, Any]:
+
+def _record(kind: str) -> sp.RecordClass:
+    return sp.RecordClass(kind, LegacyObject)
+
+
+def _ref(kind: str) -> sp.Reference:
+    return sp.Reference(kind, LegacyGlobal)
+
+
+def classify_global(module: str, name: str) -> Tuple[str, Optional[sp.Handler]]:
     """
-    Decide what an allow-listed ``module.name`` is. Returns ``(category, value)`` where value is what the
-    unpickler hands to pickle, or ``("unknown", None)``.
+    Decide what an allow-listed ``module.name`` is: ``(category, handler)`` with a
+    :class:`sbtf.common.safe_pickle.Handler`, or ``("unknown", None)``.
     """
-    if (module, name) in _NUMPY_CALLABLES:
-        return "numpy", _NUMPY_CALLABLES[(module, name)]
-    if (module, name) in _NUMPY_HELPERS:
-        return "numpy", _numpy_attr(module, name)
-    if module == "numpy" and name in _NUMPY_TYPES:
-        return "numpy", getattr(np, name)
-    if module in ("numpy.dtypes",) and name.endswith("DType"):
-        import numpy.dtypes
-        return "numpy", getattr(numpy.dtypes, name)
-    if (module in ("numpy.core", "numpy._core", "numpy.core.umath", "numpy._core.umath")
-            and name == "_ufunc_reconstruct"):
-        return "numpy", _safe_ufunc_reconstruct
+    handler = _DATA_TABLE.get((module, name))
+    if handler is not None:
+        return ("numpy" if module.startswith("numpy") else "builtin"), handler
     if (module, name) in _RNG_NAMES:
-        return "rng", legacy_object_class(module, name, "rng")
-    if module == "builtins" and name in _BUILTIN_DATA:
-        import builtins
-        return "builtin", getattr(builtins, name)
-    if module == "collections" and name in ("OrderedDict", "deque"):
-        return "builtin", getattr(collections, name)
-    if module == "copyreg" and name == "_reconstructor":
-        return "builtin", _safe_reconstructor
-    if module == "_codecs" and name == "encode":
-        return "builtin", _safe_codecs_encode
+        return "rng", _record("rng")
     if module in _CLOUDPICKLE_MODULES and name in _CLOUDPICKLE_NAMES:
         return "cloudpickle", _CLOUDPICKLE_NAMES[name]
     if module in _GYM_SPACE_MODULES and name in _GYM_SPACE_NAMES:
-        return "space", legacy_object_class(module, name, "space")
+        return "space", _record("space")
     if module.startswith("stable_baselines"):
         parts = module.split(".")
         if parts[-1] == "policies" or (module == "stable_baselines.common" and name.endswith("Policy")):
-            return "policy", legacy_global(module, name, "policy")
+            return "policy", _ref("policy")
         if module in _NOISE_MODULES and name in _NOISE_NAMES:
-            return "noise", legacy_object_class(module, name, "noise")
+            return "noise", _record("noise")
         if name == "RunningMeanStd" and parts[-1] in ("running_mean_std", "mpi_running_mean_std"):
-            return "rms", legacy_object_class(module, name, "rms")
+            return "rms", _record("rms")
         if module.startswith("stable_baselines.common.vec_env") and name == "VecNormalize":
-            return "vecnormalize", legacy_object_class(module, name, "vecnormalize")
+            return "vecnormalize", _record("vecnormalize")
         if name == "GoalSelectionStrategy":
-            return "enum", SB2GoalSelectionStrategy
+            return "enum", sp.Function(_goal_selection_strategy)
         if (module, name) in _SCHEDULE_CLASSES:
-            return "schedule", legacy_object_class(module, name, "schedule")
+            return "schedule", _record("schedule")
         if (module, name) in _SCHEDULE_FUNCTIONS:
-            return "function", legacy_global(module, name, "function")
+            return "function", _ref("function")
         if name in _ALGORITHM_NAMES:
-            return "algorithm", legacy_global(module, name, "algorithm")
+            return "algorithm", _ref("algorithm")
         if module == "stable_baselines.ddpg.memory" or (module.startswith("stable_baselines.gail.dataset")
                                                         and name in ("ExpertDataset", "DataLoader")):
-            return "removed", legacy_object_class(module, name, "standin")
+            return "removed", _record("standin")
     if module in ("utils", "utils.utils") and name in _ZOO_CUSTOM_POLICIES:
-        return "policy", legacy_global(module, name, "policy")
+        return "policy", _ref("policy")
     if module.split(".")[0] in ("tensorflow", "tensorflow_core") and name in _ACTIVATION_NAMES:
-        return "activation", legacy_global(module, name, "activation")
+        return "activation", _ref("activation")
     if module == "numpy" and name in ("tanh",):
-        return "activation", legacy_global(module, name, "activation")
+        return "activation", _ref("activation")
     return "unknown", None
 
 
 # ------------------------------------------------------------------------------------------------
-# the unpickler
+# the reader
 # ------------------------------------------------------------------------------------------------
-class SB2Unpickler(pickle.Unpickler):
+class SB2Unpickler:
     """
-    ``pickle.Unpickler`` whose ``find_class`` only resolves allow-listed names (see module docstring).
+    Reads one stable-baselines pickle with :class:`sbtf.common.safe_pickle.SafeUnpickler` and the allow-list
+    :func:`classify_global` (``seen`` lists the globals it named, with their category).
 
     :param file: (binary file) the pickle stream
     :param allow_pickle: (bool) import names that are not on the list (trusted files only)
+    :param what: (str) what is read, for messages
     """
 
-    def __init__(self, file, allow_pickle: bool = False):
-        super().__init__(file, encoding="latin1")
+    def __init__(self, file: Any, allow_pickle: bool = False, what: str = "the stable-baselines file"):
+        self.file = file
         self.allow_pickle = allow_pickle
+        self.what = what
         self.seen: List[Tuple[str, str, str]] = []
 
-    def find_class(self, module: str, name: str) -> Any:
-        # Python 2 names (protocol 0-2 files), as the default find_class maps them.
-        if (module, name) in _compat_pickle.NAME_MAPPING:
-            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
-        elif module in _compat_pickle.IMPORT_MAPPING:
-            module = _compat_pickle.IMPORT_MAPPING[module]
-        category, value = classify_global(module, name)
+    def _resolve(self, module: str, name: str) -> Optional[sp.Handler]:
+        category, handler = classify_global(module, name)
         self.seen.append((module, name, category))
-        if category != "unknown":
-            return value
-        if self.allow_pickle:
-            return super().find_class(module, name)
-        return legacy_global(module, name, "unknown")
+        return handler
 
-    def persistent_load(self, pid: Any) -> Any:
-        raise RefusedGlobalError(f"Refusing persistent id {pid!r} in a stable-baselines file.")
+    def load(self) -> Any:
+        payload = self.file.read()
+        reader = sp.SafeUnpickler(payload, self._resolve, what=self.what, advice=_ADVICE, trusted=self.allow_pickle,
+                                  unknown=lambda module, name: LegacyGlobal(module, name, "unknown"))
+        try:
+            return reader.load()
+        except RefusedGlobalError:
+            raise
+        except UnsafeFileError as exc:
+            raise RefusedGlobalError(str(exc)) from exc
 
 
-def restricted_loads(payload: bytes, allow_pickle: bool = False) -> Any:
-    """Unpickle ``payload`` with :class:`SB2Unpickler` (raw result; see :func:`materialize`)."""
-    return SB2Unpickler(io.BytesIO(payload), allow_pickle=allow_pickle).load()
+def restricted_loads(payload: bytes, allow_pickle: bool = False, what: str = "the stable-baselines file") -> Any:
+    """Read ``payload`` with :class:`SB2Unpickler` (raw result with stand-ins; see :func:`materialize`)."""
+    return SB2Unpickler(io.BytesIO(payload), allow_pickle=allow_pickle, what=what).load()
 
 
 # ------------------------------------------------------------------------------------------------
 # turning the recorded objects into sbtf / gymnasium objects
 # ------------------------------------------------------------------------------------------------
+_REPR = reprlib.Repr()
+_REPR.maxstring = 80
+_REPR.maxother = 80
+_REPR.maxlevel = 3
+
+
 def _short(value: Any, limit: int = 120) -> str:
-    text = repr(value)
+    text = _REPR.repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
 
 
@@ -659,13 +635,22 @@ def describe(obj: Any) -> str:
     """A short human description of a (possibly stand-in) value."""
     if is_legacy_global(obj):
         return obj.sb2_path
-    if isinstance(obj, (LegacyFunction, LegacyStandIn)):
-        return obj.describe() if isinstance(obj, LegacyFunction) else obj.description
+    if isinstance(obj, LegacyFunction):
+        return obj.describe()
+    if isinstance(obj, LegacyStandIn):
+        return obj.description
     if isinstance(obj, LegacyObject):
         return obj.path()
     if isinstance(obj, type):
         return f"{obj.__module__}.{obj.__qualname__}"
     return _short(obj)
+
+
+def _state_of(obj: LegacyObject, what: str) -> dict:
+    if not isinstance(obj.state, dict):
+        raise ModelDataError(f"The {what} in this file has no attributes (its state is {describe(obj.state)}); the "
+                             "file is corrupted.")
+    return obj.state
 
 
 def _state_get(state: Any, *names: str, default: Any = None) -> Any:
@@ -676,104 +661,257 @@ def _state_get(state: Any, *names: str, default: Any = None) -> Any:
     return default
 
 
-def _build_space(obj: LegacyObject) -> Any:
+_MISSING = object()
+
+
+def _required(state: dict, what: str, *names: str) -> Any:
+    value = _state_get(state, *names, default=_MISSING)
+    if value is _MISSING:
+        raise ModelDataError(f"The {what} in this file has no {names[0]!r}; the file is corrupted.")
+    return value
+
+
+def _number(value: Any, what: str, integer: bool = False, finite: bool = True) -> Any:
+    """A Python int/float from a number, numpy scalar or 0-d numeric array, else ModelDataError."""
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iuf":
+        value = value.item()
+    elif isinstance(value, (np.integer, np.floating)):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ModelDataError(f"{what} in this file is {describe(value)}, not a number.")
+    if integer and not (isinstance(value, int) or (math.isfinite(value) and value == int(value))):
+        raise ModelDataError(f"{what} in this file is {value!r}, not an integer.")
+    if finite and isinstance(value, float) and not math.isfinite(value):
+        raise ModelDataError(f"{what} in this file is {value!r}, not a finite number.")
+    return int(value) if integer else value
+
+
+def _numeric_array(value: Any, what: str) -> np.ndarray:
+    """A numeric numpy array from an array, number or (nested) list of numbers, else ModelDataError."""
+    if isinstance(value, np.ndarray):
+        array = value
+    elif isinstance(value, (int, float, np.integer, np.floating, list, tuple)) and not isinstance(value, bool):
+        try:
+            array = np.asarray(value)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise ModelDataError(f"{what} in this file is not a numeric array ({exc}).") from exc
+    else:
+        raise ModelDataError(f"{what} in this file is {describe(value)}, not a numeric array.")
+    if array.dtype.kind not in NUMERIC_KINDS or array.dtype.fields is not None:
+        raise ModelDataError(f"{what} in this file has the dtype {array.dtype}, not a numeric one.")
+    return array
+
+
+def _space_dtype(value: Any, default: np.dtype) -> np.dtype:
+    if value is None:
+        return default
+    if isinstance(value, type) and issubclass(value, np.generic):
+        value = np.dtype(value)
+    if isinstance(value, (np.dtype, str)):
+        return sp.plain_dtype(value, "A gym space in this file")
+    raise ModelDataError(f"A gym space in this file has the dtype {describe(value)}, not a numeric dtype.")
+
+
+def _space_shape(value: Any, default: Tuple[int, ...]) -> Tuple[int, ...]:
+    if value is None:
+        return default
+    if not isinstance(value, (tuple, list)) or len(value) > 32:
+        raise ModelDataError(f"A gym space in this file has the shape {describe(value)}, not a tuple of sizes.")
+    shape = tuple(_number(s, "A size of a gym space's shape", integer=True) for s in value)
+    if any(s < 0 for s in shape):
+        raise ModelDataError(f"A gym space in this file has the negative shape {shape}.")
+    return shape
+
+
+def _checked_space(build: Any, what: str) -> Any:
+    try:
+        return build()
+    except ModelDataError:
+        raise
+    except (ValueError, TypeError, AssertionError, OverflowError, KeyError, IndexError) as exc:
+        raise ModelDataError(f"The {what} in this file cannot be rebuilt ({type(exc).__name__}: {exc}).") from exc
+
+
+def _build_space(obj: LegacyObject, depth: int = 0) -> Any:
     from gymnasium import spaces
 
-    state = obj.state if isinstance(obj.state, dict) else {}
     kind = obj.sb2_name
+    what = f"{kind} space"
+    state = _state_of(obj, what)
     if kind == "Box":
-        low = np.asarray(_state_get(state, "low", "_low"))
-        high = np.asarray(_state_get(state, "high", "_high"))
-        dtype = _state_get(state, "dtype", "_dtype", default=None)
-        dtype = np.dtype(dtype) if dtype is not None else low.dtype
-        shape = _state_get(state, "shape", "_shape", default=None)
-        shape = tuple(int(s) for s in shape) if shape is not None else low.shape
-        low = np.broadcast_to(low, shape).astype(dtype)
-        high = np.broadcast_to(high, shape).astype(dtype)
-        return spaces.Box(low=low, high=high, shape=shape, dtype=dtype)
+        low = _numeric_array(_required(state, what, "low", "_low"), f"The 'low' of a {what}")
+        high = _numeric_array(_required(state, what, "high", "_high"), f"The 'high' of a {what}")
+        dtype = _space_dtype(_state_get(state, "dtype", "_dtype"), low.dtype)
+        shape = _space_shape(_state_get(state, "shape", "_shape"), low.shape)
+        if math.prod(shape) * dtype.itemsize > get_load_limits().max_array_bytes:
+            raise FileLimitError(f"The {what} in this file has the shape {shape}, beyond the array-size limit; the "
+                                 "file is damaged or hostile.")
+
+        def box() -> Any:
+            return spaces.Box(low=np.broadcast_to(low, shape).astype(dtype),
+                              high=np.broadcast_to(high, shape).astype(dtype), shape=shape, dtype=dtype)
+        return _checked_space(box, what)
     if kind == "Discrete":
-        return spaces.Discrete(int(_state_get(state, "n")), start=int(_state_get(state, "start", default=0)))
+        n = _number(_required(state, what, "n"), f"The 'n' of a {what}", integer=True)
+        start = _number(_state_get(state, "start", default=0), f"The 'start' of a {what}", integer=True)
+        if n <= 0:
+            raise ModelDataError(f"The {what} in this file has n={n}; it must be positive.")
+        return _checked_space(lambda: spaces.Discrete(n, start=start), what)
     if kind == "MultiDiscrete":
-        nvec = np.asarray(_state_get(state, "nvec"), dtype=np.int64)
-        return spaces.MultiDiscrete(nvec)
+        nvec = _numeric_array(_required(state, what, "nvec"), f"The 'nvec' of a {what}")
+        if nvec.dtype.kind not in "iu" or np.any(nvec <= 0):
+            raise ModelDataError(f"The 'nvec' of a {what} in this file must hold positive integers.")
+        return _checked_space(lambda: spaces.MultiDiscrete(nvec.astype(np.int64)), what)
     if kind == "MultiBinary":
-        n = _state_get(state, "n")
-        n = [int(v) for v in n] if isinstance(n, (list, tuple, np.ndarray)) else int(n)
-        return spaces.MultiBinary(n)
+        n = _required(state, what, "n")
+        if isinstance(n, (list, tuple, np.ndarray)):
+            sizes = [_number(v, f"The 'n' of a {what}", integer=True) for v in np.asarray(n).ravel().tolist()]
+            if len(sizes) > 32 or any(s <= 0 for s in sizes):
+                raise ModelDataError(f"The {what} in this file has the invalid n={sizes}.")
+            return _checked_space(lambda: spaces.MultiBinary(sizes), what)
+        size = _number(n, f"The 'n' of a {what}", integer=True)
+        if size <= 0:
+            raise ModelDataError(f"The {what} in this file has n={size}; it must be positive.")
+        return _checked_space(lambda: spaces.MultiBinary(size), what)
     if kind == "Dict":
-        subs = _state_get(state, "spaces")
-        return spaces.Dict(collections.OrderedDict((k, materialize(v)) for k, v in dict(subs).items()))
+        subs = _required(state, what, "spaces")
+        if not isinstance(subs, dict):
+            raise ModelDataError(f"The 'spaces' of a {what} in this file is {describe(subs)}, not a dict.")
+        built = collections.OrderedDict()
+        for key, value in subs.items():
+            if not isinstance(key, str):
+                raise ModelDataError(f"A {what} in this file has the key {describe(key)}, not a string.")
+            built[key] = _sub_space(value, what, depth)
+        return _checked_space(lambda: spaces.Dict(built), what)
     if kind == "Tuple":
-        return spaces.Tuple(tuple(materialize(v) for v in _state_get(state, "spaces")))
-    raise pickle.UnpicklingError(f"Unknown gym space class {obj.path()}")
+        subs = _required(state, what, "spaces")
+        if not isinstance(subs, (list, tuple)):
+            raise ModelDataError(f"The 'spaces' of a {what} in this file is {describe(subs)}, not a list.")
+        items = tuple(_sub_space(v, what, depth) for v in subs)
+        return _checked_space(lambda: spaces.Tuple(items), what)
+    raise ModelDataError(f"Unknown gym space class {obj.path()} in this file.")
+
+
+def _sub_space(value: Any, what: str, depth: int) -> Any:
+    from gymnasium import spaces
+
+    built = materialize(value, depth + 1)
+    if not isinstance(built, spaces.Space):
+        raise ModelDataError(f"A {what} in this file holds {describe(value)}, not a space.")
+    return built
+
+
+def _noise_array(value: Any, what: str) -> Any:
+    array = _numeric_array(value, what).astype(np.float64)
+    if not np.all(np.isfinite(array)):
+        raise ModelDataError(f"{what} in this file is not finite.")
+    return array if array.shape else float(array)
 
 
 def _build_noise(obj: LegacyObject) -> Any:
     from sbtf.common import noise
 
-    state = obj.state if isinstance(obj.state, dict) else {}
-    if obj.sb2_name == "NormalActionNoise":
-        return noise.NormalActionNoise(_state_get(state, "_mu", "mean"), _state_get(state, "_sigma", "sigma"))
-    if obj.sb2_name == "OrnsteinUhlenbeckActionNoise":
+    name = obj.sb2_name
+    state = _state_of(obj, name)
+    if name == "NormalActionNoise":
+        return noise.NormalActionNoise(_noise_array(_required(state, name, "_mu", "mean"), f"The mean of a {name}"),
+                                       _noise_array(_required(state, name, "_sigma", "sigma"),
+                                                    f"The sigma of a {name}"))
+    if name == "OrnsteinUhlenbeckActionNoise":
+        initial = _state_get(state, "initial_noise")
         result = noise.OrnsteinUhlenbeckActionNoise(
-            _state_get(state, "_mu", "mean"), _state_get(state, "_sigma", "sigma"),
-            theta=float(_state_get(state, "_theta", default=0.15)), dt=float(_state_get(state, "_dt", default=1e-2)),
-            initial_noise=_state_get(state, "initial_noise"))
+            _noise_array(_required(state, name, "_mu", "mean"), f"The mean of an {name}"),
+            _noise_array(_required(state, name, "_sigma", "sigma"), f"The sigma of an {name}"),
+            theta=float(_number(_state_get(state, "_theta", default=0.15), f"The theta of an {name}")),
+            dt=float(_number(_state_get(state, "_dt", default=1e-2), f"The dt of an {name}")),
+            initial_noise=None if initial is None else _noise_array(initial, f"The initial noise of an {name}"))
         if _state_get(state, "noise_prev") is not None:
-            result.noise_prev = np.asarray(_state_get(state, "noise_prev"))
+            result.noise_prev = np.asarray(_noise_array(state["noise_prev"], f"The noise_prev of an {name}"))
         return result
-    spec = noise.AdaptiveParamNoiseSpec(float(_state_get(state, "initial_stddev", default=0.1)),
-                                        float(_state_get(state, "desired_action_stddev", default=0.1)),
-                                        float(_state_get(state, "adoption_coefficient", default=1.01)))
-    spec.current_stddev = float(_state_get(state, "current_stddev", default=spec.initial_stddev))
-    return spec
+    if name == "AdaptiveParamNoiseSpec":
+        spec = noise.AdaptiveParamNoiseSpec(
+            float(_number(_state_get(state, "initial_stddev", default=0.1), f"initial_stddev of an {name}")),
+            float(_number(_state_get(state, "desired_action_stddev", default=0.1),
+                          f"desired_action_stddev of an {name}")),
+            float(_number(_state_get(state, "adoption_coefficient", default=1.01),
+                          f"adoption_coefficient of an {name}")))
+        spec.current_stddev = float(_number(_state_get(state, "current_stddev", default=spec.initial_stddev),
+                                            f"current_stddev of an {name}"))
+        return spec
+    raise ModelDataError(f"Unknown noise class {obj.path()} in this file.")
+
+
+def rms_from_state(state: Any, where: str = "A RunningMeanStd") -> Any:
+    """An sbtf ``RunningMeanStd`` from a ``{mean, var, count}`` state, validated (else ModelDataError)."""
+    from sbtf.common.running_mean_std import RunningMeanStd
+
+    if not isinstance(state, dict) or not all(k in state for k in ("mean", "var", "count")):
+        keys = _short(sorted(map(str, state))) if isinstance(state, dict) else describe(state)
+        raise ModelDataError(f"{where} in this file has no mean/var/count statistics (found {keys}); the file is "
+                             "corrupted.")
+    mean = _numeric_array(state["mean"], f"The mean of {where}").astype(np.float64)
+    var = _numeric_array(state["var"], f"The var of {where}").astype(np.float64)
+    if mean.shape != var.shape:
+        raise ModelDataError(f"{where} in this file has a mean of shape {mean.shape} but a var of shape "
+                             f"{var.shape}; the file is corrupted.")
+    count = float(_number(state["count"], f"The count of {where}"))
+    if count < 0:
+        raise ModelDataError(f"{where} in this file has the negative count {count}.")
+    rms = RunningMeanStd(shape=mean.shape)
+    rms.mean, rms.var, rms.count = mean, var, count
+    return rms
 
 
 def _build_rms(obj: LegacyObject) -> Any:
-    from sbtf.common.running_mean_std import RunningMeanStd
-
-    state = obj.state if isinstance(obj.state, dict) else {}
-    if not all(k in state for k in ("mean", "var", "count")):
-        raise pickle.UnpicklingError(f"{obj.path()} in this file has no mean/var/count statistics "
-                                     f"(state keys {sorted(state) if isinstance(state, dict) else state!r})")
-    mean = np.asarray(state["mean"], dtype=np.float64)
-    rms = RunningMeanStd(shape=mean.shape)
-    rms.mean = mean
-    rms.var = np.asarray(state["var"], dtype=np.float64)
-    rms.count = float(np.asarray(state["count"]))
-    return rms
+    return rms_from_state(obj.state, obj.path())
 
 
 def _build_schedule(obj: LegacyObject) -> Any:
     from sbtf.common import schedules
 
-    state = obj.state if isinstance(obj.state, dict) else {}
     name = obj.sb2_name
-    if name == "ConstantSchedule":
-        return schedules.ConstantSchedule(_state_get(state, "_v", "_value", "value"))
-    if name == "LinearSchedule":
-        return schedules.LinearSchedule(state["schedule_timesteps"], state["final_p"], state.get("initial_p", 1.0))
-    if name == "PiecewiseSchedule":
-        interpolation = state.get("_interpolation")
-        if interpolation is not None and not (is_legacy_global(interpolation, "function")
-                                              and interpolation.sb2_name == "linear_interpolation"):
-            raise pickle.UnpicklingError(f"A PiecewiseSchedule in this file uses the interpolation "
-                                         f"{describe(interpolation)}, which sbtf cannot rebuild without running "
-                                         "code from the file.")
-        return schedules.PiecewiseSchedule([tuple(p) for p in state["_endpoints"]],
-                                           outside_value=state.get("_outside_value"))
-    if name == "Scheduler":
-        fn = state.get("schedule")
-        fn_name = fn.sb2_name if is_legacy_global(fn, "function") else None
-        by_function = {"constant": "constant", "linear_schedule": "linear", "middle_drop": "middle_drop",
-                       "double_linear_con": "double_linear_con", "double_middle_drop": "double_middle_drop"}
-        if fn_name not in by_function:
-            raise pickle.UnpicklingError(f"A Scheduler in this file uses the schedule function {describe(fn)}, "
-                                         "which is not one of stable-baselines' named schedules.")
-        scheduler = schedules.Scheduler(state["initial_value"], state["nvalues"], by_function[fn_name])
-        scheduler.step = float(state.get("step", 0.0))
-        return scheduler
-    raise pickle.UnpicklingError(f"Unknown schedule class {obj.path()}")
+    state = _state_of(obj, name)
+    try:
+        if name == "ConstantSchedule":
+            return schedules.ConstantSchedule(_number(_required(state, name, "_v", "_value", "value"),
+                                                      f"The value of a {name}"))
+        if name == "LinearSchedule":
+            return schedules.LinearSchedule(_number(_required(state, name, "schedule_timesteps"), "schedule_timesteps"),
+                                            _number(_required(state, name, "final_p"), "final_p"),
+                                            _number(state.get("initial_p", 1.0), "initial_p"))
+        if name == "PiecewiseSchedule":
+            interpolation = state.get("_interpolation")
+            if interpolation is not None and not (is_legacy_global(interpolation, "function")
+                                                  and interpolation.sb2_name == "linear_interpolation"):
+                raise ModelDataError(f"A PiecewiseSchedule in this file uses the interpolation "
+                                     f"{describe(interpolation)}, which sbtf cannot rebuild without running code "
+                                     "from the file.")
+            endpoints = _required(state, name, "_endpoints")
+            if not isinstance(endpoints, (list, tuple)) or not all(
+                    isinstance(p, (list, tuple)) and len(p) == 2 for p in endpoints):
+                raise ModelDataError(f"The endpoints of a {name} in this file are not (time, value) pairs.")
+            outside = state.get("_outside_value")
+            return schedules.PiecewiseSchedule(
+                [(_number(t, "An endpoint time"), _number(v, "An endpoint value")) for t, v in endpoints],
+                outside_value=None if outside is None else _number(outside, "outside_value"))
+        if name == "Scheduler":
+            fn = state.get("schedule")
+            fn_name = fn.sb2_name if is_legacy_global(fn, "function") else None
+            by_function = {"constant": "constant", "linear_schedule": "linear", "middle_drop": "middle_drop",
+                           "double_linear_con": "double_linear_con", "double_middle_drop": "double_middle_drop"}
+            if fn_name not in by_function:
+                raise ModelDataError(f"A Scheduler in this file uses the schedule function {describe(fn)}, which is "
+                                     "not one of stable-baselines' named schedules.")
+            scheduler = schedules.Scheduler(_number(_required(state, name, "initial_value"), "initial_value"),
+                                            _number(_required(state, name, "nvalues"), "nvalues"),
+                                            by_function[fn_name])
+            scheduler.step = float(_number(state.get("step", 0.0), "The step of a Scheduler"))
+            return scheduler
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ModelDataError):
+            raise
+        raise ModelDataError(f"The {name} in this file cannot be rebuilt: {exc}") from exc
+    raise ModelDataError(f"Unknown schedule class {obj.path()} in this file.")
 
 
 def materialize(value: Any, _depth: int = 0) -> Any:
@@ -782,15 +920,16 @@ def materialize(value: Any, _depth: int = 0) -> Any:
     gymnasium spaces, noise -> ``sbtf.common.noise``, ``RunningMeanStd`` -> sbtf's, schedules -> sbtf
     schedules, a pickled VecNormalize -> a plain dict of its state, random generators -> None, removed
     classes -> :class:`LegacyStandIn`. References (:class:`LegacyGlobal`) and :class:`LegacyFunction`
-    are kept for the caller, who knows which key they belong to.
+    are kept for the caller, who knows which key they belong to. Invalid recorded state raises
+    :class:`ModelDataError`.
     """
-    if _depth > 200:
-        raise pickle.UnpicklingError("The stable-baselines file nests objects too deeply to be a model file.")
+    if _depth > get_load_limits().max_depth + 16:
+        raise FileLimitError("The stable-baselines file nests objects too deeply to be a model file.")
     depth = _depth + 1
     if isinstance(value, LegacyObject):
         kind = value.sb2_kind
         if kind == "space":
-            return _build_space(value)
+            return _build_space(value, depth)
         if kind == "noise":
             return _build_noise(value)
         if kind == "rms":
@@ -816,16 +955,14 @@ def materialize(value: Any, _depth: int = 0) -> Any:
         return [materialize(v, depth) for v in value]
     if isinstance(value, tuple):
         return tuple(materialize(v, depth) for v in value)
-    if isinstance(value, SB2GoalSelectionStrategy):
-        return value
     return value
 
 
-def find_unknown_globals(value: Any, kinds: Iterable[str] = ("unknown",), _depth: int = 0) -> List[type]:
+def find_unknown_globals(value: Any, kinds: Iterable[str] = ("unknown",), _depth: int = 0) -> List[LegacyGlobal]:
     """The :class:`LegacyGlobal` references of the given kinds found anywhere inside ``value``."""
     kinds = tuple(kinds)
-    found: List[type] = []
-    if _depth > 200:
+    found: List[LegacyGlobal] = []
+    if _depth > get_load_limits().max_depth + 16:
         return found
     if is_legacy_global(value):
         if value.sb2_kind in kinds:
@@ -834,15 +971,14 @@ def find_unknown_globals(value: Any, kinds: Iterable[str] = ("unknown",), _depth
     if isinstance(value, dict):
         for k, v in value.items():
             found += find_unknown_globals(k, kinds, _depth + 1) + find_unknown_globals(v, kinds, _depth + 1)
-    elif isinstance(value, (list, tuple, set, frozenset)):
+    elif isinstance(value, (list, tuple, set, frozenset, collections.deque)):
         for v in value:
             found += find_unknown_globals(v, kinds, _depth + 1)
     elif isinstance(value, LegacyFunction):
         for v in value.closure_values:
             found += find_unknown_globals(v, kinds, _depth + 1)
-    elif isinstance(value, np.ndarray) and value.dtype == object:
-        for v in value.ravel():
-            found += find_unknown_globals(v, kinds, _depth + 1)
+    elif isinstance(value, (LegacyObject, LegacyStandIn)):
+        found += find_unknown_globals(value.state, kinds, _depth + 1)
     return found
 
 
@@ -879,7 +1015,8 @@ def pickle_globals(payload: bytes) -> Set[Tuple[str, str]]:
                 if len(stack_strings) >= 2 and isinstance(stack_strings[-2], str) and isinstance(
                         stack_strings[-1], str):
                     found.add((stack_strings[-2], stack_strings[-1]))
-                stack_strings = stack_strings[:-2] + [None]
+                del stack_strings[-2:]
+                stack_strings.append(None)
             else:
                 stack_strings.append(None)
     except Exception as exc:  # noqa: BLE001 - pickletools raises ValueError / others on broken streams

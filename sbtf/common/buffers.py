@@ -8,19 +8,24 @@ importance weights (Schaul et al. 2015). Compared with SB2's list of tuples:
   so memory is only committed as the buffer fills); image observations stay ``uint8``;
 * ``sample`` draws all indices at once and gathers each field with one fancy-indexing operation;
 * ``save(path)`` writes the content atomically (temporary file + ``os.replace``) with ``np.savez`` (no pickle),
-  and ``load_buffer(path)`` reads it back (``np.load(..., allow_pickle=False)``), so training can resume with
-  its experience (``model.save_replay_buffer`` / ``model.load_replay_buffer``).
+  and ``load_buffer(path)`` reads it back (``sbtf.common.safe_zip``: numeric arrays only, sizes checked from their
+  headers), so training can resume with its experience (``model.save_replay_buffer`` /
+  ``model.load_replay_buffer``).
 
 Indices are drawn with NumPy's global generator, so ``set_global_seeds`` makes sampling reproducible.
 """
 from __future__ import annotations
 
+import io
 import os
+import struct
 import tempfile
 from typing import Any, Optional, Union
 
 import numpy as np
 
+from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, get_load_limits
+from sbtf.common.safe_zip import open_zip, read_member, read_npz
 from sbtf.common.segment_tree import MinSegmentTree, SumSegmentTree
 
 BUFFER_FORMAT = "sbtf_replay_buffer"
@@ -434,35 +439,117 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 _BUFFER_CLASSES = {"ReplayBuffer": ReplayBuffer, "PrioritizedReplayBuffer": PrioritizedReplayBuffer}
 
 
+def _read_text(archive: Any, name: str, path: str) -> str:
+    """A small ``.npy`` member holding one text value (the format marker, the class name), header checked first."""
+    from numpy.lib import format as npy_format
+
+    where = f"Member {name!r} of {path}"
+    payload = read_member(archive, name, 4096, f"replay buffer file {path}")
+    handle = io.BytesIO(payload)
+    try:
+        version = npy_format.read_magic(handle)
+        shape, fortran, dtype = npy_format._read_array_header(handle, version, max_header_size=1000)  # noqa: SLF001
+    except (ValueError, TypeError, SyntaxError, struct.error, EOFError, KeyError, OverflowError,
+            UnicodeDecodeError) as exc:
+        raise CorruptedFileError(f"{where} has no valid .npy header ({type(exc).__name__}: {exc}).") from exc
+    data = payload[handle.tell():]
+    if shape != () or dtype.kind != "U" or dtype.fields is not None or len(data) != dtype.itemsize:
+        raise CorruptedFileError(f"{where} is not a text value ({dtype} {shape}).")
+    return str(np.frombuffer(data, dtype=dtype)[0])
+
+
+def _int_value(data: dict, key: str, path: str, low: int, high: int) -> int:
+    value = data.get(key)
+    if not isinstance(value, np.ndarray) or value.shape != () or value.dtype.kind not in "iu":
+        raise ModelDataError(f"Error: {key!r} of the replay buffer file {path} is not an integer; the file is "
+                             "corrupted.")
+    number = int(value)
+    if not low <= number <= high:
+        raise ModelDataError(f"Error: {key!r} of the replay buffer file {path} is {number}, outside [{low}, {high}]; "
+                             "the file is corrupted.")
+    return number
+
+
+def _check_buffer_data(data: dict, path: str, prioritized: bool) -> None:
+    """Validate what ``_restore`` will use, and the memory the restored buffer will take, before allocating it."""
+    limits = get_load_limits()
+    maxsize = _int_value(data, "maxsize", path, 1, limits.max_array_bytes)
+    size = _int_value(data, "size", path, 0, maxsize)
+    _int_value(data, "next_idx", path, 0, maxsize - 1)
+    slot_bytes = 64 if prioritized else 0  # segment trees
+    if "obs_t" in data:
+        for key in ("obs_shape", "action_shape"):
+            shape = data.get(key)
+            if not isinstance(shape, np.ndarray) or shape.ndim != 1 or shape.dtype.kind not in "iu" or len(shape) > 32 \
+                    or np.any(shape < 0):
+                raise ModelDataError(f"Error: {key!r} of the replay buffer file {path} is not a shape; the file is "
+                                     "corrupted.")
+        obs_shape = tuple(int(s) for s in data["obs_shape"])
+        action_shape = tuple(int(s) for s in data["action_shape"])
+        expected = {"obs_t": (size,) + obs_shape, "obs_tp1": (size,) + obs_shape, "actions": (size,) + action_shape,
+                    "rewards": (size,), "dones": (size,)}
+        for key, shape in expected.items():
+            if key not in data or data[key].shape != shape:
+                found = data[key].shape if key in data else "missing"
+                raise ModelDataError(f"Error: {key!r} of the replay buffer file {path} has shape {found}, expected "
+                                     f"{shape}; the file is corrupted.")
+        slot_bytes += 2 * data["obs_t"].itemsize * int(np.prod(obs_shape)) + 8
+        slot_bytes += data["actions"].itemsize * int(np.prod(action_shape))
+    if prioritized:
+        for key in ("alpha", "max_priority"):
+            value = data.get(key)
+            if not isinstance(value, np.ndarray) or value.shape != () or value.dtype.kind not in "iuf" or not (
+                    np.isfinite(value) and value >= 0):
+                raise ModelDataError(f"Error: {key!r} of the replay buffer file {path} is not a number >= 0; the file "
+                                     "is corrupted.")
+        leaves = data.get("priorities_alpha")
+        if not isinstance(leaves, np.ndarray) or leaves.shape != (size,) or leaves.dtype.kind not in "iuf":
+            raise ModelDataError(f"Error: the priorities of the replay buffer file {path} do not match its {size} "
+                                 "transitions; the file is corrupted.")
+    if maxsize * slot_bytes > limits.max_array_bytes:
+        raise FileLimitError(f"Error: the replay buffer file {path} restores a buffer of {maxsize:,} transitions, "
+                             f"{maxsize * slot_bytes:,} bytes, beyond the {limits.max_array_bytes:,}-byte limit. If you "
+                             "trust it, raise the limit with sbtf.common.file_errors.load_limits(max_array_bytes=...).")
+
+
 def load_buffer(path: Union[str, os.PathLike]) -> ReplayBuffer:
     """
-    Load a replay buffer written by ``ReplayBuffer.save`` / ``model.save_replay_buffer`` (no pickle is read).
+    Load a replay buffer written by ``ReplayBuffer.save`` / ``model.save_replay_buffer`` (no pickle is read; array
+    sizes are checked from their headers and the restored buffer's size against the limits before anything is
+    allocated).
 
     :param path: (str or PathLike) the file
     :return: (ReplayBuffer or PrioritizedReplayBuffer) the buffer, with its content, write position and priorities
+    :raises ModelFileError: (a ValueError) when the file is not a valid replay buffer file
     """
     path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"Error: the replay buffer file {path} does not exist.")
     try:
-        data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"Error: {path} is not a replay buffer file written by sbtf ({exc}).") from exc
-    with data:
-        if "format" not in data.files or str(data["format"]) != BUFFER_FORMAT:
-            raise ValueError(f"Error: {path} is not a replay buffer file written by sbtf (no {BUFFER_FORMAT!r} "
-                             "marker).")
-        version = int(data["format_version"])
-        if version > BUFFER_FORMAT_VERSION:
-            raise ValueError(f"Error: {path} was written by a newer sbtf (replay buffer format {version}); "
-                             "upgrade sbtf to read it.")
-        class_name = str(data["class_name"])
-        if class_name not in _BUFFER_CLASSES:
-            raise ValueError(f"Error: {path} holds an unknown replay buffer class {class_name!r}.")
-        maxsize = int(data["maxsize"])
-        if class_name == "PrioritizedReplayBuffer":
-            buffer = PrioritizedReplayBuffer(maxsize, float(data["alpha"]))
-        else:
-            buffer = ReplayBuffer(maxsize)
-        buffer._restore(data)
+        with open_zip(path, f"replay buffer file {path}") as archive:
+            members = set(archive.namelist())
+            if "format.npy" not in members or _read_text(archive, "format.npy", path) != BUFFER_FORMAT:
+                raise CorruptedFileError(f"no {BUFFER_FORMAT!r} marker")
+            class_name = _read_text(archive, "class_name.npy", path) if "class_name.npy" in members else "?"
+    except CorruptedFileError as exc:
+        raise CorruptedFileError(f"Error: {path} is not a replay buffer file written by sbtf ({exc}).") from exc
+    names = [name[:-4] for name in sorted(members) if name.endswith(".npy")
+             and name not in ("format.npy", "class_name.npy")]
+    data = read_npz(path, names=names, what=f"arrays of the replay buffer file {path}")
+    version = _int_value(data, "format_version", path, 0, 1 << 30)
+    if version > BUFFER_FORMAT_VERSION:
+        raise CorruptedFileError(f"Error: {path} was written by a newer sbtf (replay buffer format {version}); "
+                                 "upgrade sbtf to read it.")
+    if class_name not in _BUFFER_CLASSES:
+        raise CorruptedFileError(f"Error: {path} holds an unknown replay buffer class {class_name!r}.")
+    prioritized = class_name == "PrioritizedReplayBuffer"
+    _check_buffer_data(data, path, prioritized)
+    maxsize = int(data["maxsize"])
+    if prioritized:
+        buffer: ReplayBuffer = PrioritizedReplayBuffer(maxsize, float(data["alpha"]))
+    else:
+        buffer = ReplayBuffer(maxsize)
+    buffer._restore(data)
     return buffer
 
 

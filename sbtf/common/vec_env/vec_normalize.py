@@ -1,16 +1,26 @@
-"""Running normalisation of observations and returns for vectorized environments."""
+"""Running normalisation of observations and returns for vectorized environments.
+
+Statistics files (``VecNormalize.save`` / ``save_running_average`` of sbtf, stable-baselines 2 and 3, baselines)
+are pickles; they are read by :mod:`sbtf.common.safe_pickle` with a small allow-list (numpy arrays, scalars and
+dtypes; ``RunningMeanStd`` and ``VecNormalize`` objects as inert records of their state; gym spaces and random
+generators as inert records), so a file cannot run code, and every value taken from it is validated. Every
+failure is a :class:`~sbtf.common.file_errors.ModelFileError` naming the file.
+"""
 from __future__ import annotations
 
-import io
+import math
 import os
 import pickle
-import tempfile
 import warnings
 from typing import Any, Dict, Optional
 
 import numpy as np
 from gymnasium import spaces
 
+from sbtf.common import safe_pickle
+from sbtf.common.atomic_io import atomic_write_bytes, atomic_write_many
+from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
+                                     get_load_limits)
 from sbtf.common.running_mean_std import RunningMeanStd
 from sbtf.common.vec_env.base_vec_env import VecEnv, VecEnvWrapper
 
@@ -18,116 +28,67 @@ from sbtf.common.vec_env.base_vec_env import VecEnv, VecEnvWrapper
 _SAVE_FORMAT = "sbtf.VecNormalize"
 _SAVE_FORMAT_VERSION = 1
 _SETTINGS = ("training", "norm_obs", "norm_reward", "clip_obs", "clip_reward", "gamma", "epsilon")
+_DEFAULTS = {"training": True, "norm_obs": True, "norm_reward": True, "clip_obs": 10., "clip_reward": 10.,
+             "gamma": 0.99, "epsilon": 1e-8}
+
+# ----- reading statistics files: an allow-list for the safe pickle interpreter -----
+_RMS_MODULES = {
+    "sbtf.common.running_mean_std", "stable_baselines.common.running_mean_std",
+    "stable_baselines.common.mpi_running_mean_std", "baselines.common.running_mean_std",
+    "stable_baselines3.common.running_mean_std",
+}
+_VEC_NORMALIZE_MODULES = {
+    "sbtf.common.vec_env.vec_normalize", "stable_baselines.common.vec_env.vec_normalize",
+    "stable_baselines3.common.vec_env.vec_normalize",
+}
+_DATA_TABLE = {**safe_pickle.NUMPY_HANDLERS, **safe_pickle.DATA_HANDLERS}
+_RMS = safe_pickle.RecordClass("rms")
+_VEC_NORMALIZE = safe_pickle.RecordClass("vecnormalize")
+_INERT = safe_pickle.RecordClass("inert")
 
 
-class _PickledState(object):
-    """Stand-in for a pickled VecNormalize object (stable-baselines or sbtf): only keeps its state dict."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        self.state: Dict[str, Any] = {}
-
-    def __setstate__(self, state: Any) -> None:
-        if isinstance(state, tuple) and len(state) == 2:  # (dict state, slot state)
-            state = state[0] or {}
-        self.state = dict(state) if isinstance(state, dict) else {}
-
-
-class _Inert(object):
-    """Stand-in for objects in old pickles that are not needed (gym spaces, random generators): never runs code."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        pass
-
-    def __setstate__(self, state: Any) -> None:
-        pass
+def _stats_resolver(module: str, name: str) -> Optional[safe_pickle.Handler]:
+    """What a global of a statistics file may be (anything else is refused when called)."""
+    handler = _DATA_TABLE.get((module, name))
+    if handler is not None:
+        return handler
+    if name == "RunningMeanStd" and module in _RMS_MODULES:
+        return _RMS
+    if name == "VecNormalize" and module in _VEC_NORMALIZE_MODULES:
+        return _VEC_NORMALIZE
+    if module.split(".")[0] in ("gym", "gymnasium") and ".spaces" in module:
+        return _INERT  # observation/action spaces stored with SB2/SB3 wrappers: not needed
+    if module.startswith("numpy.random"):
+        return _INERT  # their random generators
+    return None
 
 
-def _inert_factory(*args: Any, **kwargs: Any) -> _Inert:
-    return _Inert()
-
-
-def _numpy_attr(path: str) -> Any:
-    """Resolve a numpy pickle helper for either numpy 1 (``numpy.core``) or numpy 2 (``numpy._core``) names."""
-    import importlib
-    module_name, _, attr = path.rpartition(".")
-    for candidate in (module_name.replace("numpy.core", "numpy._core"), module_name):
-        try:
-            return getattr(importlib.import_module(candidate), attr)
-        except (ImportError, AttributeError):
-            continue
-    raise pickle.UnpicklingError("cannot resolve numpy helper {}".format(path))
-
-
-class _StatsUnpickler(pickle.Unpickler):
-    """
-    A restricted unpickler for normalisation statistics: it resolves only numpy arrays / scalars, RunningMeanStd
-    (sbtf, stable-baselines, baselines) and VecNormalize objects (turned into plain state), and replaces gym spaces
-    and random generators by inert stand-ins. Anything else is refused, so a file cannot run code when loaded.
-    """
-
-    _NUMPY = {
-        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
-        ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
-    }
-    _RMS = {
-        "sbtf.common.running_mean_std", "stable_baselines.common.running_mean_std",
-        "baselines.common.running_mean_std", "stable_baselines3.common.running_mean_std",
-    }
-    _VEC_NORMALIZE = {
-        "sbtf.common.vec_env.vec_normalize", "stable_baselines.common.vec_env.vec_normalize",
-        "stable_baselines3.common.vec_env.vec_normalize",
-    }
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in self._NUMPY:
-            return _numpy_attr(module + "." + name)
-        if (module, name) == ("_codecs", "encode"):  # how protocol-2 pickles store bytes (array data)
-            import codecs
-            return codecs.encode
-        if module == "numpy" and name in ("ndarray", "dtype"):
-            return getattr(np, name)
-        if module == "numpy" and name in ("float64", "float32", "int64", "int32", "bool_"):
-            return getattr(np, name)
-        if module.startswith("numpy.dtypes") and name.endswith("DType"):
-            import numpy.dtypes
-            return getattr(numpy.dtypes, name)
-        if module in ("collections", "builtins") and name in ("OrderedDict", "dict", "list", "tuple", "object"):
-            import builtins
-            import collections
-            return getattr(collections if module == "collections" else builtins, name)
-        if module in ("copyreg", "copy_reg") and name == "_reconstructor":
-            import copyreg
-            return copyreg._reconstructor
-        if module in self._RMS and name == "RunningMeanStd":
-            return RunningMeanStd
-        if module in self._VEC_NORMALIZE and name == "VecNormalize":
-            return _PickledState
-        if module.split(".")[0] in ("gym", "gymnasium") and ".spaces" in module:
-            return _Inert
-        if module.startswith("numpy.random"):
-            return _inert_factory
-        raise pickle.UnpicklingError(
-            "Refusing to load {}.{} from a normalisation statistics file: only numpy arrays, RunningMeanStd and "
-            "VecNormalize state are allowed (this protects you from files that would run code when loaded)".format(
-                module, name))
-
-
-def _legacy_reader(path: str) -> Any:
-    """``sbtf_converters.legacy`` when ``path`` is a stable-baselines 2 pickle, else None."""
-    try:
-        from sbtf_converters import legacy
-    except ImportError:
-        return None
-    return legacy if legacy.is_sb2_pickle(path) else None
-
-
-def _restricted_load(path: str) -> Any:
-    legacy = _legacy_reader(path)
-    if legacy is not None:  # stable-baselines 2 file: read by sbtf_converters' allow-list unpickler
-        return legacy.read_sb2_statistics(path)
+def _read_statistics(path: str, kind: str) -> Any:
+    """Interpret the pickle at ``path`` (a ``kind`` file) with the statistics allow-list."""
+    limit = get_load_limits().max_file_bytes
+    if os.path.isdir(path):
+        raise CorruptedFileError(f"{path} is a folder, not a {kind}.")
+    size = os.path.getsize(path)
+    if size > limit:
+        raise FileLimitError(f"{path} is {size:,} bytes, larger than the {limit:,}-byte limit for a {kind}; raise it "
+                             "with sbtf.common.file_errors.load_limits(max_file_bytes=...) if you trust the file.")
     with open(path, "rb") as file_handler:
-        return _StatsUnpickler(io.BytesIO(file_handler.read())).load()
+        payload = file_handler.read(limit + 1)
+    try:
+        return safe_pickle.loads(payload, _stats_resolver, what=f"the {kind} {path}")
+    except CorruptedFileError as exc:
+        raise CorruptedFileError(f"{path} is not a {kind}, or it is damaged ({exc})") from exc
+    except ModelFileError as exc:  # every message names the file
+        if path in str(exc):
+            raise
+        raise type(exc)(f"{path}: {exc}") from exc
+
+
+def _state_of(value: Any) -> Any:
+    """The recorded state of a pickled RunningMeanStd / VecNormalize object (plain values are returned as is)."""
+    if isinstance(value, safe_pickle.Record):
+        return value.state
+    return value
 
 
 def _rms_to_data(rms: RunningMeanStd) -> Dict[str, Any]:
@@ -135,36 +96,53 @@ def _rms_to_data(rms: RunningMeanStd) -> Dict[str, Any]:
             "count": float(rms.count)}
 
 
-def _rms_from_data(data: Any) -> RunningMeanStd:
-    """Build a RunningMeanStd from plain data (dict) or from an unpickled RunningMeanStd-like object."""
+def _statistic_array(value: Any, what: str) -> np.ndarray:
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        value = np.asarray(value)
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in "iuf":
+        found = f"an array of {value.dtype}" if isinstance(value, np.ndarray) else type(value).__name__
+        raise ModelDataError(f"{what} must be a numeric array, not {found}.")
+    return np.array(value, dtype=np.float64)
+
+
+def _rms_from_data(data: Any, where: str = "The statistics") -> RunningMeanStd:
+    """A validated RunningMeanStd from plain data (dict), a pickled record or a RunningMeanStd-like object."""
+    data = _state_of(data)
     if isinstance(data, dict):
+        if not all(key in data for key in ("mean", "var", "count")):
+            raise ModelDataError(f"{where} has no mean/var/count (found the keys "
+                                 f"{sorted(str(k) for k in data)[:8]}).")
         mean, var, count = data["mean"], data["var"], data["count"]
-    elif all(hasattr(data, attr) for attr in ("mean", "var", "count")):
+    elif isinstance(data, RunningMeanStd):
         mean, var, count = data.mean, data.var, data.count
     else:
-        raise ValueError("Expected running mean/std statistics (mean, var, count), got {!r}".format(data))
-    rms = RunningMeanStd(shape=np.shape(mean))
-    rms.mean = np.array(mean, dtype=np.float64)
-    rms.var = np.array(var, dtype=np.float64)
-    rms.count = float(np.asarray(count))
+        raise ModelDataError(f"{where} are not running mean/std statistics (mean, var, count), but a "
+                             f"{type(data).__name__}.")
+    mean = _statistic_array(mean, f"{where}: the mean")
+    var = _statistic_array(var, f"{where}: the variance")
+    if mean.shape != var.shape:
+        raise ModelDataError(f"{where}: the mean has shape {mean.shape} but the variance {var.shape}.")
+    count = _statistic_array(count, f"{where}: the count")
+    if count.shape != () or not math.isfinite(float(count)) or float(count) < 0:
+        raise ModelDataError(f"{where}: the count must be a finite number >= 0, not {count!r}.")
+    rms = RunningMeanStd(shape=mean.shape)
+    rms.mean, rms.var, rms.count = mean, var, float(count)
     return rms
 
 
-def _atomic_pickle_dump(obj: Any, path: str) -> None:
-    """Pickle ``obj`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    file_descriptor, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=".pkl", dir=folder)
-    try:
-        with os.fdopen(file_descriptor, "wb") as file_handler:
-            pickle.dump(obj, file_handler, protocol=pickle.HIGHEST_PROTOCOL)
-            file_handler.flush()
-            os.fsync(file_handler.fileno())
-        os.replace(tmp_path, path)
-    except BaseException:
-        if os.path.exists(tmp_path):
-            os.remove(tmp_path)
-        raise
+def _setting(name: str, value: Any, where: str) -> Any:
+    """A validated VecNormalize setting: a bool for the flags, a number (not NaN) for the others."""
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value.item()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(_DEFAULTS[name], bool):
+        if isinstance(value, bool) or (type(value) is int and value in (0, 1)):
+            return bool(value)
+        raise ModelDataError(f"{where}: the setting {name!r} must be a bool, not {type(value).__name__}.")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ModelDataError(f"{where}: the setting {name!r} must be a number, not {value!r}."[:300])
+    return float(value)
 
 
 class VecNormalize(VecEnvWrapper):
@@ -219,19 +197,20 @@ class VecNormalize(VecEnvWrapper):
         return data
 
     @classmethod
-    def _from_data(cls, data: Dict[str, Any]) -> "VecNormalize":
+    def _from_data(cls, data: Dict[str, Any], where: str = "The VecNormalize statistics") -> "VecNormalize":
+        """A VecNormalize without venv from its saved data (validated; ModelDataError when invalid)."""
+        data = _state_of(data)
+        if not isinstance(data, dict):
+            raise ModelDataError(f"{where} are a {type(data).__name__}, not VecNormalize statistics.")
         missing = [key for key in ("obs_rms", "ret_rms") if key not in data]
         if missing:
-            raise ValueError("Not VecNormalize statistics: missing {}".format(missing))
+            raise ModelDataError(f"{where} are not VecNormalize statistics: {missing} missing.")
         self = cls.__new__(cls)
         self.__dict__["venv"] = None
-        self.obs_rms = _rms_from_data(data["obs_rms"])
-        self.ret_rms = _rms_from_data(data["ret_rms"])
-        defaults = {"training": True, "norm_obs": True, "norm_reward": True, "clip_obs": 10., "clip_reward": 10.,
-                    "gamma": 0.99, "epsilon": 1e-8}
+        self.obs_rms = _rms_from_data(data["obs_rms"], f"{where} (obs_rms)")
+        self.ret_rms = _rms_from_data(data["ret_rms"], f"{where} (ret_rms)")
         for name in _SETTINGS:
-            value = data.get(name, defaults[name])
-            setattr(self, name, bool(value) if isinstance(defaults[name], bool) else float(value))
+            setattr(self, name, _setting(name, data.get(name, _DEFAULTS[name]), where))
         self.old_obs = None
         self.old_rews = None
         return self
@@ -351,16 +330,14 @@ class VecNormalize(VecEnvWrapper):
         :param load_path: (str) the path to load from.
         :param venv: (VecEnv) the VecEnv to wrap.
         :return: (VecNormalize)
+        :raises ModelFileError: (a ValueError) when the file is not valid statistics, names the file
         """
-        try:
-            data = _restricted_load(load_path)
-        except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError, TypeError) as exc:
-            raise ValueError("{} is not a VecNormalize statistics file: {}".format(load_path, exc)) from exc
-        if isinstance(data, _PickledState):
-            data = data.state
+        load_path = os.fspath(load_path)
+        data = _state_of(_read_statistics(load_path, "VecNormalize statistics file"))
         if not isinstance(data, dict) or "obs_rms" not in data or "ret_rms" not in data:
-            raise ValueError("{} is not a VecNormalize statistics file (no obs_rms / ret_rms in it)".format(load_path))
-        vec_normalize = cls._from_data(data)
+            raise CorruptedFileError("{} is not a VecNormalize statistics file (no obs_rms / ret_rms in it)".format(
+                load_path))
+        vec_normalize = cls._from_data(data, where=f"The statistics in {load_path}")
         vec_normalize.set_venv(venv)
         return vec_normalize
 
@@ -370,11 +347,12 @@ class VecNormalize(VecEnvWrapper):
 
         :param save_path: (str) The path to save to
         """
-        _atomic_pickle_dump(self._to_data(), save_path)
+        atomic_write_bytes(save_path, pickle.dumps(self._to_data(), protocol=pickle.HIGHEST_PROTOCOL))
 
     def save_running_average(self, path: str) -> None:
         """
-        Write ``obs_rms.pkl`` and ``ret_rms.pkl`` (plain data: mean, var, count) to the folder ``path``.
+        Write ``obs_rms.pkl`` and ``ret_rms.pkl`` (plain data: mean, var, count) to the folder ``path``; both files
+        are replaced together.
 
         :param path: (str) path to log dir
 
@@ -382,8 +360,9 @@ class VecNormalize(VecEnvWrapper):
             This function will be removed in a future version, use ``save`` instead
         """
         warnings.warn("Usage of `save_running_average` is deprecated. Please use `save` instead.", DeprecationWarning)
-        for rms, name in ((self.obs_rms, "obs_rms"), (self.ret_rms, "ret_rms")):
-            _atomic_pickle_dump(_rms_to_data(rms), os.path.join(path, "{}.pkl".format(name)))
+        atomic_write_many({os.path.join(path, "{}.pkl".format(name)): pickle.dumps(
+            _rms_to_data(rms), protocol=pickle.HIGHEST_PROTOCOL)
+            for rms, name in ((self.obs_rms, "obs_rms"), (self.ret_rms, "ret_rms"))})
 
     def load_running_average(self, path: str) -> None:
         """
@@ -399,10 +378,8 @@ class VecNormalize(VecEnvWrapper):
         loaded = {}
         for name in ("obs_rms", "ret_rms"):
             file_path = os.path.join(path, "{}.pkl".format(name))
-            try:
-                loaded[name] = _rms_from_data(_restricted_load(file_path))
-            except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError) as exc:
-                raise ValueError("{} is not a running mean/std statistics file: {}".format(file_path, exc)) from exc
+            value = _read_statistics(file_path, "running mean/std statistics file")
+            loaded[name] = _rms_from_data(value, f"The statistics in {file_path}")
         if loaded["obs_rms"].mean.shape != self.observation_space.shape:
             raise ValueError("{}: statistics of shape {} do not match observations of shape {}".format(
                 os.path.join(path, "obs_rms.pkl"), loaded["obs_rms"].mean.shape, self.observation_space.shape))

@@ -20,16 +20,22 @@ Differences from stable-baselines 2.10, all fixes of SB2 bugs:
   dimension, which its own ``pretrain`` / GAIL placeholders could not be fed with).
 * :class:`DataLoader` runs in-process (no worker process, no queue); it never yields an empty
   minibatch.
-* ``.npz`` files are loaded with ``allow_pickle=False``.
+* ``.npz`` files are read without pickles, and every array size is checked from its header before it is read
+  (:func:`read_expert_npz`); only numeric arrays and text arrays (image paths) are accepted.
 """
 from __future__ import annotations
 
 import os
+import struct
 import warnings
 import zipfile
+import zlib
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+
+from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, get_load_limits
+from sbtf.common.safe_zip import NUMERIC_KINDS, open_zip, read_npz
 
 REQUIRED_KEYS = ("obs", "actions", "episode_returns", "episode_starts")
 
@@ -183,6 +189,80 @@ def _log(message: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # ExpertDataset
 # ---------------------------------------------------------------------------------------------
+# reading expert .npz files (sizes checked from the headers; numeric arrays and text arrays of image paths)
+# ---------------------------------------------------------------------------------------------
+def _npy_header(handle, where: str) -> Tuple[Tuple[int, ...], bool, np.dtype]:
+    """The ``(shape, fortran order, dtype)`` of an ``.npy`` header, whatever its dtype (nothing is allocated)."""
+    from numpy.lib import format as npy_format  # pylint: disable=import-outside-toplevel
+
+    try:
+        version = npy_format.read_magic(handle)
+        shape, fortran, dtype = npy_format._read_array_header(handle, version, max_header_size=10000)  # noqa: SLF001
+    except (ValueError, TypeError, SyntaxError, struct.error, OSError, EOFError, zlib.error, zipfile.BadZipFile,
+            KeyError, RecursionError, MemoryError, OverflowError, UnicodeDecodeError, RuntimeError) as exc:
+        raise CorruptedFileError(f"{where} has no valid .npy header ({type(exc).__name__}: {exc}).") from exc
+    if not isinstance(shape, tuple) or len(shape) > 32 or not all(isinstance(n, int) and n >= 0 for n in shape):
+        raise CorruptedFileError(f"{where} has an invalid shape {shape!r}.")
+    return shape, bool(fortran), dtype
+
+
+def _is_text(dtype: np.dtype) -> bool:
+    return dtype.kind == "U" and dtype.fields is None and dtype.subdtype is None and 0 < dtype.itemsize <= 1 << 16
+
+
+def read_expert_npz(path: str) -> Dict[str, np.ndarray]:
+    """
+    The arrays of an expert ``.npz``, read safely: numeric arrays (bool, int, uint, float) and text arrays (the image
+    paths of image datasets); every size is checked from the headers against ``max_array_bytes`` before anything is
+    read; object, structured and other arrays raise :class:`ModelDataError` saying how to convert the file.
+    """
+    what = f"expert dataset {path!r}"
+    budget = get_load_limits().max_array_bytes
+    text: Dict[str, np.ndarray] = {}
+    order = []
+    with open_zip(path, what) as archive:
+        for info in archive.infolist():
+            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            order.append(key)
+            where = f"Array {key!r} of the {what}"
+            try:
+                handle = archive.open(info)
+            except (zipfile.BadZipFile, zlib.error, OSError, NotImplementedError, RuntimeError, ValueError) as exc:
+                raise CorruptedFileError(f"{where} cannot be opened ({type(exc).__name__}: {exc}).") from exc
+            with handle:
+                shape, fortran, dtype = _npy_header(handle, where)
+                if dtype.kind in NUMERIC_KINDS:
+                    continue  # read below, by safe_zip.read_npz
+                if not _is_text(dtype):
+                    raise ModelDataError(
+                        f"Expert dataset {path!r} holds pickled object arrays or other non-numeric data ({key!r} has "
+                        f"dtype {dtype}), which sbtf does not load from files. Store numbers (and image paths as a "
+                        "str array): if you trust the file, load it with np.load(path, allow_pickle=True), convert "
+                        "each array with np.asarray(value, dtype=np.float32) (or str for image paths) and save it "
+                        "again with np.savez, or pass the arrays as traj_data=dict(...).")
+                nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                if nbytes > info.file_size:
+                    raise CorruptedFileError(f"{where} announces {nbytes:,} bytes of data but the member holds only "
+                                             f"{info.file_size:,}; the file is truncated or corrupted.")
+                if nbytes > budget:
+                    raise FileLimitError(f"{where} announces {nbytes:,} bytes, beyond the {budget:,}-byte limit; raise "
+                                         "it with sbtf.common.file_errors.load_limits(max_array_bytes=...) if you "
+                                         "trust the file.")
+                try:
+                    data = handle.read(nbytes + 1)
+                except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as exc:
+                    raise CorruptedFileError(f"{where} cannot be read ({type(exc).__name__}: {exc}).") from exc
+                if len(data) != nbytes:
+                    raise CorruptedFileError(f"{where} holds {len(data):,} bytes of data but its header announces "
+                                             f"{nbytes:,}; the file is truncated or corrupted.")
+                budget -= nbytes
+                array = np.frombuffer(bytearray(data), dtype=dtype)
+                text[key] = array.reshape(shape[::-1]).transpose() if fortran else array.reshape(shape)
+    numeric = read_npz(path, names=[k for k in order if k not in text], max_bytes=budget, what=what)
+    return {key: text[key] if key in text else numeric[key] for key in order}
+
+
+# ---------------------------------------------------------------------------------------------
 class ExpertDataset(object):
     """
     Dataset for using behavior cloning or GAIL.
@@ -325,18 +405,8 @@ class ExpertDataset(object):
             else:
                 raise FileNotFoundError(f"Expert dataset not found: {path!r}")
         if not zipfile.is_zipfile(path):
-            raise ValueError(f"Expert dataset {path!r} is not an .npz archive")
-        try:
-            with np.load(path, allow_pickle=False) as archive:
-                return {key: archive[key] for key in archive.files}, path
-        except ValueError as exc:
-            if "allow_pickle" in str(exc):
-                raise ValueError(f"Expert dataset {path!r} holds pickled object arrays, which sbtf does not "
-                                 "load from files; if you trust it, load it with "
-                                 "np.load(path, allow_pickle=True) and pass it as traj_data=dict(...)") from exc
-            raise ValueError(f"Could not read the expert dataset {path!r}: {exc}") from exc
-        except (OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"Could not read the expert dataset {path!r}: {exc}") from exc
+            raise CorruptedFileError(f"Expert dataset {path!r} is not an .npz archive")
+        return read_expert_npz(path), path
 
     def init_dataloader(self, batch_size):
         """
