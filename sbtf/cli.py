@@ -486,16 +486,25 @@ class EnvSettings:
     frame_stack: int = 0
     env_wrapper: Any = None
     env_kwargs: Dict[str, Any] = field(default_factory=dict)
+    #: 'module.Name' wrappers the user allowed (command line / Python) besides sbtf's and gymnasium's own
+    allowed_wrappers: Tuple[str, ...] = ()
+    #: where the settings were read (for messages)
+    source: str = "the hyperparameters"
 
 
-def env_settings(hyperparams: Dict[str, Any]) -> EnvSettings:
+def env_settings(hyperparams: Dict[str, Any], allowed_wrappers: Sequence[str] = (),
+                 source: str = "the hyperparameters") -> EnvSettings:
     """
     Read normalize / frame_stack / env_wrapper / env_kwargs from hyperparameters (shipped, user's or a config.yml).
+    These are data: ``env_wrapper`` resolves only to sbtf's or gymnasium's wrappers, or to names in
+    ``allowed_wrappers`` (``--allow-wrapper``), see :func:`wrapper_class`.
 
     :param hyperparams: (dict)
+    :param allowed_wrappers: (list of str) 'module.Name' wrappers the user trusts
+    :param source: (str) where ``hyperparams`` were read, for messages (e.g. the config.yml path)
     :return: (EnvSettings)
     """
-    settings = EnvSettings()
+    settings = EnvSettings(allowed_wrappers=tuple(_wrapper_path(p) for p in allowed_wrappers), source=source)
     normalize = hyperparams.get("normalize", False)
     if isinstance(normalize, str):
         try:
@@ -536,16 +545,71 @@ def _import_object(path: str, what: str) -> Any:
         raise CLIError("{}: cannot import {!r}: {}".format(what, path, exc)) from exc
 
 
-def wrapper_class(spec: Any) -> Optional[Callable[[Any], Any]]:
+#: rl-baselines-zoo wrappers that zoo config.yml files name (sbtf does not provide them yet)
+ZOO_WRAPPERS = ("utils.wrappers.", "utils.utils.")
+_TRUSTED_WRAPPER_MODULES = ("sbtf", "gymnasium")
+
+
+def _wrapper_path(path: str) -> str:
+    return str(path).strip().replace(":", ".")
+
+
+def _plain_kwargs(value: Any, depth: int = 0) -> bool:
+    if depth > 16:
+        return False
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain_kwargs(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain_kwargs(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _resolve_wrapper(path: str, settings: EnvSettings) -> Any:
+    """
+    The wrapper class a settings file names. sbtf's and gymnasium's wrapper classes (subclasses of
+    ``gymnasium.Wrapper``) are resolved; any other name only when the user allowed it (``--allow-wrapper``), because
+    importing and calling an arbitrary name from a file is running code from that file.
+    """
+    import gymnasium  # pylint: disable=import-outside-toplevel
+
+    path = _wrapper_path(path)
+    module_name, sep, attr = path.rpartition(".")
+    if not sep or not module_name or not attr.isidentifier():
+        raise CLIError("env_wrapper in {}: {!r} is not a 'module.Name' path".format(settings.source, path))
+    if path in settings.allowed_wrappers:
+        return _import_object(path, "env_wrapper")
+    if module_name.split(".")[0] in _TRUSTED_WRAPPER_MODULES:
+        try:
+            obj = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError):
+            obj = None
+        if isinstance(obj, type) and issubclass(obj, gymnasium.Wrapper):
+            return obj
+    hint = ""
+    if path.startswith(ZOO_WRAPPERS):
+        hint = (" It is an rl-baselines-zoo wrapper, which sbtf does not provide yet; with the zoo's utils on your "
+                "PYTHONPATH, pass --allow-wrapper {} to use it.".format(path))
+    raise CLIError("env_wrapper in {} names {!r}, which is not an sbtf or gymnasium wrapper class. A settings file is "
+                   "data: sbtf does not import and call other names from it. If you trust it, pass --allow-wrapper "
+                   "{} (in Python: env_settings(..., allowed_wrappers=[{!r}])).{}".format(
+                       settings.source, path, path, path, hint))
+
+
+def wrapper_class(spec: Any, settings: Optional[EnvSettings] = None) -> Optional[Callable[[Any], Any]]:
     """
     The function that applies ``env_wrapper``: a 'module.Class' string, a ``{'module.Class': {kwargs}}`` dict, or a
-    list of those (applied in order).
+    list of those (applied in order). Names resolve only to sbtf's and gymnasium's wrappers or to names in
+    ``settings.allowed_wrappers``; arguments must be plain YAML data.
 
     :param spec: the ``env_wrapper`` hyperparameter
+    :param settings: (EnvSettings) the allowed names and the source, for messages
     :return: (callable or None)
     """
     if not spec:
         return None
+    settings = settings or EnvSettings()
     items = spec if isinstance(spec, list) else [spec]
     wrappers: List[Tuple[Any, Dict[str, Any]]] = []
     for item in items:
@@ -557,9 +621,10 @@ def wrapper_class(spec: Any) -> Optional[Callable[[Any], Any]]:
         else:
             raise CLIError("env_wrapper: expected 'module.Class', {{'module.Class': {{kwargs}}}} or a list of "
                            "those, got {!r}".format(item))
-        if not isinstance(kwargs, dict):
-            raise CLIError("env_wrapper: the arguments of {} must be a dict, got {!r}".format(path, kwargs))
-        wrappers.append((_import_object(str(path), "env_wrapper"), dict(kwargs)))
+        if not isinstance(kwargs, dict) or not _plain_kwargs(kwargs):
+            raise CLIError("env_wrapper: the arguments of {} must be a dict of plain values, got {!r}".format(
+                path, kwargs))
+        wrappers.append((_resolve_wrapper(str(path), settings), dict(kwargs)))
 
     def wrap(env: Any) -> Any:
         for cls, kwargs in wrappers:
@@ -589,7 +654,7 @@ def make_env(env_id: str, n_envs: int, seed: Optional[int], settings: EnvSetting
     env_kwargs = dict(settings.env_kwargs)
     if render_mode is not None:
         env_kwargs["render_mode"] = render_mode
-    wrap = wrapper_class(settings.env_wrapper)
+    wrap = wrapper_class(settings.env_wrapper, settings)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*render_mode.*")
@@ -907,6 +972,9 @@ def _add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--gym-packages", nargs="+", default=[], metavar="MODULE",
                         help="Python modules to import first (they register extra envs)")
+    parser.add_argument("--allow-wrapper", action="append", default=[], metavar="MODULE.NAME",
+                        help="an env_wrapper named by the hyperparameters or the run's config.yml that is neither "
+                             "sbtf's nor gymnasium's and that you trust (repeatable)")
 
 
 def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -985,7 +1053,7 @@ def plan_training(args: argparse.Namespace) -> TrainPlan:
     if n_envs > 1 and algo not in MULTI_ENV_ALGOS:
         raise CLIError("{} trains on a single env: n_envs must be 1, got {} (multi-env algorithms: {})".format(
             algo, n_envs, ", ".join(sorted(MULTI_ENV_ALGOS))))
-    settings = env_settings(hyperparams)
+    settings = env_settings(hyperparams, getattr(args, "allow_wrapper", ()), "the hyperparameters")
     if algo == "her" and (settings.normalize or settings.frame_stack):
         raise CLIError("her does not support normalize or frame_stack (HER wraps the env itself)")
 
@@ -1219,7 +1287,7 @@ def run_enjoy(args: argparse.Namespace) -> int:
     if os.path.isfile(config_path):
         with open(config_path, "r", encoding="utf-8") as handle:
             config = yaml.safe_load(handle) or {}
-    settings = env_settings(config)
+    settings = env_settings(config, getattr(args, "allow_wrapper", ()), config_path)
     algo_class = load_algorithm(algo)
 
     render_mode = "rgb_array" if args.gif else ("human" if args.render else None)
