@@ -1,0 +1,316 @@
+"""Generators of crafted (hostile or broken) files for every loader, and of the good files they are made from.
+
+Each case is ``(name, loader, filename, expect)``: ``loader`` names how the runner opens it
+(:mod:`tests.load_runner`), ``expect`` is ``"error"`` (a typed ``ModelFileError``) or ``"load"`` (loads and acts like
+the good file). The canary command of the hostile cases would create :data:`CANARY`.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import pickle
+import struct
+import zipfile
+from pathlib import Path
+from typing import Callable, Dict, List, Tuple
+
+import numpy as np
+
+CANARY = "/tmp/sbtf_crafted_canary"
+SHARED_ZOO = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sb2_zoo"
+Case = Tuple[str, str, str, str]
+
+
+# ------------------------------------------------------------------------------------------------ good files
+def make_good_files(folder: Path) -> Dict[str, Path]:
+    """A small trained PPO2 zip, a VecNormalize file, an obs_rms/ret_rms pair, an expert npz and a replay buffer."""
+    import gymnasium as gym
+
+    from sbtf import PPO2
+    from sbtf.common.buffers import ReplayBuffer
+    from sbtf.common.vec_env import DummyVecEnv, VecNormalize
+
+    folder.mkdir(parents=True, exist_ok=True)
+    model = PPO2("MlpPolicy", "CartPole-v1", n_steps=64, nminibatches=1, noptepochs=1, seed=0)
+    model.learn(128)
+    model.save(folder / "good.zip")
+    venv = VecNormalize(DummyVecEnv([lambda: gym.make("CartPole-v1")]))
+    venv.reset()
+    for _ in range(20):
+        venv.step(np.array([venv.action_space.sample()]))
+    venv.save(str(folder / "vecnormalize.pkl"))
+    stats = folder / "stats"
+    stats.mkdir(exist_ok=True)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        venv.save_running_average(str(stats))
+    np.savez(folder / "expert.npz", actions=np.zeros((20, 1)), obs=np.zeros((20, 4), np.float32),
+             rewards=np.ones(20), episode_returns=np.array([10.0, 10.0]),
+             episode_starts=np.array([True] + [False] * 9 + [True] + [False] * 9))
+    buffer = ReplayBuffer(50)
+    for i in range(10):
+        buffer.add(np.ones(4) * i, 0, 1.0, np.ones(4), False)
+    buffer.save(str(folder / "buffer.npz"))
+    return {"model": folder / "good.zip", "vecnorm": folder / "vecnormalize.pkl", "stats": stats,
+            "expert": folder / "expert.npz", "buffer": folder / "buffer.npz"}
+
+
+# ------------------------------------------------------------------------------------------------ zip helpers
+def zip_members(path: Path) -> Dict[str, bytes]:
+    with zipfile.ZipFile(path) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def write_zip(path: Path, members: Dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, payload in members.items():
+            archive.writestr(name, payload)
+    return path
+
+
+def with_data(good: Path, path: Path, edit: Callable[[dict], None]) -> Path:
+    members = zip_members(good)
+    data = json.loads(members["data"])
+    edit(data)
+    members["data"] = json.dumps(data).encode()
+    return write_zip(path, members)
+
+
+def npy_bytes(descr: str, shape: tuple, data: bytes = b"") -> bytes:
+    header = repr({"descr": descr, "fortran_order": False, "shape": shape}).encode()
+    header += b" " * (63 - (len(header) + 10) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + data
+
+
+def with_param(good: Path, path: Path, payload: bytes) -> Path:
+    """``good`` with its first parameter's .npy member replaced by ``payload``."""
+    members = zip_members(good)
+    first = json.loads(members["parameter_list"])[0]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(members["parameters"])) as old, zipfile.ZipFile(buffer, "w") as new:
+        for info in old.infolist():
+            new.writestr(info.filename, payload if info.filename == first + ".npy" else old.read(info))
+    members["parameters"] = buffer.getvalue()
+    return write_zip(path, members)
+
+
+def bomb_member(good: Path, path: Path, member: str, megabytes: int, fill: bytes = b"\0") -> Path:
+    """``good`` with ``member`` replaced by ``megabytes`` MB of ``fill`` (deflated, streamed: cheap to make)."""
+    members = zip_members(good)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, payload in members.items():
+            if name != member:
+                archive.writestr(name, payload)
+        with archive.open(member, "w", force_zip64=True) as handle:
+            chunk = fill * (1 << 20)
+            for _ in range(megabytes):
+                handle.write(chunk)
+    return path
+
+
+def cloudpickle_blob(command: str) -> str:
+    class Boom:
+        def __reduce__(self):
+            return (os.system, (command,))
+
+    return base64.b64encode(pickle.dumps(Boom())).decode()
+
+
+# ------------------------------------------------------------------------------------------------ pickle helpers
+def p_global(module: str, name: str) -> bytes:
+    return b"c" + module.encode() + b"\n" + name.encode() + b"\n"
+
+
+def p_str(text: str) -> bytes:
+    raw = text.encode()
+    return b"X" + struct.pack("<I", len(raw)) + raw
+
+
+def p_int(value: int) -> bytes:
+    raw = value.to_bytes((value.bit_length() + 8) // 8 or 1, "little", signed=True)
+    return b"\x8a" + bytes([len(raw)]) + raw
+
+
+def p_reduce(module: str, name: str, *args: bytes) -> bytes:
+    return p_global(module, name) + b"(" + b"".join(args) + b"tR"
+
+
+def pickle_with_obs_rms(value: bytes) -> bytes:
+    """A VecNormalize-shaped pickle: ``{"obs_rms": <value>, "ret_rms": <value>}``."""
+    return b"\x80\x02}(" + p_str("obs_rms") + value + p_str("ret_rms") + value + b"u."
+
+
+def forged_dtype_array() -> bytes:
+    """``_reconstruct(ndarray, (0,), b'b')`` + BUILD with a dtype whose BUILD state forges flags/itemsize."""
+    dtype = (p_reduce("numpy", "dtype", p_str("f8"), b"\x89", b"\x88")  # dtype('f8', False, True)
+             + b"(K\x03" + p_str("<") + b"NNN" + b"J\xff\xff\xff\x7f" + b"J\x01\x00\x00\x00" + b"K?tb")
+    return (p_reduce("numpy.core.multiarray", "_reconstruct", p_global("numpy", "ndarray"), b"K\x00\x85",
+                     b"C\x01b") + b"(K\x01K\x10\x85" + dtype + b"\x89" + b"B" + struct.pack("<I", 16) + b"A" * 16
+            + b"tb")
+
+
+def object_array() -> bytes:
+    """An ndarray of dtype object whose data is a list (``_reconstruct`` + BUILD)."""
+    return (p_reduce("numpy.core.multiarray", "_reconstruct", p_global("numpy", "ndarray"), b"K\x00\x85",
+                     b"C\x01b")
+            + b"(K\x01K\x02\x85" + p_reduce("numpy", "dtype", p_str("O8"), b"\x89", b"\x88")
+            + b"\x89]" + p_str("a") + p_str("b") + b"\x86" + b"tb")
+
+
+def colliding_dict(n: int) -> bytes:
+    body = b"".join(p_int(k * (2 ** 61 - 1)) + b"K\x00" for k in range(1, n))
+    return b"}(" + body + b"u"
+
+
+def nested_lists(depth: int) -> bytes:
+    return b"]" * depth + b"a" * (depth - 1)
+
+
+SELF_REF = b"]q\x00h\x00a"
+
+
+# ------------------------------------------------------------------------------------------------ the cases
+def make_cases(good: Dict[str, Path], folder: Path) -> List[Case]:
+    """Write every crafted file into ``folder``; return the cases."""
+    folder.mkdir(parents=True, exist_ok=True)
+    model = good["model"]
+    cases: List[Case] = []
+
+    def add(name: str, loader: str, path: Path, expect: str = "error") -> None:
+        cases.append((name, loader, str(path), expect))
+
+    touch = f"touch {CANARY}"
+    # --- code execution through the sbtf zip's JSON data ---------------------------------------
+    entries = {
+        "enum_exec": {"__enum__": "builtins:exec", "value": f"open({CANARY!r}, 'w')"},
+        "enum_system": {"__enum__": "os:system", "value": touch},
+        "data_object_system": {"__data_object__": "os:system", "state": touch},
+        "class_popen": {"__class__": "subprocess:Popen"},
+        "pickle_blob": {"__pickle__": cloudpickle_blob(touch), "repr": "x", "type": "x:y"},
+    }
+    for name, entry in entries.items():
+        path = with_data(model, folder / f"json_{name}.zip", lambda d, e=entry: d.update(gamma=e))
+        add(f"json_{name}", "model", path)
+        add(f"json_{name}_params", "params", path, "load")  # weights only: the data is not decoded
+    path = with_data(model, folder / "json_callable_pickle.zip",
+                     lambda d: d.update(learning_rate={"__callable__": {"repr": "f", "sampled": None,
+                                                                        "pickle": cloudpickle_blob(touch)}}))
+    add("json_callable_pickle", "model_stub_ok", path, "load")  # an inert stand-in, never unpickled
+    for key in ("load_parameters", "predict", "_from_data", "set_env"):
+        add(f"method_key_{key}", "model", with_data(model, folder / f"key_{key}.zip", lambda d, k=key: d.update({k: 1})),
+            "load")
+    # --- hangs, depth, memory in the sbtf zip ----------------------------------------------------
+    add("json_colliding_keys", "model", with_data(
+        model, folder / "json_collide.zip",
+        lambda d: d.update(policy_kwargs={"__dict_items__": [[k * (2 ** 61 - 1), 0] for k in range(80000)]})))
+    members = zip_members(model)
+    members["data"] = b'{"gamma": ' + b"[" * 100000 + b"]" * 100000 + b"}"
+    add("json_deep", "model", write_zip(folder / "json_deep.zip", members))
+    add("npy_subarray_dtype", "model", with_param(model, folder / "npy_subarray.zip", npy_bytes("(20000,20000)<f4", (1,))))
+    add("npy_huge_shape", "model", with_param(model, folder / "npy_shape.zip", npy_bytes("<f4", (20000, 20000))))
+    add("npy_object", "model", with_param(model, folder / "npy_object.zip", npy_bytes("|O", (3,))))
+    for name, array in (("strings", np.array(["a", "b"])), ("datetimes", np.array([1, 2], "M8[s]")),
+                        ("bools", np.array([True, False])), ("uint64", np.array([1, 2], np.uint64))):
+        buffer = io.BytesIO()
+        np.save(buffer, array)
+        add(f"param_{name}", "model", with_param(model, folder / f"param_{name}.zip", buffer.getvalue()))
+    add("zip_bomb_data", "model", bomb_member(model, folder / "bomb_data.zip", "data", 300, b" "))
+    add("zip_bomb_params", "model", bomb_member(model, folder / "bomb_params.zip", "parameters", 300))
+    add("huge_layers", "model", with_data(model, folder / "huge_layers.zip",
+                                          lambda d: d.update(policy_kwargs={"net_arch": [10 ** 6, 10 ** 6]})))
+    add("huge_box", "model", with_data(model, folder / "huge_box.zip", lambda d: d.update(observation_space={
+        "__space__": {"type": "Box", "low": 0, "high": 1, "shape": [100000, 100000], "dtype": "float32"}})))
+    # --- malformed sbtf zips -----------------------------------------------------------------------
+    for member, payload in (("data", b"[]"), ("sbtf_format", b"[1]"), ("parameter_list", b"{}"), ("data", b"\xff")):
+        members = zip_members(model)
+        members[member] = payload
+        add(f"malformed_{member}_{len(cases)}", "model", write_zip(folder / f"malformed_{len(cases)}.zip", members))
+    for member in ("data", "parameters", "parameter_list"):
+        members = zip_members(model)
+        del members[member]
+        add(f"missing_{member}", "model", write_zip(folder / f"missing_{member}.zip", members))
+    raw = model.read_bytes()
+    for fraction in (0.1, 0.5, 0.9, 0.999):
+        path = folder / f"truncated_{fraction}.zip"
+        path.write_bytes(raw[: int(len(raw) * fraction)])
+        add(f"truncated_{fraction}", "model", path)
+    # --- legacy pickles: SB2 model, VecNormalize, running averages -----------------------------------
+    hostile_pickles = {
+        "reduce_system": b"\x80\x02" + p_reduce("os", "system", p_str(touch)) + b".",
+        "reduce_posix": b"\x80\x02" + p_reduce("posix", "system", p_str(touch)) + b".",
+        "reduce_eval": b"\x80\x02" + p_reduce("builtins", "eval", p_str(f"open({CANARY!r},'w')")) + b".",
+        "bytes_bomb": b"\x80\x02" + p_reduce("builtins", "bytes", b"J\x00\x00\x00\xc8") + b".",
+        "bytearray_bomb": b"\x80\x02" + p_reduce("builtins", "bytearray", b"J\x00\x00\x00\x7f") + b".",
+        "codecs_chain": b"\x80\x02" + p_reduce("_codecs", "encode", p_reduce("_codecs", "encode", p_str("A" * 64),
+                                                                             p_str("latin1")), p_str("hex")) + b".",
+        "forged_dtype": b"\x80\x02" + pickle_with_obs_rms(forged_dtype_array())[2:],
+        "object_array": b"\x80\x02" + pickle_with_obs_rms(object_array())[2:],
+        "colliding_keys": b"\x80\x02" + colliding_dict(80000) + b".",
+        "deep_lists": b"\x80\x02" + nested_lists(100000) + b".",
+        "self_reference": b"\x80\x02" + SELF_REF + b".",
+        "build_on_marker": b"\x80\x02" + p_global("stable_baselines.common.policies", "MlpPolicy")
+                           + b"N}" + p_str("sb2_path") + p_str("x") + b"s\x86b.",
+        "persistent_id": b"\x80\x02P0\n.",
+    }
+    for name, payload in hostile_pickles.items():
+        for loader, suffix in (("model", ".pkl"), ("vecnorm", ".pkl")):
+            path = folder / f"pickle_{name}_{loader}{suffix}"
+            path.write_bytes(payload)
+            add(f"pickle_{name}_{loader}", loader, path)
+    vec_raw = good["vecnorm"].read_bytes()
+    if b"<f8" in vec_raw:
+        path = folder / "vecnorm_O8.pkl"
+        path.write_bytes(vec_raw.replace(b"<f8", b"|O8", 1))
+        add("vecnorm_f8_to_O8", "vecnorm", path)
+    for fraction in (0.3, 0.7):
+        path = folder / f"vecnorm_truncated_{fraction}.pkl"
+        path.write_bytes(vec_raw[: int(len(vec_raw) * fraction)])
+        add(f"vecnorm_truncated_{fraction}", "vecnorm", path)
+    stats = folder / "stats_no_count"
+    stats.mkdir(exist_ok=True)
+    for name in ("obs_rms", "ret_rms"):
+        (stats / f"{name}.pkl").write_bytes(pickle.dumps({"mean": np.zeros(4), "var": np.ones(4)}))
+    add("running_average_no_count", "running_average", stats)
+    stats = folder / "stats_hostile"
+    stats.mkdir(exist_ok=True)
+    (stats / "obs_rms.pkl").write_bytes(hostile_pickles["reduce_system"])
+    (stats / "ret_rms.pkl").write_bytes(hostile_pickles["reduce_system"])
+    add("running_average_system", "running_average", stats)
+    # --- expert datasets and replay buffers -------------------------------------------------------------
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("obs.npy", npy_bytes("<f4", (500_000_000,)))
+        archive.writestr("actions.npy", npy_bytes("<f4", (10,), bytes(40)))
+    (folder / "expert_2gb.npz").write_bytes(buffer.getvalue())
+    add("expert_2gb", "expert", folder / "expert_2gb.npz")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("obs.npy", npy_bytes("|O", (2,)))
+    (folder / "expert_object.npz").write_bytes(buffer.getvalue())
+    add("expert_object", "expert", folder / "expert_object.npz")
+    buffer_raw = good["buffer"].read_bytes()
+    (folder / "buffer_truncated.npz").write_bytes(buffer_raw[: len(buffer_raw) // 2])
+    add("buffer_truncated", "buffer", folder / "buffer_truncated.npz")
+    with zipfile.ZipFile(folder / "buffer_huge.npz", "w") as archive:
+        for name in zipfile.ZipFile(good["buffer"]).namelist():
+            archive.writestr(name, npy_bytes("<f8", (400_000_000,)))
+    add("buffer_huge", "buffer", folder / "buffer_huge.npz")
+    # --- real SB2 files with hostile edits (when the shared fixtures are there) --------------------------
+    zoo_ppo2 = SHARED_ZOO / "ppo2" / "CartPole-v1.pkl"
+    if zoo_ppo2.exists():
+        raw = zoo_ppo2.read_bytes()
+        path = folder / "sb2_with_system.pkl"
+        # replace the policy reference by os.system: a reference that is called would run the command
+        path.write_bytes(raw.replace(b"stable_baselines.common.policies\nMlpPolicy\n", b"os\nsystem\n", 1)
+                         if b"stable_baselines.common.policies\nMlpPolicy\n" in raw else
+                         b"\x80\x02" + p_reduce("os", "system", p_str(touch)) + b".")
+        add("sb2_pkl_policy_is_system", "model", path)
+        for fraction in (0.2, 0.6):
+            path = folder / f"sb2_truncated_{fraction}.pkl"
+            path.write_bytes(raw[: int(len(raw) * fraction)])
+            add(f"sb2_truncated_{fraction}", "model", path)
+    return cases

@@ -1,0 +1,94 @@
+"""Open files with sbtf's loaders in this (child) process and report one JSON line per file.
+
+``python tests/load_runner.py SPEC.json`` where SPEC holds ``{"good": {...}, "cases": [[name, loader, path,
+expect], ...]}``. For each case: the outcome (``loaded`` / ``typed:<ErrorClass>`` / ``untyped:<ErrorClass>``), the
+seconds the load call took, and the growth of the peak RSS (MB). The process guards itself with an address-space
+limit (a runaway allocation fails instead of taking the machine). At the end a good model is loaded again and
+must act exactly as before: ``{"final": "ok"}``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+import warnings
+
+# TensorFlow maps a few GB of address space when it starts; 16 GB leaves room for that while stopping a loader
+# that tries to allocate tens of GB (the "memory" assertion itself uses the peak-RSS growth).
+ADDRESS_SPACE_LIMIT = 16 << 30
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def main(spec_path: str) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    warnings.simplefilter("ignore")
+    import numpy as np
+    import gymnasium as gym
+
+    from sbtf import PPO2
+    from sbtf.common.buffers import load_buffer
+    from sbtf.common.file_errors import ModelFileError
+    from sbtf.common.vec_env import DummyVecEnv, VecNormalize
+    from sbtf.gail import ExpertDataset
+
+    with open(spec_path, encoding="utf-8") as handle:
+        spec = json.load(handle)
+    good = spec["good"]
+    obs = np.random.RandomState(0).uniform(-1, 1, (6, 4)).astype(np.float32)
+    reference = PPO2.load(good["model"])  # warm up: the first model build is not counted
+    expected = reference.predict(obs, deterministic=True)[0]
+    venv = DummyVecEnv([lambda: gym.make("CartPole-v1")])
+    VecNormalize.load(good["vecnorm"], venv)
+
+    def open_case(loader: str, path: str) -> None:
+        if loader in ("model", "model_stub_ok"):
+            model = PPO2.load(path)
+            if not np.array_equal(model.predict(obs, deterministic=True)[0], expected):
+                raise AssertionError("a loaded model acts differently from the good file")
+        elif loader == "params":
+            target = PPO2.load(good["model"])
+            target.load_parameters(path)
+            if not np.array_equal(target.predict(obs, deterministic=True)[0], expected):
+                raise AssertionError("load_parameters gave other weights")
+        elif loader == "vecnorm":
+            VecNormalize.load(path, venv)
+        elif loader == "running_average":
+            VecNormalize(venv).load_running_average(path)
+        elif loader == "expert":
+            ExpertDataset(expert_path=path, batch_size=4, sequential_preprocessing=True, verbose=0)
+        elif loader == "buffer":
+            load_buffer(path)
+        else:
+            raise ValueError(f"unknown loader {loader}")
+
+    for name, loader, path, _expect in spec["cases"]:
+        before = _peak_mb()
+        start = time.perf_counter()
+        try:
+            open_case(loader, path)
+            outcome = "loaded"
+        except ModelFileError as exc:
+            outcome = f"typed:{type(exc).__name__}"
+            detail = str(exc)[:300]
+        except BaseException as exc:  # noqa: BLE001 - reported, the test decides
+            outcome = f"untyped:{type(exc).__name__}"
+            detail = "".join(traceback.format_exception_only(type(exc), exc))[-400:]
+        else:
+            detail = ""
+        seconds = time.perf_counter() - start
+        print(json.dumps({"name": name, "outcome": outcome, "seconds": round(seconds, 3),
+                          "rss_growth_mb": round(_peak_mb() - before, 1), "detail": detail}), flush=True)
+    model = PPO2.load(good["model"])
+    final = "ok" if np.array_equal(model.predict(obs, deterministic=True)[0], expected) else "changed"
+    print(json.dumps({"final": final}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
