@@ -21,6 +21,10 @@ import warnings
 ADDRESS_SPACE_LIMIT = 16 << 30
 
 
+class LoadedButCannotAct(Exception):
+    """A file loaded without error but the model it gave cannot predict on its own observation space."""
+
+
 def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -52,6 +56,14 @@ def main(spec_path: str) -> None:
             model = PPO2.load(path)
             if not np.array_equal(model.predict(obs, deterministic=True)[0], expected):
                 raise AssertionError("a loaded model acts differently from the good file")
+        elif loader.startswith("any:"):  # fuzzing: any algorithm's file; a loaded model must be able to act
+            import sbtf
+
+            model = getattr(sbtf, loader[4:]).load(path)
+            try:
+                model.predict(model.observation_space.sample(), deterministic=True)
+            except Exception as exc:  # noqa: BLE001 - reported as its own outcome
+                raise LoadedButCannotAct(f"{type(exc).__name__}: {exc}") from exc
         elif loader == "params":
             target = PPO2.load(good["model"])
             target.load_parameters(path)

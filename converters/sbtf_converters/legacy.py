@@ -47,6 +47,7 @@ from sbtf_converters.sb2_pickle import (LegacyFunction, LegacyStandIn, RefusedGl
 from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
                                      get_load_limits)
 from sbtf.common.safe_pickle import check_tree
+from sbtf.common import file_errors
 from sbtf.common.safe_zip import open_zip, read_member, read_npz
 
 __all__ = [
@@ -58,19 +59,19 @@ __all__ = [
 ]
 
 
-class LegacyModelError(ValueError):
+class LegacyModelError(file_errors.ModelFileError):
     """A stable-baselines file that sbtf cannot map (see the message for what to do)."""
 
 
-class WrongAlgorithmError(LegacyModelError):
+class WrongAlgorithmError(LegacyModelError, file_errors.WrongAlgorithmError):
     """The file holds a model of another algorithm than the class used to load it."""
 
 
-class CustomPolicyError(LegacyModelError):
+class CustomPolicyError(LegacyModelError, file_errors.UnsafeFileError):
     """The file's policy is a custom class (or uses custom functions) that sbtf cannot rebuild from the file."""
 
 
-class ParameterShapeError(LegacyModelError):
+class ParameterShapeError(LegacyModelError, file_errors.ParameterShapeError):
     """A parameter of the file does not have the shape the model needs."""
 
 
@@ -234,7 +235,8 @@ def _parse_json(payload: bytes, what: str) -> Any:
     return value
 
 
-def _read_sb2_zip(payload: bytes, custom_objects: dict, allow_pickle: bool) -> Tuple[dict, "OrderedDict[str, np.ndarray]"]:
+def _read_sb2_zip(payload: bytes, custom_objects: dict,
+                  allow_pickle: bool) -> Tuple[dict, "OrderedDict[str, np.ndarray]"]:
     """``(data, params)`` of an SB2 zip: members size-checked before decompression, parameters numeric only."""
     limits = get_load_limits()
     what = "stable-baselines zip file"
@@ -855,10 +857,9 @@ def _build_model(cls: Any, parsed: ParsedSB2, env: Any, kwargs: dict) -> Any:
             raise LegacyModelError(f"The sbtf {cls.__name__} model built from this file needs parameters the file does "
                                    f"not have: {exc}") from exc
         raise
-    except ValueError as exc:
-        if str(exc).startswith("Error: parameter "):
-            raise ParameterShapeError(f"{exc} (stable-baselines file mapped to {cls.__name__})") from exc
-        raise
+    except file_errors.ParameterShapeError as exc:
+        raise ParameterShapeError(f"{exc} (stable-baselines file mapped to {cls.__name__})", exc.name,
+                                  exc.stored_shape, exc.model_shape) from exc
     model_names = set(model.get_parameters())
     if isinstance(params, dict):
         for name, value in params.items():

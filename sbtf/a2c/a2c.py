@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.base_class import NStepActorCriticRLModel, SetVerbosity
+from sbtf.common.base_class import DeferredTrainFunction, NStepActorCriticRLModel, SetVerbosity
 from sbtf.common.optimizers import check_rms_prop_style, clip_grads, make_rmsprop
 from sbtf.common.runners import AbstractEnvRunner, swap_and_flatten
 from sbtf.common.schedules import Scheduler
@@ -48,7 +48,7 @@ class A2C(NStepActorCriticRLModel):
     """
 
     _save_schema = dict(
-        gamma=ms.Real(), n_steps=ms.Integer(1), vf_coef=ms.Real(), ent_coef=ms.Real(),
+        gamma=ms.Real(), n_steps=ms.Integer(1, ms.MAX_ROLLOUT), vf_coef=ms.Real(), ent_coef=ms.Real(),
         max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(), alpha=ms.Real(), momentum=ms.Real(),
         epsilon=ms.Real(), lr_schedule=ms.AnyOf(ms.Text(), ms.Schedule()), rms_prop_style=ms.Text(("tf", "torch")))
 
@@ -80,7 +80,7 @@ class A2C(NStepActorCriticRLModel):
             self._setup_policy(self.n_steps, self.n_batch)
             self.optimizer = make_rmsprop(self.rms_prop_style, self._variables, decay=self.alpha,
                                           epsilon=self.epsilon, momentum=self.momentum)
-            self._build_train_fn()
+            self._train_fn = DeferredTrainFunction(self)  # traced on the first update, not at load
 
     def _make_train_fn(self):
         policy = self.policy_tf

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from sbtf import logger
 from sbtf.acer.buffer import Buffer
-from sbtf.common.base_class import NStepActorCriticRLModel, SetVerbosity
+from sbtf.common.base_class import DeferredTrainFunction, NStepActorCriticRLModel, SetVerbosity
 from sbtf.common.distributions import softmax_np
 from sbtf.common.math_util import total_episode_reward_logger
 from sbtf.common.optimizers import RMSProp
@@ -208,7 +208,7 @@ class ACER(NStepActorCriticRLModel):
     #: recurrent policies are never XLA-compiled)
     _jit_compile = True
     _save_schema = dict(
-        gamma=ms.Real(), n_steps=ms.Integer(1), q_coef=ms.Real(), ent_coef=ms.Real(),
+        gamma=ms.Real(), n_steps=ms.Integer(1, ms.MAX_ROLLOUT), q_coef=ms.Real(), ent_coef=ms.Real(),
         max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(), lr_schedule=ms.AnyOf(ms.Text(), ms.Schedule()),
         rprop_alpha=ms.Real(), rprop_epsilon=ms.Real(), replay_ratio=ms.Real(), replay_start=ms.Integer(0),
         buffer_size=ms.Integer(1), correction_term=ms.Real(), trust_region=ms.Flag(), alpha=ms.Real(), delta=ms.Real())
@@ -300,7 +300,9 @@ class ACER(NStepActorCriticRLModel):
             self.optimizer = RMSProp(self._variables, decay=self.rprop_alpha, epsilon=self.rprop_epsilon)
             self.names_ops = list(NAMES_OPS) + (list(TRUST_REGION_NAMES_OPS) if self.trust_region else [])
             self._value_fn = self._make_value_fn()
-            self._build_train_fn()
+            self._train_fn = DeferredTrainFunction(self)  # traced on the first update, not at load
+            self._train_tf_diag = None
+            self._train_fn_diag = None
 
     def _sync_polyak(self) -> None:
         """Reset the averaged policy to the current parameters (at set-up, after loading or pretraining)."""

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.acktr.kfac import KfacOptimizer, factored_layers
-from sbtf.common.base_class import NStepActorCriticRLModel, SetVerbosity
+from sbtf.common.base_class import DeferredTrainFunction, NStepActorCriticRLModel, SetVerbosity
 from sbtf.common.schedules import Scheduler
 from sbtf.common.train_log import dump_update_log, log_rollout_episode_rewards
 from sbtf.common import model_schema as ms
@@ -57,7 +57,7 @@ class ACKTR(NStepActorCriticRLModel):
     """
 
     _save_schema = dict(
-        gamma=ms.Real(), gae_lambda=ms.Nullable(ms.Real()), n_steps=ms.Integer(1), vf_coef=ms.Real(), ent_coef=ms.Real(),
+        gamma=ms.Real(), gae_lambda=ms.Nullable(ms.Real()), n_steps=ms.Integer(1, ms.MAX_ROLLOUT), vf_coef=ms.Real(), ent_coef=ms.Real(),
         vf_fisher_coef=ms.Real(), max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(),
         kfac_clip=ms.Real(), lr_schedule=ms.AnyOf(ms.Text(), ms.Schedule()), kfac_update=ms.Integer(1),
         async_eigen_decomp=ms.Flag())
@@ -105,7 +105,7 @@ class ACKTR(NStepActorCriticRLModel):
                                        epsilon=0.01, stats_decay=0.99, async_eigen_decomp=self.async_eigen_decomp,
                                        cold_iter=10, max_grad_norm=self.max_grad_norm, verbose=self.verbose)
             self._fisher_gen = tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
-            self._build_train_fn()
+            self._train_fn = DeferredTrainFunction(self)  # traced on the first update, not at load
 
     def _reseed_policy(self, seed: int) -> None:
         super()._reseed_policy(seed)

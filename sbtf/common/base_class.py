@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common import model_schema, save_util
-from sbtf.common.file_errors import ModelDataError, WrongAlgorithmError
+from sbtf.common.file_errors import ModelDataError, ParameterShapeError, WrongAlgorithmError
 from sbtf.common.model_schema import check_network_size
 from sbtf.common.fast_call import FastFunction
 from sbtf.common.policies import ActorCriticPolicy, BasePolicy, get_policy_from_name
@@ -106,6 +106,20 @@ class TensorboardWriter:
         if self.writer is not None:
             self.writer.flush()
             self.writer.close()
+
+
+class DeferredTrainFunction:
+    """
+    Stands in for a model's compiled train step until its first call, which traces (and XLA-compiles) it: loading
+    a model to predict traces no training graph, and a file's sizes cannot make loading slow.
+    """
+
+    def __init__(self, model: "BaseRLModel"):
+        self.model = model
+
+    def __call__(self, *args, **kwargs):
+        self.model._build_train_fn()  # replaces model._train_fn by the real compiled function
+        return self.model._train_fn(*args, **kwargs)
 
 
 def _is_vectorized_observation(observation: np.ndarray, observation_space: gym.Space) -> bool:
@@ -453,8 +467,9 @@ class BaseRLModel(ABC):
                 if value.size == int(np.prod(var.shape)) and name.endswith("/b:0") and value.ndim == 4:
                     value = value.reshape(var.shape)  # SB2 conv bias (1, C, 1, 1)
                 else:
-                    raise ValueError(f"Error: parameter {name} has shape {tuple(value.shape)} in the given "
-                                     f"parameters but {tuple(var.shape)} in the model.")
+                    raise ParameterShapeError(f"Error: parameter {name} has shape {tuple(value.shape)} in the given "
+                                              f"parameters but {tuple(var.shape)} in the model.", name,
+                                              tuple(value.shape), tuple(var.shape))
             var.assign(value.astype(target))
         self._on_parameters_loaded()
 
@@ -541,6 +556,10 @@ class BaseRLModel(ABC):
         if unknown:
             warnings.warn(f"The model file has keys that {cls.__name__} does not store: "
                           f"{sorted(map(str, unknown))[:10]}; they were ignored (not set on the model).")
+        rollout = int(checked.get("n_steps", 1)) * int(checked.get("n_envs", 1))
+        if "n_steps" in checked and rollout > model_schema.MAX_ROLLOUT:
+            raise ModelDataError(f"The model file's n_steps * n_envs = {rollout:,} samples per rollout is beyond "
+                                 f"{model_schema.MAX_ROLLOUT:,}; the file is corrupted or was edited.")
         missing = [key for key in ("policy", "observation_space", "action_space") if key not in checked]
         if missing:
             raise ModelDataError(f"The model file has no {missing}; it is truncated or not a {cls.__name__} file.")
@@ -914,7 +933,7 @@ class NStepActorCriticRLModel(ActorCriticRLModel):
         self._runner = None
         if self.policy_tf is not None and self.n_batch != self.n_envs * self.n_steps:
             self.n_batch = self.n_envs * self.n_steps
-            self._build_train_fn()
+            self._train_fn = DeferredTrainFunction(self)
 
     def _setup_policy(self, n_steps: int, n_batch: Optional[int]) -> ActorCriticPolicy:
         """

@@ -473,10 +473,10 @@ def _int_value(data: dict, key: str, path: str, low: int, high: int) -> int:
 def _check_buffer_data(data: dict, path: str, prioritized: bool) -> None:
     """Validate what ``_restore`` will use, and the memory the restored buffer will take, before allocating it."""
     limits = get_load_limits()
-    maxsize = _int_value(data, "maxsize", path, 1, limits.max_array_bytes)
+    maxsize = _int_value(data, "maxsize", path, 1, 1 << 62)
     size = _int_value(data, "size", path, 0, maxsize)
     _int_value(data, "next_idx", path, 0, maxsize - 1)
-    slot_bytes = 64 if prioritized else 0  # segment trees
+    slot_bytes = 8 + (64 if prioritized else 0)  # at least a reward; segment trees
     if "obs_t" in data:
         for key in ("obs_shape", "action_shape"):
             shape = data.get(key)
@@ -508,8 +508,9 @@ def _check_buffer_data(data: dict, path: str, prioritized: bool) -> None:
                                  "transitions; the file is corrupted.")
     if maxsize * slot_bytes > limits.max_array_bytes:
         raise FileLimitError(f"Error: the replay buffer file {path} restores a buffer of {maxsize:,} transitions, "
-                             f"{maxsize * slot_bytes:,} bytes, beyond the {limits.max_array_bytes:,}-byte limit. If you "
-                             "trust it, raise the limit with sbtf.common.file_errors.load_limits(max_array_bytes=...).")
+                             f"{maxsize * slot_bytes:,} bytes, beyond the {limits.max_array_bytes:,}-byte limit. If "
+                             "you trust it, raise the limit with "
+                             "sbtf.common.file_errors.load_limits(max_array_bytes=...).")
 
 
 def load_buffer(path: Union[str, os.PathLike]) -> ReplayBuffer:

@@ -25,7 +25,7 @@ from typing import Iterator
 
 __all__ = [
     "ModelFileError", "CorruptedFileError", "UnsafeFileError", "FileLimitError", "ModelDataError",
-    "WrongAlgorithmError", "LoadLimits", "get_load_limits", "set_load_limits", "load_limits",
+    "WrongAlgorithmError", "ParameterShapeError", "LoadLimits", "get_load_limits", "set_load_limits", "load_limits",
 ]
 
 
@@ -51,6 +51,16 @@ class ModelDataError(ModelFileError):
 
 class WrongAlgorithmError(ModelFileError):
     """The file holds a model of another algorithm."""
+
+
+class ParameterShapeError(ModelDataError):
+    """A stored parameter does not have the shape the model needs (``name``, ``stored_shape``, ``model_shape``)."""
+
+    def __init__(self, message: str, name: str = "", stored_shape: tuple = (), model_shape: tuple = ()):
+        super().__init__(message)
+        self.name = name
+        self.stored_shape = tuple(stored_shape)
+        self.model_shape = tuple(model_shape)
 
 
 @dataclasses.dataclass(frozen=True)

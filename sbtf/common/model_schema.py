@@ -17,7 +17,7 @@ import numpy as np
 from sbtf.common.file_errors import ModelDataError, get_load_limits
 
 __all__ = [
-    "Field", "Real", "Integer", "Flag", "Text", "Nullable", "AnyOf", "Schedule", "Space", "PolicyClass",
+    "MAX_ROLLOUT", "Field", "Real", "Integer", "Flag", "Text", "Nullable", "AnyOf", "Schedule", "Space", "PolicyClass",
     "AlgorithmClass", "Noise", "PlainData", "NumberTuple", "EnumValue", "Opaque", "COMMON_SCHEMA",
     "check_data",
 ]
@@ -70,17 +70,22 @@ class Real(Field):
 
 
 class Integer(Field):
-    """An integer, optionally with a lower bound."""
+    """An integer within ``[minimum, maximum]`` (an integral float is accepted and converted)."""
 
-    def __init__(self, minimum: Optional[int] = None):
+    def __init__(self, minimum: Optional[int] = None, maximum: int = 2 ** 62):
         self.minimum = minimum
-        self.description = "an integer" + (f" >= {minimum}" if minimum is not None else "")
+        self.maximum = maximum
+        low = f" >= {minimum}" if minimum is not None else ""
+        self.description = f"an integer{low} and <= {maximum:,}"
 
     def accepts(self, value: Any) -> bool:
-        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        if isinstance(value, (float, np.floating)):
+            if not (math.isfinite(value) and float(value).is_integer()):
+                return False
             value = int(value)
         return (isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-                and (self.minimum is None or value >= self.minimum))
+                and (self.minimum is None or value >= self.minimum) and value <= self.maximum
+                and (self.minimum is not None or value >= -self.maximum))
 
     def normalise(self, value: Any) -> Any:
         return int(value)
@@ -274,13 +279,16 @@ class Opaque(Field):
         return True
 
 
+#: most samples one rollout of a file's model may hold (n_steps * n_envs): models build their train step for it
+MAX_ROLLOUT = 2 ** 22
+
 #: keys every model file stores (``BaseRLModel._get_save_data``)
 COMMON_SCHEMA: Dict[str, Field] = {
     "verbose": Integer(),
     "policy": PolicyClass(),
     "observation_space": Space(),
     "action_space": Space(),
-    "n_envs": Integer(minimum=1),
+    "n_envs": Integer(minimum=1, maximum=2 ** 16),
     "n_cpu_tf_sess": Nullable(Integer(minimum=0)),
     "seed": Nullable(Integer()),
     "_vectorize_action": Flag(),

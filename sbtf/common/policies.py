@@ -242,9 +242,10 @@ class ActorCriticPolicy(BasePolicy):
 
     def _finish_build(self) -> None:
         """Create all variables (in SB2 order) by running the model once on a dummy batch."""
-        dummy = tf.zeros((self.n_env,) + self.obs_shape, tf.as_dtype(self.obs_dtype))
+        # a batch of one: the variables' shapes do not depend on the batch (and a large n_env costs nothing here)
+        dummy = tf.zeros((1,) + self.obs_shape, tf.as_dtype(self.obs_dtype))
         if self.recurrent:
-            self((dummy, tf.zeros((self.n_env,) + tuple(self.initial_state.shape[1:])), tf.zeros((self.n_env,))))
+            self((dummy, tf.zeros((1,) + tuple(self.initial_state.shape[1:])), tf.zeros((1,))))
         else:
             self(dummy)
         self.mark_weights_changed()

@@ -54,6 +54,8 @@ _MAX_LINE = 4300            # longest text argument of INT/LONG/FLOAT/GET/PUT (C
 _MAX_NAME = 4096            # longest module or name of a global
 _MAX_LONG_BYTES = 4096      # longest LONG1/LONG4 integer (a 32768-bit integer)
 _MAX_SAME_HASH = 8          # most keys of one dict/set that share a hash value
+_SMALL = 32                 # dicts/sets smaller than this are not tracked key by key
+_SLACK = 1 << 16            # bytes of arrays/strings a file may build beyond its own size
 _UNSET = object()
 
 
@@ -347,6 +349,8 @@ class SafeUnpickler:
         self.trusted = trusted
         self.unknown = unknown or (lambda module, name: Ref(module, name))
         self.limits = limits or get_load_limits()
+        self.max_depth = self.limits.max_depth
+        self.max_items = self.limits.max_items
         self.pos = 0
         self.proto = 0
         self.stack: List[Any] = []
@@ -355,8 +359,7 @@ class SafeUnpickler:
         self.items = 0
         self.string_bytes = 0
         self.array_bytes = 0
-        self._info: Dict[int, Any] = {}      # id -> [weight, depth] of containers built by this load
-        self._alive: List[Any] = []          # keeps them alive, so that ids stay unique
+        self._info: Dict[int, list] = {}     # id -> [weight, depth, container] (keeps it alive: ids stay unique)
         self._keys: Dict[int, list] = {}     # id -> [non-string keys, {hash: count}]
         self._dispatch = self._make_dispatch()
 
@@ -382,16 +385,19 @@ class SafeUnpickler:
             raise self.limit(f"builds more than {self.limits.max_items:,} items")
 
     def charge_bytes(self, count: int) -> None:
-        """Count ``count`` bytes of strings built by handlers against ``max_string_bytes``."""
+        """
+        Count ``count`` bytes of strings built by handlers against ``max_string_bytes`` and the size of the file
+        (every byte of a stored value is in the file once: more means the file reuses data to blow up).
+        """
         self.string_bytes += count
-        if count > self.limits.max_string_bytes or self.string_bytes > self.limits.max_string_bytes:
-            raise self.limit(f"builds more than {self.limits.max_string_bytes:,} bytes of strings")
+        if self.string_bytes > min(self.limits.max_string_bytes, len(self.data) + _SLACK):
+            raise self.limit(f"builds {self.string_bytes:,} bytes of strings from {len(self.data):,} bytes")
 
     def charge_array(self, count: int) -> None:
-        """Count ``count`` bytes of arrays against ``max_array_bytes``."""
+        """Count ``count`` bytes of arrays against ``max_array_bytes`` and the size of the file."""
         self.array_bytes += count
-        if self.array_bytes > self.limits.max_array_bytes:
-            raise self.limit(f"builds more than {self.limits.max_array_bytes:,} bytes of arrays")
+        if self.array_bytes > min(self.limits.max_array_bytes, len(self.data) + _SLACK):
+            raise self.limit(f"builds {self.array_bytes:,} bytes of arrays from {len(self.data):,} bytes")
 
     # ----- container bookkeeping -----------------------------------------------------------------
     def measure(self, obj: Any) -> Tuple[int, int]:
@@ -400,21 +406,18 @@ class SafeUnpickler:
         return _LEAF if info is None else (info[0], info[1])
 
     def _register(self, obj: Any, weight: int, depth: int) -> Any:
-        if depth > self.limits.max_depth:
-            raise self.limit(f"nests containers more than {self.limits.max_depth} levels deep")
-        if weight > self.limits.max_items:
-            raise self.limit(f"holds a value of more than {self.limits.max_items:,} items")
-        key = id(obj)
-        if key not in self._info:
-            self._alive.append(obj)
-        self._info[key] = [weight, depth]
+        """Measure a container just built by this load (always a new object, so its id is new)."""
+        if depth > self.max_depth:
+            raise self.limit(f"nests containers more than {self.max_depth} levels deep")
+        if weight > self.max_items:
+            raise self.limit(f"holds a value of more than {self.max_items:,} items")
+        self._info[id(obj)] = [weight, depth, obj]
         return obj
 
     def _grow(self, container: Any, item: Any, extra: Any = _UNSET) -> None:
         info = self._info.get(id(container))
         if info is None:
-            info = self._info[id(container)] = [1, 1]
-            self._alive.append(container)
+            info = self._info[id(container)] = [1, 1, container]
         weight, depth = self.measure(item)
         if extra is not _UNSET:
             w2, d2 = self.measure(extra)
@@ -422,14 +425,19 @@ class SafeUnpickler:
         info[0] += weight
         if depth + 1 > info[1]:
             info[1] = depth + 1
-            if info[1] > self.limits.max_depth:
-                raise self.limit(f"nests containers more than {self.limits.max_depth} levels deep")
-        if info[0] > self.limits.max_items:
-            raise self.limit(f"holds a value of more than {self.limits.max_items:,} items")
+            if info[1] > self.max_depth:
+                raise self.limit(f"nests containers more than {self.max_depth} levels deep")
+        if info[0] > self.max_items:
+            raise self.limit(f"holds a value of more than {self.max_items:,} items")
 
     def _check_key(self, container: Any, key: Any) -> None:
         kind = type(key)
         if kind is str or kind is bytes:
+            return
+        if len(container) < _SMALL and id(container) not in self._keys:
+            # small containers: colliding keys cost at most _SMALL probes each; only hashing is charged
+            if kind is not int and kind is not float and kind is not bool and kind is not type(None):
+                self.charge(self.measure(key)[0])
             return
         stats = self._keys.get(id(container))
         if stats is None:
@@ -460,13 +468,21 @@ class SafeUnpickler:
     def make_tuple(self, items: Iterable[Any]) -> tuple:
         """A tuple of file values (measured: tuples are hashed and compared while loading)."""
         value = tuple(items)
-        self.charge(len(value))
+        if not value:
+            return value  # the shared empty tuple: a leaf
+        self.items += len(value)
+        if self.items > self.max_items:
+            self.charge(0)
         weight, depth = 1, 1
+        info = self._info
         for item in value:
-            w, d = self.measure(item)
-            weight += w
-            if d >= depth:
-                depth = d + 1
+            measured = info.get(id(item))
+            if measured is None:
+                weight += 1
+            else:
+                weight += measured[0]
+                if measured[1] >= depth:
+                    depth = measured[1] + 1
         return self._register(value, weight, depth)
 
     def make_list(self, items: Iterable[Any] = ()) -> list:
@@ -487,16 +503,24 @@ class SafeUnpickler:
 
     def make_set(self, items: Iterable[Any] = (), frozen: bool = False) -> Union[set, frozenset]:
         """A set (or frozenset) of file values; elements are checked like dict keys."""
-        elements = list(items)
-        probe: set = set()
-        self._register(probe, 1, 1)
-        for item in elements:
-            self.add(probe, item)
+        value: set = set()
+        weight, depth = 1, 1
+        info = self._info
+        for item in items:
+            self.charge(1)
+            self._check_key(value, item)
+            measured = info.get(id(item))
+            if measured is None:
+                weight += 1
+            else:
+                weight += measured[0]
+                if measured[1] >= depth:
+                    depth = measured[1] + 1
+            value.add(item)
         if not frozen:
-            return probe
-        value = frozenset(probe)
-        weight, depth = self.measure(probe)
-        return self._register(value, weight, depth)
+            return self._register(value, weight, depth)
+        self._keys.pop(id(value), None)  # the probe set dies here: its id may be reused
+        return self._register(frozenset(value), weight, depth)
 
     def append(self, container: Any, item: Any) -> None:
         self.charge(1)
@@ -558,11 +582,10 @@ class SafeUnpickler:
             raise self.corrupt("no MARK for an opcode that needs one")
         items = self.stack
         self.stack = self.metastack.pop()
-        resolve = self._resolve
-        return [resolve(item) for item in items]
-
-    def _push(self, value: Any) -> None:
-        self.stack.append(value)
+        for item in items:
+            if isinstance(item, Pending):
+                return [v.resolve(self) if isinstance(v, Pending) else v for v in items]
+        return items
 
     # ----- globals -------------------------------------------------------------------------------
     def _global(self, module: str, name: str) -> Any:
@@ -813,17 +836,26 @@ class SafeUnpickler:
         value = self.make_tuple(self._pop_mark())  # (pop the mark before self.stack is read)
         self.stack.append(value)
 
+    def _small_tuple(self, size: int) -> None:
+        stack = self.stack
+        if len(stack) < size:
+            raise self.corrupt(f"TUPLE{size} needs {size} values on the stack")
+        items = stack[-size:]
+        del stack[-size:]
+        for item in items:
+            if isinstance(item, Pending):
+                items = [v.resolve(self) if isinstance(v, Pending) else v for v in items]
+                break
+        stack.append(self.make_tuple(items))
+
     def _tuple1(self) -> None:
-        self.stack.append(self.make_tuple((self._resolve(self._pop()),)))
+        self._small_tuple(1)
 
     def _tuple2(self) -> None:
-        second = self._resolve(self._pop())
-        self.stack.append(self.make_tuple((self._resolve(self._pop()), second)))
+        self._small_tuple(2)
 
     def _tuple3(self) -> None:
-        third = self._resolve(self._pop())
-        second = self._resolve(self._pop())
-        self.stack.append(self.make_tuple((self._resolve(self._pop()), second, third)))
+        self._small_tuple(3)
 
     def _list(self) -> None:
         value = self.make_list(self._pop_mark())
@@ -1423,11 +1455,12 @@ def _bytes_from(ctx: SafeUnpickler, source: Any, encoding: Any, name: str) -> by
     if isinstance(source, str):
         if not isinstance(encoding, str) or encoding.lower().replace("_", "-") not in _LATIN1 | {"utf-8", "utf8"}:
             raise ctx.refuse(f"builtins.{name} with the encoding {_short_repr(encoding)}", "call")
-        ctx.charge_bytes(len(source) * (1 if encoding.lower().startswith("l") else 4))
         try:
-            return source.encode(encoding)
+            encoded = source.encode(encoding)
         except UnicodeEncodeError as exc:
             raise ctx.corrupt(f"{name} of text that does not fit its encoding") from exc
+        ctx.charge_bytes(len(encoded))
+        return encoded
     if type(source) in (list, tuple):
         items = _iterable_items(ctx, source, name)
         if not all(_plain_int(v) and 0 <= v < 256 for v in items):

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf import logger
-from sbtf.common.base_class import NStepActorCriticRLModel, SetVerbosity
+from sbtf.common.base_class import DeferredTrainFunction, NStepActorCriticRLModel, SetVerbosity
 from sbtf.common.math_util import explained_variance
 from sbtf.common.optimizers import Adam, clip_grads
 from sbtf.common.runners import AbstractEnvRunner, swap_and_flatten
@@ -58,7 +58,7 @@ class PPO2(NStepActorCriticRLModel):
     """
 
     _save_schema = dict(
-        gamma=ms.Real(), n_steps=ms.Integer(1), vf_coef=ms.Real(), ent_coef=ms.Real(),
+        gamma=ms.Real(), n_steps=ms.Integer(1, ms.MAX_ROLLOUT), vf_coef=ms.Real(), ent_coef=ms.Real(),
         max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(), lam=ms.Real(), nminibatches=ms.Integer(1),
         noptepochs=ms.Integer(1), cliprange=ms.Schedule(), cliprange_vf=ms.Nullable(ms.Schedule()))
 
@@ -98,7 +98,7 @@ class PPO2(NStepActorCriticRLModel):
             self._setup_policy(1, None)
             self.optimizer = Adam(self._variables, epsilon=1e-5)
             self._shuffle_gen = tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
-            self._build_train_fn()
+            self._train_fn = DeferredTrainFunction(self)  # traced on the first update, not at load
 
     def _reseed_policy(self, seed: int) -> None:
         super()._reseed_policy(seed)

@@ -233,8 +233,8 @@ class VecNormalize(VecEnvWrapper):
             raise ValueError("Trying to set venv of already initialized VecNormalize wrapper.")
         VecEnvWrapper.__init__(self, venv)
         if self.obs_rms.mean.shape != self.observation_space.shape:
-            raise ValueError("venv is incompatible with current statistics: observations of shape {} but statistics "
-                             "of shape {}".format(self.observation_space.shape, self.obs_rms.mean.shape))
+            raise ModelDataError("venv is incompatible with current statistics: observations of shape {} but "
+                                 "statistics of shape {}".format(self.observation_space.shape, self.obs_rms.mean.shape))
         self.ret = np.zeros(self.num_envs)
 
     # ----- VecEnv API -----
@@ -381,7 +381,7 @@ class VecNormalize(VecEnvWrapper):
             value = _read_statistics(file_path, "running mean/std statistics file")
             loaded[name] = _rms_from_data(value, f"The statistics in {file_path}")
         if loaded["obs_rms"].mean.shape != self.observation_space.shape:
-            raise ValueError("{}: statistics of shape {} do not match observations of shape {}".format(
+            raise ModelDataError("{}: statistics of shape {} do not match observations of shape {}".format(
                 os.path.join(path, "obs_rms.pkl"), loaded["obs_rms"].mean.shape, self.observation_space.shape))
         self.obs_rms = loaded["obs_rms"]
         self.ret_rms = loaded["ret_rms"]

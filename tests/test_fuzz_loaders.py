@@ -1,0 +1,242 @@
+"""A seeded mutation fuzzer over real files: sbtf zips, stable-baselines 2 ``.pkl``/``.zip`` agents, VecNormalize and
+running-average statistics. Every mutant must load or raise a typed ``ModelFileError``: 0 crashes, 0 hangs,
+0 memory blow-ups, 0 untyped errors (and a loaded model must be able to act).
+
+Default suite: a few hundred mutants; ``pytest -m slow``: thousands. As a script, it prints the outcome table:
+``python tests/test_fuzz_loaders.py --n 3000 --seed 1``.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import io
+import json
+import random
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Callable, Dict, List, Tuple
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from crafted_files import SHARED_ZOO, make_good_files  # noqa: E402
+from test_crafted_files import MAX_RSS_GROWTH_MB, MAX_SECONDS, run_cases  # noqa: E402
+
+JSON_VALUES = [None, True, -1, 0, 2 ** 63, 1e308, float("inf"), "", "x" * 1000, [], {}, [[[[1]]]],
+               {"__class__": "os:system"}, {"__enum__": "builtins:eval", "value": "1"},
+               {"__ndarray__": [1], "dtype": "O", "shape": [1]}, {"__space__": {"type": "Box"}},
+               {"__dict_items__": [[1, 2], [[1], 3]]}, {"__tuple__": 5}, {"__data_object__": "x", "state": {}},
+               {"__callable__": {"sampled": [[1, "a"]]}}, {"__activation__": 3}]
+
+
+# ------------------------------------------------------------------------------------------------ mutators
+def byte_mutation(data: bytes, rng: random.Random) -> bytes:
+    data = bytearray(data)
+    kind = rng.choice(["flip", "flip", "insert", "delete", "truncate", "duplicate", "set_ff", "set_00"])
+    if not data:
+        return bytes(data)
+    pos = rng.randrange(len(data))
+    if kind == "flip":
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    elif kind == "insert":
+        data[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
+    elif kind == "delete":
+        del data[pos:pos + rng.randint(1, 64)]
+    elif kind == "truncate":
+        del data[pos:]
+    elif kind == "duplicate":
+        end = min(len(data), pos + rng.randint(1, 256))
+        data[end:end] = data[pos:end] * rng.randint(1, 4)
+    elif kind == "set_ff":
+        data[pos:pos + 4] = b"\xff\xff\xff\x7f"
+    else:
+        data[pos:pos + 4] = b"\0\0\0\0"
+    return bytes(data)
+
+
+def _json_paths(value, path=()):
+    yield path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _json_paths(item, path + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value[:20]):
+            yield from _json_paths(item, path + (index,))
+
+
+def json_mutation(text: bytes, rng: random.Random) -> bytes:
+    """Replace one value anywhere in a JSON document by a value from :data:`JSON_VALUES` (valid JSON out)."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return byte_mutation(text, rng)
+    paths = [p for p in _json_paths(document) if p]
+    if not paths:
+        return json.dumps(rng.choice(JSON_VALUES)).encode()
+    path = rng.choice(paths)
+    target = document
+    for key in path[:-1]:
+        target = target[key]
+    if rng.random() < 0.15 and isinstance(target, dict):
+        target[f"__{rng.choice(['class', 'pickle', 'weird'])}__"] = 1
+    else:
+        target[path[-1]] = rng.choice(JSON_VALUES)
+    return json.dumps(document).encode()
+
+
+def npy_header_mutation(npz: bytes, rng: random.Random) -> bytes:
+    """Edit the header text of one array of an npz (dtype / shape / order)."""
+    with zipfile.ZipFile(io.BytesIO(npz)) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    name = rng.choice(sorted(members))
+    raw = members[name]
+    header_end = raw.find(b"\n", 10) + 1
+    header = raw[10:header_end].decode("latin1")
+    replacements = [("<f4", rng.choice(["<f8", "|O", "<U4", "(3,3)<f4", "<M8[s]", "|b1", ">f4", "<c16"])),
+                    ("'fortran_order': False", "'fortran_order': True"),
+                    ("'shape': (", f"'shape': ({rng.choice([0, 1, 7, 10 ** 9, 2 ** 40])}, ")]
+    old, new = rng.choice(replacements)
+    header = header.replace(old, new, 1)
+    header = header.rstrip("\n").rstrip() + " " * 4 + "\n"
+    members[name] = raw[:8] + len(header).to_bytes(2, "little") + header.encode("latin1") + raw[header_end:]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for member, payload in members.items():
+            archive.writestr(member, payload)
+    return buffer.getvalue()
+
+
+def zip_mutation(data: bytes, rng: random.Random) -> bytes:
+    """Mutate one member of a zip (byte-, JSON- or npy-level) and re-zip it, so the CRCs are valid."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = {info.filename: archive.read(info) for info in archive.infolist()}
+    except (zipfile.BadZipFile, ValueError):
+        return byte_mutation(data, rng)
+    name = rng.choice(sorted(members))
+    payload = members[name]
+    roll = rng.random()
+    if name == "parameters" and roll < 0.5:
+        payload = npy_header_mutation(payload, rng)
+    elif name != "parameters" and roll < 0.7:
+        payload = json_mutation(payload, rng)
+    elif roll < 0.8 and len(members) > 1:
+        other = rng.choice(sorted(set(members) - {name}))
+        payload = members[other]  # a member swapped for another
+    else:
+        payload = byte_mutation(payload, rng)
+    members[name] = payload
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for member, content in members.items():
+            archive.writestr(member, content)
+    return buffer.getvalue()
+
+
+# ------------------------------------------------------------------------------------------------ seeds
+Seed = Tuple[str, str, Path, List[Callable[[bytes, random.Random], bytes]]]
+
+
+def seeds(good: Dict[str, Path]) -> List[Seed]:
+    """(name, loader, file, mutators) of every file the fuzzer starts from."""
+    found: List[Seed] = [
+        ("sbtf_ppo2_zip", "any:PPO2", good["model"], [zip_mutation, zip_mutation, byte_mutation]),
+        ("sbtf_vecnormalize", "vecnorm", good["vecnorm"], [byte_mutation]),
+        ("sbtf_obs_rms", "running_average", good["stats"] / "obs_rms.pkl", [byte_mutation]),
+    ]
+    for algo, path in (("PPO2", SHARED_ZOO / "ppo2" / "CartPole-v1.pkl"), ("DQN", SHARED_ZOO / "dqn" / "CartPole-v1.pkl"),
+                       ("ACKTR", SHARED_ZOO / "acktr" / "Pendulum-v0.zip")):
+        if path.exists():
+            mutators = [zip_mutation, byte_mutation] if path.suffix == ".zip" else [byte_mutation]
+            found.append((f"sb2_{algo.lower()}_{path.suffix[1:]}", f"any:{algo}", path, mutators))
+    stats = SHARED_ZOO / "ppo2" / "MountainCar-v0" / "obs_rms.pkl"
+    if stats.exists():
+        found.append(("sb2_obs_rms", "running_average", stats, [byte_mutation]))
+    return found
+
+
+def make_mutants(good: Dict[str, Path], folder: Path, n: int, seed: int) -> List[Tuple[str, str, str, str]]:
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    cases = []
+    all_seeds = seeds(good)
+    for index in range(n):
+        name, loader, path, mutators = all_seeds[index % len(all_seeds)]
+        payload = rng.choice(mutators)(path.read_bytes(), rng)
+        if loader == "running_average":  # a folder with the mutated obs_rms.pkl and the original ret_rms.pkl
+            target = folder / f"m{index}"
+            target.mkdir()
+            (target / "obs_rms.pkl").write_bytes(payload)
+            shutil.copy(path.parent / "ret_rms.pkl", target / "ret_rms.pkl")
+        else:
+            target = folder / f"m{index}_{path.name}"
+            target.write_bytes(payload)
+        cases.append((f"{name}#{index}", loader, str(target), "any"))
+    return cases
+
+
+def classify(results: dict, cases: list) -> Tuple[collections.Counter, list]:
+    table: collections.Counter = collections.Counter()
+    bad = []
+    for name, *_ in cases:
+        result = results.get(name, {"outcome": "missing", "seconds": None, "rss_growth_mb": None, "detail": ""})
+        outcome = result["outcome"]
+        if outcome == "loaded" or outcome.startswith("typed:"):
+            label = "loaded" if outcome == "loaded" else "typed error"
+            if result["seconds"] is not None and result["seconds"] > MAX_SECONDS:
+                label = "slow (hang)"
+            elif result["rss_growth_mb"] is not None and result["rss_growth_mb"] > MAX_RSS_GROWTH_MB:
+                label = "memory"
+        elif outcome.startswith("crash") or outcome == "missing":
+            label = "crash/timeout"
+        elif outcome == "untyped:LoadedButCannotAct":
+            label = "loaded, cannot act"
+        else:
+            label = "untyped error"
+        table[label] += 1
+        if label not in ("loaded", "typed error"):
+            bad.append(f"{name}: {label} ({outcome} {result['detail'][:200]}) {result['seconds']} s")
+    return table, bad
+
+
+def fuzz(n: int, seed: int, folder: Path, batches: int = 4) -> Tuple[collections.Counter, list]:
+    good = make_good_files(folder / "good")
+    cases = make_mutants(good, folder / "mutants", n, seed)
+    results: dict = {}
+    size = max(1, (len(cases) + batches - 1) // batches)
+    for start in range(0, len(cases), size):
+        batch_results, _ = run_cases(good, cases[start:start + size], folder, timeout=1800)
+        results.update(batch_results)
+    return classify(results, cases)
+
+
+def _assert_clean(table: collections.Counter, bad: list) -> None:
+    assert not bad, f"outcomes {dict(table)}; {len(bad)} bad mutants:\n" + "\n".join(bad[:40])
+
+
+def test_fuzz_default(tmp_path):
+    table, bad = fuzz(240, seed=20261125, folder=tmp_path, batches=2)
+    _assert_clean(table, bad)
+    assert table["typed error"] > 0
+
+
+@pytest.mark.slow
+def test_fuzz_thousands(tmp_path):
+    table, bad = fuzz(3000, seed=7, folder=tmp_path, batches=6)
+    _assert_clean(table, bad)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    options = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="sbtf_fuzz_"))
+    outcome_table, failures = fuzz(options.n, options.seed, work, batches=max(1, options.n // 500))
+    print("outcomes:", dict(outcome_table))
+    print("\n".join(failures[:100]))
+    shutil.rmtree(work, ignore_errors=True)
