@@ -379,6 +379,7 @@ def test_action_noise_from_hyperparameters():
 
 
 def test_a_module_can_register_a_subcommand(monkeypatch, capsys):
+    cli.registered_subcommands()  # plugins register into the real table first, not into this test's copy
     monkeypatch.setattr(cli, "_SUBCOMMANDS", dict(cli._SUBCOMMANDS))
     seen = {}
 
