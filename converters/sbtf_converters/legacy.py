@@ -48,7 +48,7 @@ from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDa
                                      get_load_limits)
 from sbtf.common.safe_pickle import check_tree
 from sbtf.common import file_errors
-from sbtf.common.safe_zip import open_zip, read_member, read_npz
+from sbtf.common.safe_zip import open_zip, read_file_limited, read_member, read_npz
 
 __all__ = [
     "load_sb2_model", "parse_sb2", "read_sb2_file", "convert", "ConversionReport", "ParsedSB2",
@@ -174,28 +174,7 @@ def _short_kwargs(kwargs: dict) -> str:
 # ------------------------------------------------------------------------------------------------
 def _read_limited(source: Union[bytes, bytearray, str, os.PathLike, io.IOBase], what: str) -> bytes:
     """The bytes of a path or binary file, refusing files beyond the ``max_file_bytes`` limit before reading."""
-    limit = get_load_limits().max_file_bytes
-    if isinstance(source, (bytes, bytearray)):
-        payload = bytes(source)
-    elif isinstance(source, (str, os.PathLike)):
-        if os.path.isdir(source):
-            raise CorruptedFileError(f"{os.fspath(source)} is a folder, not a {what}.")
-        size = os.path.getsize(source)
-        if size > limit:
-            raise FileLimitError(f"{os.fspath(source)} is {size:,} bytes, larger than the {limit:,}-byte limit for a "
-                                 f"{what}; raise it with sbtf.common.file_errors.load_limits(max_file_bytes=...) if "
-                                 "you trust the file.")
-        with open(source, "rb") as handle:
-            payload = handle.read(limit + 1)
-    else:
-        payload = source.read(limit + 1)
-        if not isinstance(payload, (bytes, bytearray)):
-            raise CorruptedFileError(f"The {what} was opened in text mode; open it in binary mode ('rb').")
-        payload = bytes(payload)
-    if len(payload) > limit:
-        raise FileLimitError(f"The {what} is larger than the {limit:,}-byte limit; raise it with "
-                             "sbtf.common.file_errors.load_limits(max_file_bytes=...) if you trust the file.")
-    return payload
+    return read_file_limited(source, what)
 
 
 def _read_source(source: Source) -> Tuple[bytes, str]:

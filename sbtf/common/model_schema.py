@@ -226,7 +226,7 @@ class NumberTuple(Field):
 
     def __init__(self, length: int):
         self.length = length
-        self.description = f"a pair of numbers" if length == 2 else f"{length} numbers"
+        self.description = "a pair of numbers" if length == 2 else f"{length} numbers"
 
     def accepts(self, value: Any) -> bool:
         return isinstance(value, (tuple, list)) and len(value) == self.length and all(_is_number(v) for v in value)

@@ -26,13 +26,39 @@ import numpy as np
 
 from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, get_load_limits
 
-__all__ = ["open_zip", "read_member", "check_member_size", "npy_header", "read_npz", "read_npy", "NUMERIC_KINDS", "check_numeric_dtype"]
+__all__ = ["read_file_limited", "open_zip", "read_member", "check_member_size", "npy_header", "read_npz", "read_npy", "NUMERIC_KINDS", "check_numeric_dtype"]
 
 NUMERIC_KINDS = "biuf"
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, struct.error, NotImplementedError, RuntimeError,
                ValueError, IndexError, KeyError, UnicodeDecodeError, zipfile.LargeZipFile)
 
 Source = Union[bytes, bytearray, str, os.PathLike, IO[bytes]]
+
+
+def read_file_limited(source: Union[bytes, bytearray, str, os.PathLike, IO[bytes]], what: str = "file") -> bytes:
+    """The bytes of a path, binary file or bytes, refusing files beyond the ``max_file_bytes`` limit before reading."""
+    limit = get_load_limits().max_file_bytes
+    if isinstance(source, (bytes, bytearray)):
+        payload = bytes(source)
+    elif isinstance(source, (str, os.PathLike)):
+        if os.path.isdir(source):
+            raise CorruptedFileError(f"{os.fspath(source)} is a folder, not a {what}.")
+        size = os.path.getsize(source)
+        if size > limit:
+            raise FileLimitError(f"{os.fspath(source)} is {size:,} bytes, larger than the {limit:,}-byte limit for a "
+                                 f"{what}; raise it with sbtf.common.file_errors.load_limits(max_file_bytes=...) if "
+                                 "you trust the file.")
+        with open(source, "rb") as handle:
+            payload = handle.read(limit + 1)
+    else:
+        payload = source.read(limit + 1)
+        if not isinstance(payload, (bytes, bytearray)):
+            raise CorruptedFileError(f"The {what} was opened in text mode; open it in binary mode ('rb').")
+        payload = bytes(payload)
+    if len(payload) > limit:
+        raise FileLimitError(f"The {what} is larger than the {limit:,}-byte limit; raise it with "
+                             "sbtf.common.file_errors.load_limits(max_file_bytes=...) if you trust the file.")
+    return payload
 
 
 def open_zip(source: Source, what: str = "file") -> zipfile.ZipFile:

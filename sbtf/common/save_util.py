@@ -37,7 +37,7 @@ import numpy as np
 from sbtf.common.atomic_io import atomic_write_bytes
 from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
                                      UnsafeFileError, get_load_limits)
-from sbtf.common.safe_zip import check_numeric_dtype, npy_header, open_zip, read_member
+from sbtf.common.safe_zip import check_numeric_dtype, npy_header, open_zip, read_file_limited, read_member
 
 FORMAT_VERSION = 1
 FORMAT_MEMBER = "sbtf_format"
@@ -648,20 +648,7 @@ def resolve_load_path(load_path: PathOrFile) -> PathOrFile:
 
 def read_file_bytes(load_path: PathOrFile) -> bytes:
     """The bytes of a file (path or binary file object), refusing files beyond the ``max_file_bytes`` limit."""
-    limit = get_load_limits().max_file_bytes
-    if isinstance(load_path, (str, os.PathLike)):
-        if os.path.isdir(load_path):
-            raise CorruptedFileError(f"{load_path} is a folder, not a model file.")
-        size = os.path.getsize(load_path)
-        if size > limit:
-            raise FileLimitError(f"{load_path} is {size:,} bytes, larger than the {limit:,}-byte limit for model "
-                                 "files; raise it with sbtf.common.file_errors.load_limits(max_file_bytes=...).")
-        with open(load_path, "rb") as handle:
-            return handle.read()
-    payload = load_path.read(limit + 1)
-    if len(payload) > limit:
-        raise FileLimitError(f"The model file is larger than the {limit:,}-byte limit.")
-    return bytes(payload)
+    return read_file_limited(load_path, "model file")
 
 
 def inspect_model_bytes(payload: bytes) -> str:

@@ -18,9 +18,9 @@ import numpy as np
 from gymnasium import spaces
 
 from sbtf.common import safe_pickle
+from sbtf.common.safe_zip import read_file_limited
 from sbtf.common.atomic_io import atomic_write_bytes, atomic_write_many
-from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
-                                     get_load_limits)
+from sbtf.common.file_errors import CorruptedFileError, ModelDataError, ModelFileError
 from sbtf.common.running_mean_std import RunningMeanStd
 from sbtf.common.vec_env.base_vec_env import VecEnv, VecEnvWrapper
 
@@ -65,15 +65,7 @@ def _stats_resolver(module: str, name: str) -> Optional[safe_pickle.Handler]:
 
 def _read_statistics(path: str, kind: str) -> Any:
     """Interpret the pickle at ``path`` (a ``kind`` file) with the statistics allow-list."""
-    limit = get_load_limits().max_file_bytes
-    if os.path.isdir(path):
-        raise CorruptedFileError(f"{path} is a folder, not a {kind}.")
-    size = os.path.getsize(path)
-    if size > limit:
-        raise FileLimitError(f"{path} is {size:,} bytes, larger than the {limit:,}-byte limit for a {kind}; raise it "
-                             "with sbtf.common.file_errors.load_limits(max_file_bytes=...) if you trust the file.")
-    with open(path, "rb") as file_handler:
-        payload = file_handler.read(limit + 1)
+    payload = read_file_limited(path, kind)
     try:
         return safe_pickle.loads(payload, _stats_resolver, what=f"the {kind} {path}")
     except CorruptedFileError as exc:
