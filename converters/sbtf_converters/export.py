@@ -5,7 +5,8 @@ Entry points
 * :func:`build_export_module` -- the ``tf.Module`` whose ``serve`` function is what every format contains;
 * :func:`write_demo` -- a ready-to-serve web folder (CartPole page + the TF.js model + the vendored tfjs bundle);
 * :func:`register_exporter` -- how an algorithm plugs in its *deterministic action graph*;
-* :func:`register_cli` / :func:`run_cli` -- the ``sbtf export`` sub-command (registered with ``sbtf.cli`` on import).
+* :func:`register_cli` / :func:`run_cli` / :func:`run_command` -- the ``export`` command (``sbtf export`` through
+  :mod:`sbtf_converters.cli_plugin`, or ``python -m sbtf_converters.export``).
 
 The exported function maps a batch of observations to a dict of named outputs. ``action`` is always there and is
 what ``model.predict(obs, deterministic=True)`` returns (same dtype, same scaling): the distribution mode of
@@ -36,10 +37,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from sbtf import algorithms
+
 __all__ = [
     "FORMATS", "DEFAULT_OPSET", "ExportError", "ExportGraph", "ExportBundle", "export_model", "build_export_module",
     "register_exporter", "get_export_graph", "load_vecnormalize_stats", "write_demo", "find_tfjs_bundle",
-    "web_source_dir", "register_cli", "run_cli", "add_cli_arguments", "main",
+    "web_source_dir", "register_cli", "run_cli", "run_command", "add_cli_arguments", "CommandError", "main",
 ]
 
 #: the formats :func:`export_model` writes
@@ -1006,7 +1009,9 @@ def register_cli(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-class _CLIFailure(Exception):
+class CommandError(Exception):
+    """A one-line error of ``sbtf export`` with its exit code (2 bad input, 1 the export could not be done)."""
+
     def __init__(self, message: str, exit_code: int):
         super().__init__(message)
         self.message = message
@@ -1036,20 +1041,14 @@ def detect_algorithm(model_path: str) -> str:
 
 
 def _algorithm_class(name: str) -> type:
-    import sbtf  # pylint: disable=import-outside-toplevel
+    info = algorithms.find(name.strip())
+    if info is None:
+        choices = sorted(algo.cli_name for algo in algorithms.ALGORITHMS.values())
+        raise CommandError(f"unknown algorithm {name!r}; valid choices: {', '.join(choices)}", 2)
     try:
-        from sbtf.cli import ALGOS  # pylint: disable=import-outside-toplevel
-    except ImportError:  # pragma: no cover
-        ALGOS = {}  # pylint: disable=invalid-name
-    key = name.strip()
-    class_name = ALGOS.get(key.lower(), key.upper() if key.upper() in getattr(sbtf, "__all__", ()) else key)
-    if class_name not in getattr(sbtf, "__all__", ()):
-        raise _CLIFailure(f"unknown algorithm {name!r}; valid choices: "
-                          f"{', '.join(sorted(ALGOS) or sbtf.__all__)}", 2)
-    try:
-        return getattr(sbtf, class_name)
-    except (ImportError, AttributeError) as exc:
-        raise _CLIFailure(f"algorithm {class_name} is not available in this version of sbtf ({exc})", 2) from exc
+        return info.load()
+    except ImportError as exc:
+        raise CommandError(f"algorithm {info.name} is not available in this version of sbtf ({exc})", 2) from exc
 
 
 def _default_output(model_path: str, fmt: str) -> str:
@@ -1057,7 +1056,8 @@ def _default_output(model_path: str, fmt: str) -> str:
     return stem + (".onnx" if fmt == "onnx" else f"_{fmt}")
 
 
-def _run(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> int:
+    """Run ``export`` for parsed arguments (see :func:`add_cli_arguments`); errors raise :class:`CommandError`."""
     model_path = args.model_path
     if not os.path.isfile(model_path):
         for ext in (".zip", ".pkl"):
@@ -1065,24 +1065,24 @@ def _run(args: argparse.Namespace) -> int:
                 model_path += ext
                 break
         else:
-            raise _CLIFailure(f"model file {args.model_path} not found", 2)
+            raise CommandError(f"model file {args.model_path} not found", 2)
     if args.demo and args.format != "tfjs":
-        raise _CLIFailure("--demo writes a TF.js web page: use it with --format tfjs", 2)
+        raise CommandError("--demo writes a TF.js web page: use it with --format tfjs", 2)
     if args.vecnormalize and not os.path.exists(args.vecnormalize):
-        raise _CLIFailure(f"--vecnormalize: {args.vecnormalize} not found", 2)
+        raise CommandError(f"--vecnormalize: {args.vecnormalize} not found", 2)
     if args.demo:  # fail before the (slow) load if the page cannot be made
         bundle = find_tfjs_bundle()
         if bundle is None:
-            raise _CLIFailure(_missing_bundle_message(web_source_dir()), 1)
+            raise CommandError(_missing_bundle_message(web_source_dir()), 1)
     try:
         algo = args.algo or detect_algorithm(model_path)
     except (ExportError, ValueError) as exc:
-        raise _CLIFailure(f"cannot read {model_path}: {exc}", 2) from exc
+        raise CommandError(f"cannot read {model_path}: {exc}", 2) from exc
     cls = _algorithm_class(algo)
     try:
         model = cls.load(model_path)
     except (ValueError, TypeError, KeyError, OSError, NotImplementedError) as exc:
-        raise _CLIFailure(f"cannot load {model_path} as {cls.__name__}: {exc}", 2) from exc
+        raise CommandError(f"cannot load {model_path} as {cls.__name__}: {exc}", 2) from exc
     if args.vecnormalize is None:  # statistics where `sbtf train` / the rl-baselines-zoo put them
         folder, stem = os.path.dirname(os.path.abspath(model_path)), os.path.splitext(model_path)[0]
         for beside in (os.path.join(folder, "vecnormalize.pkl"), os.path.join(stem, "vecnormalize.pkl"),
@@ -1107,34 +1107,17 @@ def _run(args: argparse.Namespace) -> int:
             print(f"Wrote the CartPole demo to {args.demo}: serve it with `python -m http.server -d {args.demo} "
                   f"8000` and open http://127.0.0.1:8000/{os.path.basename(index)}")
     except ExportError as exc:
-        raise _CLIFailure(str(exc), 1) from exc
+        raise CommandError(str(exc), 1) from exc
     return 0
 
 
 def run_cli(args: argparse.Namespace) -> int:
     """Handler of ``sbtf export`` for a plain argparse parser (errors: one line on stderr, exit code 1 or 2)."""
     try:
-        return _run(args)
-    except _CLIFailure as exc:
+        return run_command(args)
+    except CommandError as exc:
         print(f"sbtf export: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
-
-
-def _run_for_sbtf_cli(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except _CLIFailure as exc:
-        from sbtf.cli import CLIError  # pylint: disable=import-outside-toplevel
-        raise CLIError(exc.message, exc.exit_code) from exc
-
-
-def _register_with_sbtf_cli() -> None:
-    try:
-        from sbtf.cli import register_subcommand  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        return
-    register_subcommand("export", _run_for_sbtf_cli, add_cli_arguments, help=CLI_HELP, description=CLI_DESCRIPTION,
-                        replace=True)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -1146,7 +1129,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return args.func(args)
 
 
-_register_with_sbtf_cli()
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -48,6 +48,8 @@ from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDa
                                      get_load_limits)
 from sbtf.common.safe_pickle import check_tree
 from sbtf.common import file_errors
+from sbtf.common.running_mean_std import RunningMeanStd
+from sbtf.common.schedules import SCHEDULES, SampledSchedule
 from sbtf.common.safe_zip import open_zip, read_file_limited, read_member, read_npz
 
 __all__ = [
@@ -334,8 +336,6 @@ _ZOO_LINEAR = "linear_schedule.<locals>.func"
 
 def _resolve_function(key: str, fn: LegacyFunction, spec: AlgoSpec, report: ConversionReport) -> Any:
     """A cloudpickled function of an old file -> an sbtf value, without running it."""
-    from sbtf.common.schedules import SampledSchedule
-
     fn.key = key
     qualname = fn.qualname or fn.name or ""
     module = fn.module or ""
@@ -364,8 +364,6 @@ def _resolve_function(key: str, fn: LegacyFunction, spec: AlgoSpec, report: Conv
 
 
 def _clean_value(key: str, value: Any, spec: AlgoSpec, report: ConversionReport) -> Any:
-    from sbtf.common.schedules import SCHEDULES
-
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray) and value.shape == () and value.dtype != object:
@@ -831,11 +829,9 @@ def _build_model(cls: Any, parsed: ParsedSB2, env: Any, kwargs: dict) -> Any:
             warnings.filterwarnings("ignore", message="Loading model parameters from a list",
                                     category=DeprecationWarning)
             model = cls._from_data(data, params, env=None, **kwargs)
-    except RuntimeError as exc:
-        if "parameters to load do not contain" in str(exc):
-            raise LegacyModelError(f"The sbtf {cls.__name__} model built from this file needs parameters the file does "
-                                   f"not have: {exc}") from exc
-        raise
+    except RuntimeError as exc:  # load_parameters: the model has parameters that the file does not give
+        raise LegacyModelError(f"The sbtf {cls.__name__} model built from this file needs parameters the file does "
+                               f"not have: {exc}") from exc
     except file_errors.ParameterShapeError as exc:
         raise ParameterShapeError(f"{exc} (stable-baselines file mapped to {cls.__name__})", exc.name,
                                   exc.stored_shape, exc.model_shape) from exc
@@ -920,8 +916,6 @@ def _check_refs(value: Any, where: str) -> None:
 
 
 def _rms_from_value(value: Any, name: str) -> Any:
-    from sbtf.common.running_mean_std import RunningMeanStd
-
     _check_refs(value, name)
     if isinstance(value, RunningMeanStd):
         return value
@@ -973,7 +967,7 @@ def read_vec_normalize(path: Union[str, os.PathLike, bytes]) -> dict:
 def read_sb2_statistics(path: Union[str, os.PathLike, bytes]) -> Any:
     """
     Either kind of SB2 normalisation file: a VecNormalize pickle -> the dict of :func:`read_vec_normalize`;
-    a RunningMeanStd pickle -> an sbtf ``RunningMeanStd``. (Used by ``sbtf.common.vec_env.VecNormalize``.)
+    a RunningMeanStd pickle -> an sbtf ``RunningMeanStd``.
     """
     payload, name = _read_bytes(path)
     value = _unpickle(payload, False, f"statistics file {name}")
@@ -984,7 +978,7 @@ def read_sb2_statistics(path: Union[str, os.PathLike, bytes]) -> Any:
 
 def _write_vecnormalize(stats: dict, path: str) -> None:
     from sbtf.common.vec_env.vec_normalize import VecNormalize
-    VecNormalize._from_data(stats).save(path)
+    VecNormalize.from_data(stats).save(path)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1033,7 +1027,6 @@ def convert(old_path: Union[str, os.PathLike], new_path: Union[str, os.PathLike]
             if os.path.exists(ret_path):
                 stats["ret_rms"] = read_running_mean_std(ret_path)
             else:
-                from sbtf.common.running_mean_std import RunningMeanStd
                 stats["ret_rms"] = RunningMeanStd(shape=())
                 report.notes.append("no ret_rms.pkl: return statistics start fresh")
             source = obs_path
@@ -1046,7 +1039,7 @@ def convert(old_path: Union[str, os.PathLike], new_path: Union[str, os.PathLike]
 
 
 # ------------------------------------------------------------------------------------------------
-# command line: ``sbtf convert`` (sbtf_converters.convert_cli registers it with sbtf.cli)
+# command line: ``sbtf convert`` (sbtf_converters.cli_plugin registers it with the sbtf command)
 # ------------------------------------------------------------------------------------------------
 CLI_HELP = "convert a stable-baselines 2.x model file (.pkl/.zip) to the sbtf format"
 CLI_DESCRIPTION = ("Convert a stable-baselines 2.x model file (.pkl or .zip) to an sbtf model file, without running "

@@ -7,12 +7,12 @@ entry's ``to_sbtf_names`` hook is where names are split/merged if an sbtf layout
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from sbtf import algorithms
 from sbtf_converters import sb2_layouts as L
 from sbtf_converters.sb2_pickle import LegacyFunction, is_legacy_global
 
@@ -303,8 +303,8 @@ def _rename_memory_limit(value: Any, data: dict) -> Tuple[Optional[str], Any, st
 @dataclass
 class AlgoSpec:
     """
-    :param name: SB2 / sbtf class name
-    :param sbtf_module: where the sbtf class lives
+    :param name: SB2 / sbtf class name (an entry of the algorithm registry :mod:`sbtf.algorithms`, which says where
+        the sbtf class lives)
     :param family: policy family of the saved policy (``None``: the wrapped model's, for HER)
     :param saved_keys: ``data`` keys written by 2.10 ``save()`` (reference 11.1)
     :param marker_keys: keys that only this algorithm writes (file detection)
@@ -317,7 +317,6 @@ class AlgoSpec:
     """
 
     name: str
-    sbtf_module: str
     family: Optional[str]
     saved_keys: Tuple[str, ...]
     marker_keys: Tuple[str, ...]
@@ -329,20 +328,17 @@ class AlgoSpec:
     accepts: Tuple[str, ...] = ()
     to_sbtf_names: Optional[Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]] = None
 
-    def sbtf_class(self):
+    @property
+    def sbtf_module(self) -> str:
+        """Where the sbtf class lives (from the algorithm registry :mod:`sbtf.algorithms`)."""
+        return algorithms.get(self.name).module
+
+    def sbtf_class(self) -> type:
         """The sbtf class, or raise ImportError saying the algorithm is not in this sbtf yet."""
         try:
-            module = importlib.import_module(self.sbtf_module)
-        except ModuleNotFoundError as exc:
-            if exc.name and self.sbtf_module.startswith(exc.name):
-                raise ImportError(f"{self.name} is not available in this version of sbtf ({self.sbtf_module} is "
-                                  "missing), so this stable-baselines file cannot be loaded yet.") from exc
-            raise
-        try:
-            return getattr(module, self.name)
-        except AttributeError as exc:
-            raise ImportError(f"{self.name} is not available in this version of sbtf ({self.sbtf_module} has no "
-                              f"{self.name}).") from exc
+            return algorithms.get(self.name).load()
+        except algorithms.AlgorithmNotAvailableError as exc:
+            raise ImportError(f"{exc}, so this stable-baselines file cannot be loaded yet.") from exc
 
     def is_available(self) -> bool:
         try:
@@ -386,11 +382,12 @@ ALGORITHMS: Dict[str, AlgoSpec] = {}
 
 
 def _register(spec: AlgoSpec) -> None:
+    algorithms.get(spec.name)  # every SB2 algorithm is one of sbtf's (KeyError otherwise)
     ALGORITHMS[spec.name] = spec
 
 
 _register(AlgoSpec(
-    name="A2C", sbtf_module="sbtf.a2c", family="actor_critic",
+    name="A2C", family="actor_critic",
     saved_keys=("gamma", "n_steps", "vf_coef", "ent_coef", "max_grad_norm", "learning_rate", "alpha", "epsilon",
                 "lr_schedule") + _COMMON_TAIL,
     marker_keys=("alpha", "epsilon"),
@@ -398,7 +395,7 @@ _register(AlgoSpec(
     sb2_defaults={"learning_rate": 7e-4},
     layout=_ac_layout))
 _register(AlgoSpec(
-    name="ACER", sbtf_module="sbtf.acer", family="actor_critic",
+    name="ACER", family="actor_critic",
     saved_keys=("gamma", "n_steps", "q_coef", "ent_coef", "max_grad_norm", "learning_rate", "lr_schedule",
                 "rprop_alpha", "rprop_epsilon", "replay_ratio", "replay_start") + _COMMON_TAIL,
     marker_keys=("q_coef", "rprop_alpha", "rprop_epsilon", "replay_ratio", "replay_start"),
@@ -407,7 +404,7 @@ _register(AlgoSpec(
     sb2_defaults={"learning_rate": 7e-4},
     layout=_ac_layout))
 _register(AlgoSpec(
-    name="ACKTR", sbtf_module="sbtf.acktr", family="actor_critic",
+    name="ACKTR", family="actor_critic",
     saved_keys=("gamma", "gae_lambda", "n_steps", "vf_coef", "ent_coef", "vf_fisher_coef", "max_grad_norm",
                 "learning_rate", "kfac_clip", "lr_schedule", "kfac_update") + _COMMON_TAIL,
     marker_keys=("kfac_clip", "vf_fisher_coef", "kfac_update"),
@@ -417,14 +414,14 @@ _register(AlgoSpec(
     sb2_defaults={"learning_rate": 0.25},
     layout=_ac_layout))
 _register(AlgoSpec(
-    name="PPO1", sbtf_module="sbtf.ppo1", family="actor_critic",
+    name="PPO1", family="actor_critic",
     saved_keys=("gamma", "timesteps_per_actorbatch", "clip_param", "entcoeff", "optim_epochs", "optim_stepsize",
                 "optim_batchsize", "lam", "adam_epsilon", "schedule") + _COMMON_TAIL,
     marker_keys=("timesteps_per_actorbatch", "clip_param", "optim_epochs", "optim_stepsize", "optim_batchsize"),
     defaults={"policy_kwargs": {}},
     layout=_ac_layout))
 _register(AlgoSpec(
-    name="PPO2", sbtf_module="sbtf.ppo2", family="actor_critic",
+    name="PPO2", family="actor_critic",
     saved_keys=("gamma", "n_steps", "vf_coef", "ent_coef", "max_grad_norm", "learning_rate", "lam", "nminibatches",
                 "noptepochs", "cliprange", "cliprange_vf") + _COMMON_TAIL,
     marker_keys=("cliprange", "nminibatches", "noptepochs", "cliprange_vf"),
@@ -438,15 +435,15 @@ _TRPO_STALE = {"pretrained_weight": "removed before 2.10", "reward_giver": "GAIL
                "save_per_iter": "removed before 2.10", "checkpoint_dir": "removed before 2.10",
                "task_name": "removed before 2.10"}
 _register(AlgoSpec(
-    name="TRPO", sbtf_module="sbtf.trpo_mpi", family="actor_critic", saved_keys=_TRPO_KEYS,
+    name="TRPO", family="actor_critic", saved_keys=_TRPO_KEYS,
     marker_keys=("max_kl", "cg_iters", "cg_damping", "vf_stepsize", "vf_iters", "timesteps_per_batch"),
     stale_keys=dict(_TRPO_STALE), defaults={"policy_kwargs": {}}, layout=_trpo_layout, accepts=("GAIL",)))
 _register(AlgoSpec(
-    name="GAIL", sbtf_module="sbtf.gail", family="actor_critic", saved_keys=_TRPO_KEYS,
+    name="GAIL", family="actor_critic", saved_keys=_TRPO_KEYS,
     marker_keys=("max_kl", "cg_iters", "cg_damping", "vf_stepsize", "vf_iters", "timesteps_per_batch"),
     stale_keys=dict(_TRPO_STALE), defaults={"policy_kwargs": {}}, layout=_gail_layout))
 _register(AlgoSpec(
-    name="DQN", sbtf_module="sbtf.deepq", family="dqn",
+    name="DQN", family="dqn",
     saved_keys=("double_q", "param_noise", "learning_starts", "train_freq", "prioritized_replay",
                 "prioritized_replay_eps", "batch_size", "target_network_update_freq", "prioritized_replay_alpha",
                 "prioritized_replay_beta0", "prioritized_replay_beta_iters", "exploration_final_eps",
@@ -458,7 +455,7 @@ _register(AlgoSpec(
     sb2_defaults={"learning_rate": 5e-4},
     layout=_dqn_layout))
 _register(AlgoSpec(
-    name="SAC", sbtf_module="sbtf.sac", family="sac",
+    name="SAC", family="sac",
     saved_keys=("learning_rate", "buffer_size", "learning_starts", "train_freq", "batch_size", "tau", "ent_coef",
                 "target_entropy", "gamma", "action_noise", "random_exploration") + _COMMON_TAIL,
     marker_keys=("target_entropy",),
@@ -466,7 +463,7 @@ _register(AlgoSpec(
     sb2_defaults={"learning_rate": 3e-4},
     layout=_sac_layout))
 _register(AlgoSpec(
-    name="TD3", sbtf_module="sbtf.td3", family="td3",
+    name="TD3", family="td3",
     saved_keys=("learning_rate", "buffer_size", "learning_starts", "train_freq", "batch_size", "tau",
                 "policy_delay", "target_noise_clip", "target_policy_noise", "gamma", "action_noise",
                 "random_exploration") + _COMMON_TAIL,
@@ -475,7 +472,7 @@ _register(AlgoSpec(
     sb2_defaults={"learning_rate": 3e-4},
     layout=_td3_layout))
 _register(AlgoSpec(
-    name="DDPG", sbtf_module="sbtf.ddpg", family="ddpg",
+    name="DDPG", family="ddpg",
     saved_keys=("observation_space", "action_space", "nb_eval_steps", "param_noise_adaption_interval",
                 "nb_train_steps", "nb_rollout_steps", "verbose", "param_noise", "action_noise", "gamma", "tau",
                 "normalize_returns", "enable_popart", "normalize_observations", "batch_size", "observation_range",
@@ -489,7 +486,7 @@ _register(AlgoSpec(
     defaults={"policy_kwargs": {}},
     layout=_ddpg_layout))
 _register(AlgoSpec(
-    name="HER", sbtf_module="sbtf.her", family=None,
+    name="HER", family=None,
     saved_keys=("n_sampled_goal", "goal_selection_strategy", "model_class", "her_obs_space", "her_action_space"),
     marker_keys=("n_sampled_goal", "goal_selection_strategy", "model_class", "her_obs_space"),
     defaults={"policy_kwargs": {}}))
@@ -515,16 +512,18 @@ def family_of(spec: AlgoSpec, data: dict) -> Tuple[PolicyFamily, AlgoSpec]:
 def wrapped_algorithm(data: dict) -> str:
     """HER's ``model_class`` as an algorithm name."""
     model_class = data.get("model_class")
+    wrappable = algorithms.get("HER").wraps
     name = None
     if is_legacy_global(model_class):
         name = model_class.sb2_name
     elif isinstance(model_class, type):
         name = model_class.__name__
     elif isinstance(model_class, str):
-        name = model_class.rsplit(".", 1)[-1].upper() if model_class.lower() in ("sac", "td3", "ddpg", "dqn") \
-            else model_class.rsplit(".", 1)[-1]
-    if name not in ("SAC", "TD3", "DDPG", "DQN"):
-        raise ValueError(f"This HER file wraps {model_class!r}; expected SAC, TD3, DDPG or DQN.")
+        name = model_class.rsplit(".", 1)[-1].upper() if model_class.upper() in wrappable else \
+            model_class.rsplit(".", 1)[-1]
+    if name not in wrappable:
+        raise ValueError(f"This HER file wraps {model_class!r}; expected {', '.join(wrappable[:-1])} or "
+                         f"{wrappable[-1]}.")
     return name
 
 

@@ -38,8 +38,11 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 
+from sbtf import algorithms
+from sbtf.common import noise, schedules
 from sbtf.common import safe_pickle as sp
 from sbtf.common.file_errors import FileLimitError, ModelDataError, UnsafeFileError, get_load_limits
+from sbtf.common.running_mean_std import RunningMeanStd
 from sbtf.common.safe_zip import NUMERIC_KINDS
 
 __all__ = [
@@ -501,7 +504,7 @@ _GYM_SPACE_NAMES = {"Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "
 _NOISE_MODULES = {"stable_baselines.ddpg.noise", "stable_baselines.common.noise"}
 _NOISE_NAMES = {"NormalActionNoise", "OrnsteinUhlenbeckActionNoise", "AdaptiveParamNoiseSpec"}
 _ZOO_CUSTOM_POLICIES = {"CustomDQNPolicy", "CustomMlpPolicy", "CustomSACPolicy"}
-_ALGORITHM_NAMES = {"A2C", "ACER", "ACKTR", "DDPG", "DQN", "GAIL", "HER", "PPO1", "PPO2", "SAC", "TD3", "TRPO"}
+_ALGORITHM_NAMES = frozenset(algorithms.ALGORITHMS)
 _SCHEDULE_CLASSES = {("stable_baselines.common.schedules", "ConstantSchedule"),
                      ("stable_baselines.common.schedules", "LinearSchedule"),
                      ("stable_baselines.common.schedules", "PiecewiseSchedule"),
@@ -809,8 +812,6 @@ def _noise_array(value: Any, what: str) -> Any:
 
 
 def _build_noise(obj: LegacyObject) -> Any:
-    from sbtf.common import noise
-
     name = obj.sb2_name
     state = _state_of(obj, name)
     if name == "NormalActionNoise":
@@ -843,8 +844,6 @@ def _build_noise(obj: LegacyObject) -> Any:
 
 def rms_from_state(state: Any, where: str = "A RunningMeanStd") -> Any:
     """An sbtf ``RunningMeanStd`` from a ``{mean, var, count}`` state, validated (else ModelDataError)."""
-    from sbtf.common.running_mean_std import RunningMeanStd
-
     if not isinstance(state, dict) or not all(k in state for k in ("mean", "var", "count")):
         keys = _short(sorted(map(str, state))) if isinstance(state, dict) else describe(state)
         raise ModelDataError(f"{where} in this file has no mean/var/count statistics (found {keys}); the file is "
@@ -867,8 +866,6 @@ def _build_rms(obj: LegacyObject) -> Any:
 
 
 def _build_schedule(obj: LegacyObject) -> Any:
-    from sbtf.common import schedules
-
     name = obj.sb2_name
     state = _state_of(obj, name)
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, List
 
+from sbtf import algorithms
 from stable_baselines import _compat
 
 _compat.install()
@@ -21,13 +22,13 @@ __version__ = "2.10.2"
 #: marks the shim (real stable-baselines has no such attribute)
 __sbtf_shim__ = True
 
-_ALGORITHMS = ("A2C", "ACER", "ACKTR", "DDPG", "DQN", "GAIL", "HER", "PPO1", "PPO2", "SAC", "TD3", "TRPO")
+_ALGORITHMS = tuple(algorithms.ALGORITHMS)  # sbtf's algorithm registry: the names stable-baselines 2 had
 __all__ = list(_ALGORITHMS)
 
 
 def __getattr__(name: str) -> Any:
     if name in _ALGORITHMS:
-        value = getattr(importlib.import_module("sbtf"), name)  # ImportError "... not available ..." if missing
+        value = algorithms.ALGORITHMS[name].load()  # ImportError "... not available ..." if missing
         globals()[name] = value
         return value
     if not name.startswith("__"):

@@ -528,15 +528,11 @@ class BaseRLModel(ABC):
         load_path = save_util.resolve_load_path(load_path)
         payload = save_util.read_file_bytes(load_path)
         kind = save_util.inspect_model_bytes(payload)
-        if kind != "sbtf":
-            try:
-                from sbtf_converters.legacy import load_sb2_model
-            except ImportError as exc:
-                raise save_util.ModelFileError(
-                    f"{load_path} is a stable-baselines 2.x file ({kind}); reading it needs sbtf_converters.legacy, "
-                    "which is not available in this installation.") from exc
-            return load_sb2_model(cls, payload, env=env, custom_objects=custom_objects, allow_pickle=allow_pickle,
-                                  **kwargs)
+        if kind != "sbtf":  # a foreign file: read by the plugin registered for its kind (sbtf_converters)
+            from sbtf.common import formats
+
+            reader = formats.model_reader(kind, source=str(load_path))
+            return reader(cls, payload, env=env, custom_objects=custom_objects, allow_pickle=allow_pickle, **kwargs)
         data, params, info = save_util.load_from_zip_bytes(payload, custom_objects, allow_pickle)
         algo = info.get("algo")
         if algo is not None and algo not in cls._accepted_algos():
@@ -596,12 +592,13 @@ class BaseRLModel(ABC):
         :param path: (str) output folder (``savedmodel``, ``tfjs``) or file (``onnx``)
         :param format: (str) ``"savedmodel"``, ``"tfjs"`` or ``"onnx"`` (tfjs and onnx need the ``export`` extra)
         :param vecnormalize: (VecNormalize or str) observation statistics to fold in (the export takes raw observations)
-        :param kwargs: passed to ``sbtf_converters.export.export_model`` (e.g. ``opset`` for ONNX)
+        :param kwargs: passed to the registered exporter, ``sbtf_converters.export.export_model`` (e.g. ``opset``
+            for ONNX); see :mod:`sbtf.common.formats`
         :return: (str) the path written
         """
-        from sbtf_converters.export import export_model
+        from sbtf.common import formats
 
-        return export_model(self, path, format=format, vecnormalize=vecnormalize, **kwargs)
+        return formats.exporter()(self, path, format=format, vecnormalize=vecnormalize, **kwargs)
 
     # ------------------------------------------------------------------ behaviour cloning
     def _pretrain_output(self, obs: tf.Tensor) -> tf.Tensor:

@@ -18,6 +18,8 @@ import importlib
 import threading
 from typing import Dict, Optional
 
+from sbtf.algorithms import ALGORITHMS
+
 __all__ = ["class_key", "register_class", "lookup_class", "registered_names", "KINDS"]
 
 KINDS = ("policy", "algorithm", "enum", "extractor")
@@ -25,12 +27,11 @@ KINDS = ("policy", "algorithm", "enum", "extractor")
 _LOCK = threading.Lock()
 _CLASSES: Dict[str, Dict[str, type]] = {kind: {} for kind in KINDS}  # explicit names
 _AUTO: Dict[str, list] = {kind: [] for kind in KINDS}  # named by their current module:qualname
-# modules whose import registers sbtf's own classes (imported on the first lookup)
+# modules whose import registers sbtf's own classes (imported on the first lookup): the policies, and every
+# algorithm of the algorithm registry
 _BUILTIN_MODULES = (
     "sbtf.common.policies", "sbtf.deepq.policies", "sbtf.sac.policies", "sbtf.td3.policies", "sbtf.ddpg.policies",
-    "sbtf.a2c", "sbtf.acer", "sbtf.acktr", "sbtf.ppo1", "sbtf.ppo2", "sbtf.trpo_mpi", "sbtf.gail", "sbtf.deepq",
-    "sbtf.sac", "sbtf.td3", "sbtf.ddpg", "sbtf.her",
-)
+) + tuple(algo.module for algo in ALGORITHMS.values())
 _builtins_loaded = [False]
 
 

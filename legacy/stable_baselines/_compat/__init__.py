@@ -25,10 +25,12 @@ import sys
 import types
 from typing import Any, Dict, List, Optional, Sequence
 
+from sbtf import algorithms
+
 PREFIX = "stable_baselines"
 
-#: public stable-baselines 2.10 module paths (all of them resolve through the hook)
-PUBLIC_MODULES: List[str] = [
+#: public stable-baselines 2.10 modules besides the algorithms' packages and class modules
+_SHARED_MODULES = [
     "common", "common.base_class", "common.policies", "common.distributions", "common.input", "common.tf_layers",
     "common.tf_util", "common.vec_env", "common.vec_env.base_vec_env", "common.vec_env.dummy_vec_env",
     "common.vec_env.subproc_vec_env", "common.vec_env.vec_normalize", "common.vec_env.vec_frame_stack",
@@ -38,17 +40,18 @@ PUBLIC_MODULES: List[str] = [
     "common.save_util", "common.identity_env", "common.bit_flipping_env", "common.buffers", "common.dataset",
     "common.console_util", "common.mpi_adam", "common.mpi_running_mean_std", "common.mpi_moments", "common.cg",
     "bench", "bench.monitor", "results_plotter", "logger",
-    "a2c", "a2c.a2c", "a2c.utils",
-    "acer", "acer.acer_simple", "acer.buffer",
-    "acktr", "acktr.acktr", "acktr.kfac",
-    "ddpg", "ddpg.ddpg", "ddpg.policies", "ddpg.noise",
-    "deepq", "deepq.dqn", "deepq.policies", "deepq.build_graph", "deepq.replay_buffer",
-    "gail", "gail.model", "gail.adversary", "gail.dataset", "gail.dataset.dataset", "gail.dataset.record_expert",
-    "her", "her.her", "her.replay_buffer", "her.utils",
-    "ppo1", "ppo1.pposgd_simple", "ppo2", "ppo2.ppo2",
-    "sac", "sac.sac", "sac.policies", "td3", "td3.td3", "td3.policies",
-    "trpo_mpi", "trpo_mpi.trpo_mpi", "trpo_mpi.utils",
 ]
+#: the other public modules of the algorithms' packages (policies, buffers, helpers)
+_ALGORITHM_EXTRA_MODULES = [
+    "a2c.utils", "acer.buffer", "acktr.kfac", "ddpg.policies", "ddpg.noise", "deepq.policies", "deepq.build_graph",
+    "deepq.replay_buffer", "gail.adversary", "gail.dataset", "gail.dataset.dataset", "gail.dataset.record_expert",
+    "her.replay_buffer", "her.utils", "sac.policies", "td3.policies", "trpo_mpi.utils",
+]
+#: public stable-baselines 2.10 module paths (all of them resolve through the hook): the shared modules, each
+#: algorithm's package and the module that defined its class (from sbtf's algorithm registry), and the extras
+PUBLIC_MODULES: List[str] = _SHARED_MODULES + [
+    path for algo in algorithms.ALGORITHMS.values() for path in (algo.sb2_package, algo.sb2_module)
+] + _ALGORITHM_EXTRA_MODULES
 
 #: paths whose sbtf module differs from ``sbtf.<same path>``: candidates, first importable wins
 OVERRIDES: Dict[str, Sequence[str]] = {

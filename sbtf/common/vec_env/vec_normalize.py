@@ -189,8 +189,16 @@ class VecNormalize(VecEnvWrapper):
         return data
 
     @classmethod
-    def _from_data(cls, data: Dict[str, Any], where: str = "The VecNormalize statistics") -> "VecNormalize":
-        """A VecNormalize without venv from its saved data (validated; ModelDataError when invalid)."""
+    def from_data(cls, data: Dict[str, Any], where: str = "The VecNormalize statistics") -> "VecNormalize":
+        """
+        A VecNormalize without venv (call :meth:`set_venv` before use) from statistics and settings as plain data.
+
+        :param data: (dict) ``obs_rms`` and ``ret_rms`` (each a ``RunningMeanStd`` or a ``{mean, var, count}``
+            dict), and optionally the settings ``training``, ``norm_obs``, ``norm_reward``, ``clip_obs``,
+            ``clip_reward``, ``gamma``, ``epsilon`` (defaults as in the constructor)
+        :param where: (str) what the data is, for error messages
+        :raises ModelDataError: when a value is missing or invalid
+        """
         data = _state_of(data)
         if not isinstance(data, dict):
             raise ModelDataError(f"{where} are a {type(data).__name__}, not VecNormalize statistics.")
@@ -213,7 +221,7 @@ class VecNormalize(VecEnvWrapper):
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         """Restore from pickled state; ``set_venv()`` must be called before use."""
-        self.__dict__.update(type(self)._from_data(state).__dict__)
+        self.__dict__.update(type(self).from_data(state).__dict__)
 
     def set_venv(self, venv: VecEnv) -> None:
         """
@@ -329,7 +337,7 @@ class VecNormalize(VecEnvWrapper):
         if not isinstance(data, dict) or "obs_rms" not in data or "ret_rms" not in data:
             raise CorruptedFileError("{} is not a VecNormalize statistics file (no obs_rms / ret_rms in it)".format(
                 load_path))
-        vec_normalize = cls._from_data(data, where=f"The statistics in {load_path}")
+        vec_normalize = cls.from_data(data, where=f"The statistics in {load_path}")
         vec_normalize.set_venv(venv)
         return vec_normalize
 

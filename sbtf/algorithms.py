@@ -1,0 +1,155 @@
+"""The one list of sbtf's algorithms, and what each of them can do.
+
+Every part of sbtf that needs to know "which algorithms exist" reads this module: ``from sbtf import PPO2``
+(:mod:`sbtf`), the command line (``sbtf train --algo ppo2``: names, multi-env, schedules, noise, what HER wraps),
+the ``stable_baselines`` compatibility package (names and stable-baselines 2 module paths), the stable-baselines 2
+file reader and the exporter (``sbtf_converters``). Adding an algorithm is one entry here (plus its package).
+
+Importing this module imports no algorithm and no TensorFlow: an entry names its class as a ``"module:Class"``
+string, imported by :meth:`Algorithm.load` when it is first needed.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+__all__ = ["ON_POLICY", "OFF_POLICY", "FAMILIES", "NOISE_TYPES", "Algorithm", "ALGORITHMS", "get", "find",
+           "AlgorithmNotAvailableError"]
+
+#: collects rollouts with its current policy, then trains on them (A2C, PPO2, TRPO, ...)
+ON_POLICY = "on-policy"
+#: stores transitions in a replay buffer and trains on samples of it (DQN, SAC, TD3, DDPG, HER)
+OFF_POLICY = "off-policy"
+FAMILIES = (ON_POLICY, OFF_POLICY)
+#: the exploration noises of the command line's ``noise_type`` hyperparameter
+NOISE_TYPES = ("normal", "ornstein-uhlenbeck", "adaptive-param")
+
+
+class AlgorithmNotAvailableError(ImportError):
+    """The algorithm's module (or its class) is missing from this installation of sbtf."""
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """
+    One algorithm of sbtf.
+
+    :param name: the class name (``PPO2``): ``from sbtf import PPO2``, the name stable-baselines 2 files store
+    :param target: where the class lives, as ``"module:Class"`` (imported by :meth:`load`)
+    :param family: :data:`ON_POLICY` or :data:`OFF_POLICY` (which learn loop it uses)
+    :param mpi: trains data-parallel under ``mpirun`` (PPO1, TRPO, GAIL, DDPG); the family still says how it learns
+    :param multi_env: collects experience from several envs at once (the others take exactly one env)
+    :param schedules: its learning rate (and PPO2's clip ranges) may be a function of the progress
+    :param lr_schedule_argument: anneals its learning rate with stable-baselines' ``lr_schedule`` string argument
+    :param noise_types: the exploration noises it takes (subset of :data:`NOISE_TYPES`; ``adaptive-param`` is
+        parameter noise)
+    :param wraps: the algorithms it wraps (HER: the model classes it can train with hindsight goals)
+    :param extends: the algorithm whose constructor receives its ``**kwargs`` (GAIL extends TRPO)
+    :param sb2_module: the stable-baselines 2 module that defined the class, below ``stable_baselines``
+        (``ppo1.pposgd_simple``): the path old scripts import and old pickles name
+    """
+
+    name: str
+    target: str
+    family: str
+    mpi: bool = False
+    multi_env: bool = False
+    schedules: bool = False
+    lr_schedule_argument: bool = False
+    noise_types: Tuple[str, ...] = ()
+    wraps: Tuple[str, ...] = ()
+    extends: Optional[str] = None
+    sb2_module: str = ""
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"{self.name}: family must be one of {FAMILIES}, got {self.family!r}")
+        if ":" not in self.target:
+            raise ValueError(f"{self.name}: target must be 'module:Class', got {self.target!r}")
+        unknown = set(self.noise_types) - set(NOISE_TYPES)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown noise types {sorted(unknown)}; known: {NOISE_TYPES}")
+
+    @property
+    def cli_name(self) -> str:
+        """The name on the command line (``sbtf train --algo ppo2``)."""
+        return self.name.lower()
+
+    @property
+    def module(self) -> str:
+        """The module that defines (or exports) the class."""
+        return self.target.partition(":")[0]
+
+    @property
+    def class_name(self) -> str:
+        """The attribute of :attr:`module` that is the class."""
+        return self.target.partition(":")[2]
+
+    @property
+    def sb2_package(self) -> str:
+        """The stable-baselines 2 package of the algorithm, below ``stable_baselines`` (``ppo1``)."""
+        return self.sb2_module.split(".")[0]
+
+    def load(self) -> type:
+        """
+        The algorithm class (imports its module).
+
+        :raises AlgorithmNotAvailableError: (an ImportError) when this installation has no such module or class;
+            an ImportError of another package the module needs (e.g. ``mpi4py``) propagates unchanged
+        """
+        try:
+            module = importlib.import_module(self.module)
+        except ModuleNotFoundError as exc:
+            if exc.name and (self.module == exc.name or self.module.startswith(exc.name + ".")):
+                raise AlgorithmNotAvailableError(f"sbtf.{self.name} is not available in this version of sbtf "
+                                                 f"({self.module} is missing)") from exc
+            raise
+        try:
+            return getattr(module, self.class_name)
+        except AttributeError as exc:
+            raise AlgorithmNotAvailableError(f"sbtf.{self.name} is not available in this version of sbtf "
+                                             f"({self.module} has no {self.class_name})") from exc
+
+
+_ON_POLICY_MULTI_ENV = dict(family=ON_POLICY, multi_env=True)
+
+#: every algorithm, by class name (alphabetical)
+ALGORITHMS: Dict[str, Algorithm] = {algo.name: algo for algo in (
+    Algorithm("A2C", "sbtf.a2c:A2C", lr_schedule_argument=True, sb2_module="a2c.a2c", **_ON_POLICY_MULTI_ENV),
+    Algorithm("ACER", "sbtf.acer:ACER", lr_schedule_argument=True, sb2_module="acer.acer_simple",
+              **_ON_POLICY_MULTI_ENV),
+    Algorithm("ACKTR", "sbtf.acktr:ACKTR", lr_schedule_argument=True, sb2_module="acktr.acktr",
+              **_ON_POLICY_MULTI_ENV),
+    Algorithm("DDPG", "sbtf.ddpg:DDPG", OFF_POLICY, mpi=True, noise_types=NOISE_TYPES, sb2_module="ddpg.ddpg"),
+    Algorithm("DQN", "sbtf.deepq:DQN", OFF_POLICY, sb2_module="deepq.dqn"),
+    Algorithm("GAIL", "sbtf.gail:GAIL", ON_POLICY, mpi=True, extends="TRPO", sb2_module="gail.model"),
+    Algorithm("HER", "sbtf.her:HER", OFF_POLICY, wraps=("DQN", "SAC", "DDPG", "TD3"), sb2_module="her.her"),
+    Algorithm("PPO1", "sbtf.ppo1:PPO1", ON_POLICY, mpi=True, sb2_module="ppo1.pposgd_simple"),
+    Algorithm("PPO2", "sbtf.ppo2:PPO2", schedules=True, sb2_module="ppo2.ppo2", **_ON_POLICY_MULTI_ENV),
+    Algorithm("SAC", "sbtf.sac:SAC", OFF_POLICY, schedules=True, noise_types=NOISE_TYPES[:2], sb2_module="sac.sac"),
+    Algorithm("TD3", "sbtf.td3:TD3", OFF_POLICY, schedules=True, noise_types=NOISE_TYPES[:2], sb2_module="td3.td3"),
+    Algorithm("TRPO", "sbtf.trpo_mpi:TRPO", ON_POLICY, mpi=True, sb2_module="trpo_mpi.trpo_mpi"),
+)}
+
+
+def find(name: str) -> Optional[Algorithm]:
+    """The algorithm named ``name`` (class name ``PPO2`` or command-line name ``ppo2``), or None."""
+    if not isinstance(name, str):
+        return None
+    found = ALGORITHMS.get(name)
+    if found is None:
+        found = next((algo for algo in ALGORITHMS.values() if algo.cli_name == name.strip().lower()), None)
+    return found
+
+
+def get(name: str) -> Algorithm:
+    """
+    The algorithm named ``name`` (class name or command-line name).
+
+    :raises KeyError: naming the valid choices
+    """
+    found = find(name)
+    if found is None:
+        raise KeyError(f"unknown algorithm {name!r}; sbtf has {', '.join(ALGORITHMS)}")
+    return found
