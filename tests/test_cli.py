@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import re
@@ -116,7 +117,7 @@ def test_train_a2c_with_evaluation_and_checkpoints(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Playing {}".format(checkpoint) in out and "Mean return over 2 episode(s)" in out
     # a second run of the same algo / env gets the next run id
-    assert cli._new_run_dir(str(tmp_path / "a2c"), "CartPole-v1")[1] == 2
+    assert cli.runs.new_run_dir(str(tmp_path / "a2c"), "CartPole-v1")[1] == 2
 
 
 def test_hyperparameter_overrides_reach_the_saved_model(tmp_path, capsys):
@@ -264,9 +265,9 @@ def test_bad_hyperparameter_values_are_one_line_errors(tmp_path, capsys, overrid
 
 
 def test_algorithm_missing_from_this_version(tmp_path, capsys, monkeypatch):
-    if "ACER" in vars(sbtf):  # imported already: forget it (hasattr() would try to import it)
-        monkeypatch.delattr(sbtf, "ACER")
-    monkeypatch.setitem(sbtf._ALGORITHMS, "ACER", "sbtf._cli_test_missing_acer")
+    acer = sbtf.algorithms.ALGORITHMS["ACER"]
+    monkeypatch.setitem(sbtf.algorithms.ALGORITHMS, "ACER",
+                        dataclasses.replace(acer, target="sbtf._cli_test_missing_acer:ACER"))
     err = _error(capsys, ["train", "--algo", "acer", "--env", "CartPole-v1", "-f", str(tmp_path)])
     assert err == ("sbtf train: error: algorithm acer is not available in this version of sbtf "
                    "(sbtf._cli_test_missing_acer is missing)")
@@ -329,7 +330,7 @@ def test_shipped_hyperparameter_files():
         for env_id, hyperparams in cli.load_default_hyperparams(algo).items():
             delegate, model_class = None, None
             if algo == "her":
-                model_class, delegate = cli._her_model_class(hyperparams)
+                model_class, delegate = cli.her_model_class(hyperparams)
             elif algo == "gail":
                 delegate = cli.load_algorithm("trpo")
             valid = cli.valid_hyperparameters(algo, cls, delegate, model_class)
@@ -380,7 +381,7 @@ def test_action_noise_from_hyperparameters():
 
 def test_a_module_can_register_a_subcommand(monkeypatch, capsys):
     cli.registered_subcommands()  # plugins register into the real table first, not into this test's copy
-    monkeypatch.setattr(cli, "_SUBCOMMANDS", dict(cli._SUBCOMMANDS))
+    monkeypatch.setattr(cli.plugins, "_SUBCOMMANDS", dict(cli.plugins._SUBCOMMANDS))
     seen = {}
 
     def add_arguments(parser):

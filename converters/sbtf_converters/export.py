@@ -37,6 +37,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from sbtf import __version__ as sbtf_version
 from sbtf import algorithms
 
 __all__ = [
@@ -606,10 +607,6 @@ def _json_safe(value: Any) -> Any:
 
 
 def _metadata(model, inputs_meta, outputs_meta, graph, stats, vecnormalize) -> Dict[str, Any]:
-    try:
-        from sbtf import __version__ as sbtf_version  # pylint: disable=import-outside-toplevel
-    except ImportError:  # pragma: no cover
-        sbtf_version = "?"
     policy = model.policy_tf
     meta = OrderedDict(
         format=METADATA_FORMAT, format_version=METADATA_VERSION, sbtf_version=sbtf_version,

@@ -17,9 +17,12 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+import numpy as np
 import yaml
 
 from sbtf import algorithms
+from sbtf.common.noise import AdaptiveParamNoiseSpec, NormalActionNoise, OrnsteinUhlenbeckActionNoise
+from sbtf.common.schedules import SampledSchedule
 from sbtf.cli.errors import CLIError, exc_text
 
 
@@ -345,7 +348,6 @@ def _schedule_value(key: str, value: Any, effective_algo: str) -> Any:
         initial = float(value[len("lin_"):])
     except ValueError as exc:
         raise CLIError("{}: {!r} is not 'lin_<number>'".format(key, value)) from exc
-    from sbtf.common.schedules import SampledSchedule  # pylint: disable=import-outside-toplevel
     # value(progress) = progress * initial, progress going from 1 (start) to 0 (end): the zoo's linear_schedule
     return SampledSchedule([(0.0, 0.0), (1.0, initial)])
 
@@ -362,9 +364,6 @@ def _action_noise(hyperparams: Dict[str, Any], effective_algo: str, action_space
     noise_std = hyperparams.get("noise_std")
     if not is_number(noise_std) or noise_std < 0:
         raise CLIError("noise_type {} needs noise_std, a number >= 0 (got {!r})".format(noise_type, noise_std))
-    import numpy as np  # pylint: disable=import-outside-toplevel
-    from sbtf.common.noise import (AdaptiveParamNoiseSpec, NormalActionNoise,  # pylint: disable=import-outside-toplevel
-                                   OrnsteinUhlenbeckActionNoise)
 
     if noise_type not in algorithms.get(effective_algo).noise_types:
         supported = sorted(algo.cli_name for algo in algorithms.ALGORITHMS.values() if noise_type in algo.noise_types)

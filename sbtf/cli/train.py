@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import yaml
 
 from sbtf import algorithms
+from sbtf.common.callbacks import CheckpointCallback, EvalCallback, ProgressBarCallback
 from sbtf.cli.envs import EnvSettings, env_settings, import_gym_packages, make_env, resolve_env, wrap_vec_env
 from sbtf.cli.errors import CLIError, exc_text
 from sbtf.cli.hyperparams import (MULTI_ENV_ALGOS, algo_name, as_int, check_hyperparameter_names, default_policy,
@@ -154,7 +155,6 @@ def _learn(model: Any, n_timesteps: int, callbacks: List[Any], progress: bool, l
         if "progress_bar" in learn_params:
             kwargs["progress_bar"] = True
         else:
-            from sbtf.common.callbacks import ProgressBarCallback  # pylint: disable=import-outside-toplevel
             callbacks = callbacks + [ProgressBarCallback()]
     model.learn(n_timesteps, callback=callbacks or None, **kwargs)
 
@@ -194,7 +194,6 @@ def run_train(args: argparse.Namespace) -> int:
 
         callbacks: List[Any] = []
         if args.eval_freq and args.eval_freq > 0:
-            from sbtf.common.callbacks import EvalCallback  # pylint: disable=import-outside-toplevel
             if args.eval_episodes < 1:
                 raise CLIError("--eval-episodes must be at least 1, got {}".format(args.eval_episodes))
             eval_venv = make_env(env_id, 1, args.seed + 1000, plan.settings)
@@ -205,7 +204,6 @@ def run_train(args: argparse.Namespace) -> int:
                                           best_model_save_path=run_dir, deterministic=True,
                                           verbose=1 if args.verbose >= 1 else 0))
         if args.save_freq and args.save_freq > 0:
-            from sbtf.common.callbacks import CheckpointCallback  # pylint: disable=import-outside-toplevel
             callbacks.append(CheckpointCallback(save_freq=max(args.save_freq // plan.n_envs, 1),
                                                 save_path=os.path.join(run_dir, "checkpoints"),
                                                 name_prefix="rl_model", verbose=args.verbose))
