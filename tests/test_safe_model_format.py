@@ -311,3 +311,19 @@ def test_highly_compressed_large_parameters_member_is_a_bomb(tmp_path, ppo2_file
                 handle.write(chunk)
     with pytest.raises(FileLimitError, match="ratio"):
         PPO2.load(path)
+
+
+def test_load_parameters_missing_names_is_typed(tmp_path):
+    """Missing parameters raise MissingParametersError (a ModelDataError and, as in SB2, a RuntimeError) naming them."""
+    from sbtf import PPO2
+    from sbtf.common.file_errors import MissingParametersError, ModelDataError
+
+    model = PPO2("MlpPolicy", "CartPole-v1", n_steps=16)
+    params = model.get_parameters()
+    dropped = next(iter(params))
+    del params[dropped]
+    with pytest.raises(MissingParametersError) as info:
+        model.load_parameters(params)
+    assert isinstance(info.value, ModelDataError) and isinstance(info.value, RuntimeError)
+    assert info.value.missing == (dropped,)
+    model.load_parameters(params, exact_match=False)

@@ -829,7 +829,7 @@ def _build_model(cls: Any, parsed: ParsedSB2, env: Any, kwargs: dict) -> Any:
             warnings.filterwarnings("ignore", message="Loading model parameters from a list",
                                     category=DeprecationWarning)
             model = cls._from_data(data, params, env=None, **kwargs)
-    except RuntimeError as exc:  # load_parameters: the model has parameters that the file does not give
+    except file_errors.MissingParametersError as exc:  # the model has parameters that the file does not give
         raise LegacyModelError(f"The sbtf {cls.__name__} model built from this file needs parameters the file does "
                                f"not have: {exc}") from exc
     except file_errors.ParameterShapeError as exc:

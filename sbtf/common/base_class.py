@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common import model_schema, save_util
-from sbtf.common.file_errors import ModelDataError, ParameterShapeError, WrongAlgorithmError
+from sbtf.common.file_errors import MissingParametersError, ModelDataError, ParameterShapeError, WrongAlgorithmError
 from sbtf.common.model_schema import check_network_size
 from sbtf.common.fast_call import FastFunction
 from sbtf.common.policies import ActorCriticPolicy, BasePolicy, get_policy_from_name
@@ -452,8 +452,9 @@ class BaseRLModel(ABC):
                                  names=list(named))
         missing = [name for name in named if name not in params]
         if exact_match and missing:
-            raise RuntimeError(f"Error: the parameters to load do not contain {missing[:5]}"
-                               f"{' ...' if len(missing) > 5 else ''} (set exact_match=False to load a subset).")
+            raise MissingParametersError(f"Error: the parameters to load do not contain {missing[:5]}"
+                                         f"{' ...' if len(missing) > 5 else ''} (set exact_match=False to load a "
+                                         f"subset).", missing)
         for name, var in named.items():
             if name not in params:
                 continue

@@ -25,7 +25,7 @@ from typing import Iterator
 
 __all__ = [
     "ModelFileError", "CorruptedFileError", "UnsafeFileError", "FileLimitError", "ModelDataError",
-    "WrongAlgorithmError", "ParameterShapeError", "LoadLimits", "get_load_limits", "set_load_limits", "load_limits",
+    "WrongAlgorithmError", "ParameterShapeError", "MissingParametersError", "LoadLimits", "get_load_limits", "set_load_limits", "load_limits",
 ]
 
 
@@ -61,6 +61,15 @@ class ParameterShapeError(ModelDataError):
         self.name = name
         self.stored_shape = tuple(stored_shape)
         self.model_shape = tuple(model_shape)
+
+
+class MissingParametersError(ModelDataError, RuntimeError):
+    """The parameters to load lack some of the model's (``missing``: their names). Also a ``RuntimeError``, as in
+    stable-baselines 2.x's ``load_parameters``."""
+
+    def __init__(self, message: str, missing: tuple = ()):
+        super().__init__(message)
+        self.missing = tuple(missing)
 
 
 @dataclasses.dataclass(frozen=True)
