@@ -422,8 +422,8 @@ def load_zoo_agent(folder: str, algo: str, env_id: str, *, exp_id: Optional[int]
         venv = _make_base_env(gym_id, n_envs, seed, [wrap for _, wrap in resolved], merged_env_kwargs, render_mode)
     stats_path = None
     try:
-        n_stack = (ATARI_FRAME_STACK if atari else 0)
-        total_stack = n_stack * max(settings.frame_stack, 1) if n_stack else settings.frame_stack
+        # frames the model sees stacked: the zoo's 4 for Atari, times the config's frame_stack on top
+        total_stack = ATARI_FRAME_STACK * max(settings.frame_stack, 1) if atari else settings.frame_stack
         _check_observation_shapes(model, venv.observation_space, total_stack, paths, gym_id, settings,
                                   has_time_feature)
         if atari:
