@@ -11,7 +11,28 @@ from gymnasium import spaces
 
 from sbtf.common.gym_compat import OldGymAPIAdapter, is_old_gym_env
 
+__all__ = ["check_env", "OldGymAPIWarning"]
+
 _N_NAN_CHECK_STEPS = 10
+
+
+class OldGymAPIWarning(UserWarning):
+    """``check_env`` was given an env written for the old gym API (sbtf adapts it; the adapted env is checked)."""
+
+
+def _old_api_message(env: Any) -> str:
+    """What check_env says about an old-gym-API env: that sbtf adapts it, and how to port it to gymnasium."""
+    name = type(env).__name__
+    kind = ("subclasses gymnasium.Env but its reset() takes no seed" if isinstance(env, gymnasium.Env)
+            else "is not a gymnasium.Env")
+    return ("{} uses the old gym API ({}: reset() -> obs, step() -> (obs, reward, done, info), seed()). sbtf adapts "
+            "it automatically (sbtf.common.gym_compat.OldGymAPIAdapter, applied by DummyVecEnv, make_vec_env and the "
+            "models), so it can be used as it is; check_env goes on with the adapted env. To port it to gymnasium: "
+            "subclass gymnasium.Env with gymnasium.spaces; write reset(self, *, seed=None, options=None) calling "
+            "super().reset(seed=seed), drawing randomness from self.np_random instead of a seed() method, and "
+            "returning (obs, info); make step() return (obs, reward, terminated, truncated, info), with "
+            "truncated=True for a time-limit cut (the old info['TimeLimit.truncated']) and terminated=True for a real "
+            "end of the episode.".format(name, kind))
 
 
 def _is_image_space_shape(shape: tuple) -> bool:
@@ -250,24 +271,23 @@ def check_env(env: Any, warn: bool = True, skip_render_check: bool = True) -> No
     Errors (AssertionError, ValueError) say what is wrong and how to fix it; with ``warn=True``, warnings point at
     things that work but may hurt learning (non-normalised actions, image spaces with the wrong dtype, ...).
 
-    Environments written for the old gym API (``reset() -> obs``, 4-tuple ``step``, ``seed()``) are checked through
-    ``OldGymAPIAdapter``, the adapter sbtf applies to them automatically, with a warning saying so.
+    Environments written for the old gym API (``reset() -> obs``, 4-tuple ``step``, ``seed()``), including
+    ``gymnasium.Env`` subclasses whose ``reset`` takes no ``seed``, get an :class:`OldGymAPIWarning` saying that sbtf
+    adapts them and how to port them; then the adapted env (``OldGymAPIAdapter``, which sbtf applies automatically)
+    is checked.
 
     :param env: (gymnasium.Env) The environment that will be checked
     :param warn: (bool) Whether to output additional warnings mainly related to the interaction with sbtf
     :param skip_render_check: (bool) Whether to skip the checks for the render method. True by default (useful for
         the CI)
     """
-    if not isinstance(env, gymnasium.Env):
-        if not is_old_gym_env(env):
-            raise AssertionError(
-                "Your environment must inherit from gymnasium.Env (or follow the old gym API with reset, step, "
-                "observation_space and action_space), got {}. See https://gymnasium.farama.org/api/env/".format(
-                    type(env).__name__))
-        warnings.warn("{} follows the old gym API (reset() -> obs, 4-tuple step, seed()): it is checked through "
-                      "sbtf's OldGymAPIAdapter, which sbtf applies automatically. Consider porting it to gymnasium "
-                      "(reset(seed=None, options=None) -> (obs, info); step -> (obs, reward, terminated, truncated, "
-                      "info)).".format(type(env).__name__))
+    if not isinstance(env, gymnasium.Env) and not is_old_gym_env(env):
+        raise AssertionError(
+            "Your environment must inherit from gymnasium.Env (or follow the old gym API with reset, step, "
+            "observation_space and action_space), got {}. See https://gymnasium.farama.org/api/env/".format(
+                type(env).__name__))
+    if is_old_gym_env(env):
+        warnings.warn(_old_api_message(env), OldGymAPIWarning, stacklevel=2)
         try:
             env = OldGymAPIAdapter(env)
         except TypeError as exc:

@@ -9,7 +9,8 @@ anything else to that form:
   :data:`RETIRED_ENV_IDS`);
 * a gymnasium env is returned as it is;
 * an env written for the old gym API (``reset() -> obs``, 4-tuple ``step``, ``seed()``, ``gym.spaces`` or duck-typed
-  spaces) is wrapped in :class:`OldGymAPIAdapter`.
+  spaces) is wrapped in :class:`OldGymAPIAdapter`, also when its class subclasses ``gymnasium.Env`` (old code after
+  ``import gymnasium as gym``: its ``reset`` takes no ``seed``).
 """
 from __future__ import annotations
 
@@ -121,14 +122,28 @@ def convert_space(space: Any) -> spaces.Space:
 def is_old_gym_env(env: Any) -> bool:
     """
     Tell whether ``env`` is an environment that is not a ``gymnasium.Env`` but looks like a gym env (it has ``reset``,
-    ``step``, ``observation_space`` and ``action_space``), i.e. one that :func:`wrap_env` adapts.
+    ``step``, ``observation_space`` and ``action_space``), or a ``gymnasium.Env`` whose ``reset`` takes no ``seed``
+    (old-API code subclassing ``gymnasium.Env``), i.e. one that :func:`wrap_env` adapts.
 
     :param env: (Any)
     :return: (bool)
     """
     if isinstance(env, gymnasium.Env):
-        return False
+        # a gymnasium.Env subclass written with the old API (e.g. old code after ``import gymnasium as gym``)
+        return has_old_reset_signature(env)
     return all(hasattr(env, name) for name in ("reset", "step", "observation_space", "action_space"))
+
+
+def has_old_reset_signature(env: Any) -> bool:
+    """
+    Tell whether ``env.reset`` cannot take gymnasium's ``seed`` keyword (an old-gym ``reset(self)``), which makes even a
+    ``gymnasium.Env`` subclass an old-API env that :func:`wrap_env` adapts.
+
+    :param env: (Any)
+    :return: (bool)
+    """
+    reset = getattr(env, "reset", None)
+    return callable(reset) and not _accepts_keyword(reset, "seed")
 
 
 def _accepts_keyword(func: Any, name: str) -> bool:
@@ -197,6 +212,8 @@ class OldGymAPIAdapter(gymnasium.Env):
                 self.env.seed(seed)
             elif self._reset_takes_seed:
                 kwargs["seed"] = seed
+            elif isinstance(self.env, gymnasium.Env):  # an old-API gymnasium.Env subclass: seed its np_random
+                gymnasium.Env.reset(self.env, seed=seed)
             else:
                 warnings.warn("{} has neither a seed() method nor a seed argument to reset(): the seed {} is "
                               "ignored".format(type(self.env).__name__, seed))
@@ -254,7 +271,7 @@ def wrap_env(env_or_id: Any, **make_kwargs: Any) -> gymnasium.Env:
 
     :param env_or_id: (str or Env) an env id (made with ``gymnasium.make``, retired ids are resolved through
         :data:`RETIRED_ENV_IDS`), a ``gymnasium.Env`` (returned unchanged) or an env with the old gym API (wrapped in
-        :class:`OldGymAPIAdapter`)
+        :class:`OldGymAPIAdapter`, even a ``gymnasium.Env`` subclass whose ``reset`` takes no ``seed``)
     :param make_kwargs: keyword arguments for ``gymnasium.make`` (only with an env id)
     :return: (gymnasium.Env)
     """
@@ -263,7 +280,7 @@ def wrap_env(env_or_id: Any, **make_kwargs: Any) -> gymnasium.Env:
     if make_kwargs:
         raise ValueError("wrap_env(): keyword arguments {} are only used with an env id, not with an env instance "
                          "({})".format(sorted(make_kwargs), type(env_or_id).__name__))
-    if isinstance(env_or_id, gymnasium.Env):
+    if isinstance(env_or_id, gymnasium.Env) and not has_old_reset_signature(env_or_id):
         return env_or_id
     if is_old_gym_env(env_or_id):
         return OldGymAPIAdapter(env_or_id)

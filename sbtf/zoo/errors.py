@@ -1,0 +1,44 @@
+"""The typed errors of :mod:`sbtf.zoo` (all are ``ValueError`` subclasses, as sbtf's other loading errors)."""
+from __future__ import annotations
+
+from typing import Tuple
+
+from sbtf.common.file_errors import UnsafeFileError
+
+__all__ = ["ZooError", "ZooFolderError", "ZooConfigError", "UnsafeConfigError", "ObservationMismatchError",
+           "MissingTimeFeatureError"]
+
+
+class ZooError(ValueError):
+    """Base class of the errors raised when reading an rl-baselines-zoo folder."""
+
+
+class ZooFolderError(ZooError):
+    """The folder lacks a file the agent needs (the model, or the statistics its config asks for)."""
+
+
+class ZooConfigError(ZooError):
+    """A ``config.yml`` (or a value in it) that cannot be used: not YAML, not a mapping, an invalid setting."""
+
+
+class UnsafeConfigError(ZooConfigError, UnsafeFileError):
+    """A ``config.yml`` asking for Python objects other than the zoo's ``OrderedDict`` (nothing in it was run)."""
+
+
+class ObservationMismatchError(ZooError):
+    """
+    The model was trained on observations of another shape than the env gives.
+
+    :param message: (str) what differs and what to do
+    :param model_shape: (tuple) the observation shape the model expects
+    :param env_shape: (tuple) the observation shape of the env
+    """
+
+    def __init__(self, message: str, model_shape: Tuple[int, ...] = (), env_shape: Tuple[int, ...] = ()):
+        super().__init__(message)
+        self.model_shape = tuple(model_shape)
+        self.env_shape = tuple(env_shape)
+
+
+class MissingTimeFeatureError(ObservationMismatchError):
+    """The model expects one more observation entry than the env gives: the time feature of TimeFeatureWrapper."""
