@@ -117,7 +117,7 @@ class A2C(NStepActorCriticRLModel):
                          jit_compile=not policy.recurrent and xla_pays_off(policy))
 
     # ------------------------------------------------------------------ the on-policy loop's parts
-    def _on_learn_start(self, progress) -> None:
+    def _on_learn_start(self, progress, callback) -> None:
         self.learning_rate_schedule = ProgressSchedule(self.learning_rate, self.lr_schedule)
 
     def _progress_remaining(self, progress) -> float:

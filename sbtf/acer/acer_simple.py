@@ -522,7 +522,7 @@ class ACER(NStepActorCriticRLModel):
     def _is_log_update(self, update: int, log_interval: int) -> bool:
         return self.verbose >= 1 and (update - 1) % log_interval == 0
 
-    def _on_learn_start(self, progress) -> None:
+    def _on_learn_start(self, progress, callback) -> None:
         self.learning_rate_schedule = ProgressSchedule(self.learning_rate, self.lr_schedule)
         self._episode_stats = EpisodeStats(self.n_steps, self.n_envs)
         if self.replay_ratio > 0 and self._buffer is None:

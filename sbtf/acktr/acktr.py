@@ -154,7 +154,7 @@ class ACKTR(NStepActorCriticRLModel):
         return TrainStep(train_step, inputs, updates=(policy,), name="acktr_train", autograph=False)
 
     # ------------------------------------------------------------------ the on-policy loop's parts
-    def _on_learn_start(self, progress) -> None:
+    def _on_learn_start(self, progress, callback) -> None:
         self.n_batch = self.n_envs * self.n_steps
         self.learning_rate_schedule = ProgressSchedule(self.learning_rate, self.lr_schedule)
 

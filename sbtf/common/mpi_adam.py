@@ -62,6 +62,11 @@ class MpiAdam:
         return np.concatenate([np.ravel(v.numpy()) for v in self.adam.v])
 
     @property
+    def step_variable(self) -> tf.Variable:
+        """The step count as a TF variable (to sequence on inside a compiled loop)."""
+        return self.adam.t
+
+    @property
     def step(self) -> int:
         """Number of updates applied so far."""
         return int(self.adam.t.numpy())

@@ -90,7 +90,7 @@ class OnPolicyAlgorithm(ActorCriticRLModel):
             progress = LearnProgress(total_timesteps=int(total_timesteps), n_updates=self._n_updates(total_timesteps),
                                      start_timesteps=self.num_timesteps, t_start=time.time())
             self._learn_progress = progress
-            self._on_learn_start(progress)
+            self._on_learn_start(progress, callback)
             callback.on_training_start(locals(), globals())
             try:
                 while self._has_next_update(progress):
@@ -148,7 +148,7 @@ class OnPolicyAlgorithm(ActorCriticRLModel):
         return 1
 
     # ------------------------------------------------------------------ hooks: one update
-    def _on_learn_start(self, progress: LearnProgress) -> None:
+    def _on_learn_start(self, progress: LearnProgress, callback: "BaseCallback") -> None:
         """Set up what lives for one ``learn()`` call (replay buffers, segment generators, ...)."""
 
     def _on_update_start(self, progress: LearnProgress) -> None:

@@ -429,18 +429,39 @@ class ProgressSchedule(Schedule):
     def __init__(self, initial_value: float, schedule: Union[str, Callable[[float], float]]):
         self.initial_value = _plain_number(initial_value, "initial_value")
         self.schedule_name = _schedule_name(schedule)
-        self._curve = SCHEDULES[self.schedule_name]
+        self._curve = _REMAINING_CURVES[self.schedule_name]
 
     def value(self, step: float) -> float:
         """
         :param step: (float) the remaining progress (1 at the start of training, 0 at the end)
         :return: (float) the value
         """
-        return self.initial_value * self._curve(1.0 - step)
+        return self.initial_value * self._curve(step)
 
     def to_dict(self) -> Dict[str, Any]:
         return {SCHEDULE_KEY: "ProgressSchedule", "initial_value": self.initial_value,
                 "schedule": self.schedule_name}
+
+
+def _remaining_middle_drop(remaining: float) -> float:
+    return 0.75 * 0.1 if remaining < 0.75 else remaining
+
+
+def _remaining_double_middle_drop(remaining: float) -> float:
+    if remaining < 0.75:
+        return 0.25 * 0.5 if remaining < 0.25 else 0.75 * 0.1
+    return remaining
+
+
+#: the SB2 curves written on the remaining progress ``1 - progress``, which is the value SB2 tested and returned,
+#: so that the values are bit-identical (``double_linear_con`` needs the elapsed progress itself)
+_REMAINING_CURVES: Dict[str, Callable[[float], float]] = {
+    "linear": lambda remaining: remaining,
+    "constant": lambda remaining: 1.0,
+    "middle_drop": _remaining_middle_drop,
+    "double_middle_drop": _remaining_double_middle_drop,
+    "double_linear_con": lambda remaining: double_linear_con(1.0 - remaining),
+}
 
 
 def _schedule_name(schedule: Union[str, Callable[[float], float]]) -> str:

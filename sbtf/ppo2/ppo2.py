@@ -207,7 +207,7 @@ class PPO2(NStepActorCriticRLModel):
                          jit_compile=xla_pays_off(policy))
 
     # ------------------------------------------------------------------ the on-policy loop's parts
-    def _on_learn_start(self, progress) -> None:
+    def _on_learn_start(self, progress, callback) -> None:
         self._lr_fn = get_schedule_fn(self.learning_rate)
         self._cliprange_fn = get_schedule_fn(self.cliprange)
         mode = self._clip_vf_mode()
