@@ -1,16 +1,11 @@
-"""What PPO1, TRPO and GAIL share: two policies (``model`` and ``oldpi``), one environment per process, and
-data-parallel training over MPI.
+"""What PPO1, TRPO and GAIL share: two policies (``model`` and ``oldpi``), one environment per process, trajectory
+segments, and data-parallel training over MPI.
 
 Under ``mpirun -np N python script.py`` every rank builds the same model, collects its own trajectory segment and
-joins the collective calls of the update (gradient/statistics averaging), so the parameters stay identical:
-
-* ``learn()`` starts by broadcasting rank 0's parameters to every rank;
-* seeds: rank ``r`` seeds its generators and its environment with ``seed + 10000 * r`` (so the ranks collect
-  different data), while the network weights come from rank 0;
-* only rank 0 logs (the logger is disabled on the other ranks during ``learn()``), writes TensorBoard files and
-  saves (``save()`` does nothing on the other ranks);
-* a rank that raises inside ``learn()`` prints the error and aborts the MPI job, so ``mpirun`` exits non-zero
-  instead of hanging.
+joins the collective calls of the update (gradient/statistics averaging), so the parameters stay identical. The MPI
+rules (rank seeding, broadcasting rank 0's parameters when ``learn()`` starts, logging and saving on rank 0 only,
+aborting the job when a rank fails) are ``sbtf.common.mpi_mixin.MpiDataParallelMixin``'s; the learn loop is the
+on-policy family's (``sbtf.common.on_policy.OnPolicyAlgorithm``), fed one ``TrajectorySegment`` per update.
 
 In one process (no mpirun, with or without mpi4py installed) all of this reduces to ordinary training, and the
 algorithms use fused compiled update loops instead of per-minibatch calls.

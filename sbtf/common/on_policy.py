@@ -17,6 +17,7 @@ the few hooks above where stable-baselines 2 differed between algorithms (schedu
 from __future__ import annotations
 
 import time
+import warnings
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Optional
@@ -247,8 +248,6 @@ class NStepActorCriticRLModel(OnPolicyAlgorithm):
         """
         if old_value is None:
             return n_cpu_tf_sess
-        import warnings
-
         warnings.warn(f"{old_name} will be removed in a future version (v3.x.x) use n_cpu_tf_sess instead",
                       DeprecationWarning, stacklevel=2)
         return old_value
@@ -312,6 +311,7 @@ class NStepActorCriticRLModel(OnPolicyAlgorithm):
         return int(total_timesteps) // self.n_batch
 
     def _collect_rollout(self, callback: "BaseCallback"):
+        update = self._learn_progress.update  # noqa: F841 - in the callback's locals, as SB2's learn() had it
         callback.on_rollout_start()
         batch = self.runner.run(callback)
         callback.update_locals(locals())
