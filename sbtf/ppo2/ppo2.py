@@ -185,25 +185,32 @@ class PPO2(NStepActorCriticRLModel):
                   **schedules}
 
         def train_epochs(obs, returns, actions, values, neglogpacs, lr, cliprange, cliprange_vf):
-            """Every epoch's shuffled minibatch Adam steps, in one call; the mean statistics over the minibatches."""
-            stats = tf.zeros((len(LOSS_NAMES),), tf.float32)
-            for _ in tf.range(noptepochs):
+            """Every epoch's shuffled minibatch Adam steps, in one call; the mean statistics over the minibatches.
+            The loops are explicit ``tf.while_loop``\\ s (no autograph: tracing stays short)."""
+            def epoch(index, stats):
                 perm = tf.argsort(self._shuffle_gen.uniform((n_batch,)))
                 s_obs, s_returns, s_actions, s_values, s_neglogpacs = (
                     tf.gather(x, perm) for x in (obs, returns, actions, values, neglogpacs))
-                for mb in tf.range(nminibatches):
+
+                def minibatch(mb, stats):
                     start = mb * batch_size
 
                     def take(x):
                         return tf.slice(x, tf.concat([[start], tf.zeros(len(x.shape) - 1, tf.int32)], 0),
                                         [batch_size] + list(x.shape[1:]))
 
-                    stats += self._apply_minibatch(
+                    return mb + 1, stats + self._apply_minibatch(
                         take(s_obs), take(s_returns), None, take(s_actions), take(s_values), take(s_neglogpacs),
                         None, lr, cliprange, cliprange_vf, 1)
+
+                _, stats = tf.while_loop(lambda mb, _: mb < nminibatches, minibatch, (tf.constant(0), stats))
+                return index + 1, stats
+
+            _, stats = tf.while_loop(lambda index, _: index < noptepochs, epoch,
+                                     (tf.constant(0), tf.zeros((len(LOSS_NAMES),), tf.float32)))
             return dict(zip(LOSS_NAMES, tf.unstack(stats / float(noptepochs * nminibatches))))
 
-        return TrainStep(train_epochs, inputs, updates=(policy,), name="ppo2_train_epochs",
+        return TrainStep(train_epochs, inputs, updates=(policy,), name="ppo2_train_epochs", autograph=False,
                          jit_compile=xla_pays_off(policy))
 
     # ------------------------------------------------------------------ the on-policy loop's parts
