@@ -149,6 +149,8 @@ class A2C(NStepActorCriticRLModel):
 
     def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="A2C", reset_num_timesteps=True,
               progress_bar: bool = False):
+        """Train for ``total_timesteps`` environment steps (SB2 signature and defaults; the loop is
+        ``OnPolicyAlgorithm._learn``, whose docstring describes the parameters)."""
         return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 

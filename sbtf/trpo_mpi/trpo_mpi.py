@@ -409,6 +409,8 @@ class TRPO(MpiActorCriticRLModel):
         self._dump_iteration_log()
 
     def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="TRPO", reset_num_timesteps=True):
+        """Train for ``total_timesteps`` environment steps, summed over the MPI ranks (SB2 signature; the loop is
+        ``OnPolicyAlgorithm._learn``, whose docstring describes the parameters; ``log_interval`` is unused, as SB2)."""
         if self.using_gail and self.expert_dataset is None:
             raise ValueError("Error: GAIL learns from expert demonstrations: pass expert_dataset=ExpertDataset(...) "
                              "to the constructor (or to GAIL.load(..., expert_dataset=...)) before calling learn().")
