@@ -14,6 +14,9 @@ from sbtf.common.vec_env import DummyVecEnv
 
 from conftest import evaluate
 
+#: the train step's named inputs, in the order the tests build them
+TRAIN_INPUTS = ("obs", "actions", "rewards", "dones", "mus", "states", "masks", "lr")
+
 SB2_CARTPOLE_PARAMS = ["model/pi_fc0/w:0", "model/pi_fc0/b:0", "model/vf_fc0/w:0", "model/vf_fc0/b:0",
                        "model/pi_fc1/w:0", "model/pi_fc1/b:0", "model/vf_fc1/w:0", "model/vf_fc1/b:0",
                        "model/vf/w:0", "model/vf/b:0", "model/pi/w:0", "model/pi/b:0", "model/q/w:0", "model/q/b:0"]
@@ -109,10 +112,10 @@ def test_fast_and_diagnostic_train_steps_make_the_same_update(small_model):
         for (_, s), v in zip(model._polyak_pairs, shadows):
             s.assign(v)
 
-    fast = model._train_fn(*args).numpy()
+    fast = list(model._train_step(**dict(zip(TRAIN_INPUTS, args))).values())
     after_fast = model.get_parameters()
     restore()
-    diag = model._make_train_fn(diagnostics=True)(*args).numpy()
+    diag = list(model._make_train_step(diagnostics=True)(**dict(zip(TRAIN_INPUTS, args))).values())
     after_diag = model.get_parameters()
     restore()
     assert len(diag) == len(fast) + 2
@@ -236,13 +239,12 @@ def test_polyak_average_follows_the_parameters(small_model):
             np.full((n_batch, 2), 0.5, np.float32), np.zeros((1, 1), np.float32), np.zeros(n_train, np.float32),
             np.float32(1e-3)]
     before = [s.numpy() for _, s in model._polyak_pairs]
-    model._train_fn(*args)
+    model._train_step(**dict(zip(TRAIN_INPUTS, args)))
     for (var, shadow), s_old in zip(model._polyak_pairs, before):
         # tf.train.ExponentialMovingAverage(alpha) applied after the gradient step
         np.testing.assert_allclose(shadow.numpy(), model.alpha * s_old + (1 - model.alpha) * var.numpy(),
                                    rtol=1e-5, atol=1e-7)
     assert any(not np.allclose(v.numpy(), s.numpy()) for v, s in model._polyak_pairs)
-    model.policy_tf.mark_weights_changed()
 
 
 # ---------------------------------------------------------------------------------------------- errors / misc
@@ -263,9 +265,9 @@ def test_num_procs_is_deprecated():
 def test_no_retracing_after_warmup(small_model):
     model = small_model
     model.learn(200, reset_num_timesteps=False)  # on-policy and replay steps
-    traces = model._train_tf.experimental_get_tracing_count()
+    traces = model._train_step.n_traces
     model.learn(600, reset_num_timesteps=False)
-    assert model._train_tf.experimental_get_tracing_count() == traces == 1
+    assert model._train_step.n_traces == traces == 1
 
 
 def test_time_limit_truncation_bootstraps_with_acer_value():
@@ -281,7 +283,8 @@ def test_time_limit_truncation_bootstraps_with_acer_value():
 
     model.acer_value = spy
     runner = model.runner
-    _, _, _, rewards, _, dones, _, _, _, true_rewards = runner.run()
+    rollout = runner.run()
+    rewards, dones, true_rewards = rollout.rewards, rollout.dones, rollout.true_rewards
     # both envs are cut after 3 steps (step index 2): the reward there is r + gamma * V(terminal obs)
     assert dones[:, 2].all() and not dones[:, :2].any()
     assert len(captured) == 1

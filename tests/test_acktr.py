@@ -92,9 +92,9 @@ def test_no_retracing_after_warmup_and_seeded_reproducibility():
     model = ACKTR("MlpPolicy", vec("CartPole-v1", 2), n_steps=5, seed=42)
     model.learn(150)
     params = model.get_parameters()
-    traces = model._train_tf.experimental_get_tracing_count()
+    traces = model._train_step.n_traces
     model.learn(400, reset_num_timesteps=False)  # crosses the cold start and the first eigen-decompositions
-    assert model._train_tf.experimental_get_tracing_count() == traces == 1
+    assert model._train_step.n_traces == traces == 1
     again = ACKTR("MlpPolicy", vec("CartPole-v1", 2), n_steps=5, seed=42)
     again.learn(150)
     for name, value in again.get_parameters().items():

@@ -217,14 +217,14 @@ def test_a2c_rms_prop_style(tmp_path):
 def test_no_retracing_after_warmup():
     model = PPO2("MlpPolicy", cartpole_vec(2), n_steps=16, nminibatches=2, noptepochs=2, seed=0)
     model.learn(64)
-    traces = model._train_tf.experimental_get_tracing_count()
+    traces = model._train_step.n_traces
     model.learn(320, reset_num_timesteps=False)
-    assert model._train_tf.experimental_get_tracing_count() == traces
+    assert model._train_step.n_traces == traces
     a2c = A2C("MlpPolicy", cartpole_vec(2), seed=0)
     a2c.learn(50)
-    traces = a2c._train_tf.experimental_get_tracing_count()
+    traces = a2c._train_step.n_traces
     a2c.learn(200, reset_num_timesteps=False)
-    assert a2c._train_tf.experimental_get_tracing_count() == traces
+    assert a2c._train_step.n_traces == traces
 
 
 def test_seed_makes_training_reproducible():

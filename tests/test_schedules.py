@@ -134,3 +134,27 @@ def test_schedule_to_dict_helpers():
 def test_schedule_from_dict_rejects_unknown(bad):
     with pytest.raises((ValueError, TypeError)):
         sch.schedule_from_dict(bad)
+
+
+@pytest.mark.parametrize("name", sorted(sch.SCHEDULES))
+def test_progress_schedule_gives_scheduler_values_per_update(name):
+    """A2C/ACKTR (the value after n_batch per-sample steps) and ACER (value_steps) through the progress form."""
+    total, n_batch, lr = 2000, 80, 7e-4
+    scheduler = sch.Scheduler(initial_value=lr, n_values=total, schedule=name)
+    progress_schedule = sch.ProgressSchedule(lr, name)
+    for update in range(1, total // n_batch + 1):
+        for _ in range(n_batch):
+            expected = scheduler.value()
+        got = progress_schedule(1.0 - (update * n_batch - 1.0) / total)
+        if name == "double_linear_con":  # the elapsed progress is recomputed from the remaining one
+            assert np.float32(got) == np.float32(expected) and got == pytest.approx(expected, rel=1e-12)
+        else:
+            assert got == expected
+        acer_expected = scheduler.value_steps(update * n_batch)
+        acer_got = progress_schedule(1.0 - (update * n_batch) / total)
+        assert np.float32(acer_got) == np.float32(acer_expected)
+        assert name == "double_linear_con" or acer_got == acer_expected
+    assert roundtrip(progress_schedule)(0.3) == progress_schedule(0.3)
+    assert sch.ProgressSchedule(lr, sch.SCHEDULES[name]).schedule_name == name
+    with pytest.raises(ValueError):
+        sch.ProgressSchedule(lr, "nope")

@@ -2,17 +2,20 @@
 one compiled train call per update."""
 from __future__ import annotations
 
-import time
+from typing import Dict
 
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.base_class import DeferredTrainFunction, NStepActorCriticRLModel, SetVerbosity
+from sbtf.common.base_class import SetVerbosity
+from sbtf.common.fast_call import TrainStep
+from sbtf.common.on_policy import NStepActorCriticRLModel
 from sbtf.common.optimizers import check_rms_prop_style, clip_grads, make_rmsprop
-from sbtf.common.runners import AbstractEnvRunner, swap_and_flatten
-from sbtf.common.schedules import Scheduler
-from sbtf.common.train_log import dump_update_log, log_rollout_episode_rewards
+from sbtf.common.rollout import RolloutBatch
+from sbtf.common.runners import RolloutRunner
+from sbtf.common.schedules import ProgressSchedule
+from sbtf.common.train_log import dump_update_log
 from sbtf.common import model_schema as ms
 from sbtf.common.tf_util import xla_pays_off
 
@@ -67,6 +70,7 @@ class A2C(NStepActorCriticRLModel):
         self.lr_schedule = lr_schedule
         self.learning_rate = learning_rate
         self.learning_rate_schedule = None
+        self._current_lr = None
         super().__init__(policy, env, n_steps=n_steps, verbose=verbose, tensorboard_log=tensorboard_log,
                          _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs,
                          full_tensorboard_log=full_tensorboard_log, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
@@ -80,97 +84,81 @@ class A2C(NStepActorCriticRLModel):
             self._setup_policy(self.n_steps, self.n_batch)
             self.optimizer = make_rmsprop(self.rms_prop_style, self._variables, decay=self.alpha,
                                           epsilon=self.epsilon, momentum=self.momentum)
-            self._train_fn = DeferredTrainFunction(self)  # traced on the first update, not at load
+            self._train_step = self._make_train_step()  # traced on the first update, not at load
 
-    def _make_train_fn(self):
+    def _make_train_step(self) -> TrainStep:
         policy = self.policy_tf
         pdtype = policy.pdtype
         n_batch = self.n_batch
-        is_box = isinstance(self.action_space, gym.spaces.Box)
-        act_dtype = tf.float32 if is_box else pdtype.sample_dtype()
+        act_dtype = tf.float32 if isinstance(self.action_space, gym.spaces.Box) else pdtype.sample_dtype()
         vec = tf.TensorSpec((n_batch,), tf.float32)
         state_size = policy.state_size if policy.recurrent else 1
         n_state = self.n_envs if policy.recurrent else 1
-        signature = [policy.obs_signature(n_batch), tf.TensorSpec((n_batch,) + tuple(pdtype.sample_shape()), act_dtype),
-                     vec, vec, vec, tf.TensorSpec((n_state, state_size), tf.float32), tf.TensorSpec((), tf.float32)]
+        inputs = {"obs": policy.obs_signature(n_batch),
+                  "actions": tf.TensorSpec((n_batch,) + tuple(pdtype.sample_shape()), act_dtype),
+                  "returns": vec, "values": vec, "masks": vec,
+                  "states": tf.TensorSpec((n_state, state_size), tf.float32), "lr": tf.TensorSpec((), tf.float32)}
 
-        @tf.function(input_signature=signature, jit_compile=not policy.recurrent and xla_pays_off(policy),
-                     autograph=False)
-        def train_step(obs, actions, rewards, values, masks, states, lr):
-            advs = rewards - values
+        def train_step(obs, actions, returns, values, masks, states, lr):
+            advs = returns - values
             with tf.GradientTape() as tape:
                 dist, vpred = self._rollout_distribution(obs, states, masks)
                 neglogpac = dist.neglogp(actions)
                 entropy = tf.reduce_mean(dist.entropy())
                 pg_loss = tf.reduce_mean(advs * neglogpac)
-                vf_loss = tf.reduce_mean(tf.square(vpred - rewards))
+                vf_loss = tf.reduce_mean(tf.square(vpred - returns))
                 loss = pg_loss - entropy * self.ent_coef + vf_loss * self.vf_coef
             grads = tape.gradient(loss, self._variables)
             grads, _ = clip_grads(grads, self.max_grad_norm)
             self.optimizer.apply(grads, lr)
-            # the updated weights ride along, so acting needs no second TF call to refresh its NumPy copy
-            return tf.concat([tf.stack([pg_loss, vf_loss, entropy]), policy.flat_weights_tf()], axis=0)
+            return {"policy_gradient_loss": pg_loss, "value_function_loss": vf_loss, "entropy": entropy}
 
-        return train_step
+        return TrainStep(train_step, inputs, updates=(policy,), name="a2c_train", autograph=False,
+                         jit_compile=not policy.recurrent and xla_pays_off(policy))
 
-    def _train_step(self, obs, states, rewards, masks, actions, values, update, writer=None):
-        """
-        Applies a training step to the model.
+    # ------------------------------------------------------------------ the on-policy loop's parts
+    def _on_learn_start(self, progress, callback) -> None:
+        self.learning_rate_schedule = ProgressSchedule(self.learning_rate, self.lr_schedule)
 
-        :return: (float, float, float) policy loss, value loss, policy entropy
-        """
-        cur_lr = None
-        for _ in range(len(obs)):  # SB2 advances the schedule once per sample
-            cur_lr = self.learning_rate_schedule.value()
-        if states is None:
-            states = np.zeros((1, 1), np.float32)
-        # FastFunction gives every input its signature's dtype
-        out = self._train_fn(obs, actions, rewards, values, masks, states, cur_lr).numpy()
-        stats = out[:3]
-        self.policy_tf.install_flat_weights(out[3:])
-        if writer is not None:
-            writer.add_scalars({"loss/policy_gradient_loss": stats[0], "loss/value_function_loss": stats[1],
-                                "loss/entropy_loss": stats[2], "input_info/learning_rate": cur_lr,
-                                "input_info/discounted_rewards": float(np.mean(rewards)),
-                                "input_info/advantage": float(np.mean(rewards - values))}, self.num_timesteps)
-            if self.full_tensorboard_log:
-                writer.add_histogram("input_info/discounted_rewards", rewards, self.num_timesteps)
-                writer.add_histogram("input_info/advantage", rewards - values, self.num_timesteps)
-        return stats[0], stats[1], stats[2]
+    def _progress_remaining(self, progress) -> float:
+        # SB2 advanced its Scheduler once per sample: an update used the value of its last sample
+        return 1.0 - (progress.update * self.n_batch - 1.0) / progress.total_timesteps
+
+    def train(self, batch: RolloutBatch) -> Dict[str, float]:
+        """One RMSProp step on the rollout; returns the policy-gradient and value losses and the entropy."""
+        self._current_lr = self.learning_rate_schedule(self._learn_progress.progress_remaining)
+        out = self._train_step(obs=batch.observations, actions=batch.actions, returns=batch.returns,
+                               values=batch.values, masks=batch.masks, states=self._state_input(batch.states),
+                               lr=self._current_lr)
+        return {name: float(value) for name, value in out.items()}
+
+    def _tensorboard_scalars(self, batch: RolloutBatch, stats: Dict[str, float]) -> Dict[str, float]:
+        return {"loss/policy_gradient_loss": stats["policy_gradient_loss"],
+                "loss/value_function_loss": stats["value_function_loss"], "loss/entropy_loss": stats["entropy"],
+                "input_info/learning_rate": self._current_lr,
+                "input_info/discounted_rewards": float(np.mean(batch.returns)),
+                "input_info/advantage": float(np.mean(batch.returns - batch.values))}
+
+    def _tensorboard_histograms(self, batch: RolloutBatch) -> Dict[str, np.ndarray]:
+        return {"input_info/discounted_rewards": batch.returns, "input_info/advantage": batch.returns - batch.values}
+
+    def _log_update(self, batch: RolloutBatch, stats: Dict[str, float]) -> None:
+        dump_update_log(self._learn_progress.update, self, self._fps_since_start(),
+                        {"policy_entropy": stats["entropy"], "value_loss": stats["value_function_loss"]},
+                        batch.values, batch.returns)
 
     def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="A2C", reset_num_timesteps=True,
               progress_bar: bool = False):
-        with self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps,
-                            progress_bar) as (callback, writer):
-            self.learning_rate_schedule = Scheduler(initial_value=self.learning_rate, n_values=total_timesteps,
-                                                    schedule=self.lr_schedule)
-            t_start = time.time()
-            callback.on_training_start(locals(), globals())
-            for update in range(1, total_timesteps // self.n_batch + 1):
-                callback.on_rollout_start()
-                rollout = self.runner.run(callback)
-                obs, states, rewards, masks, actions, values, ep_infos, true_reward = rollout
-                callback.update_locals(locals())
-                callback.on_rollout_end()
-                if not self.runner.continue_training:
-                    break
-                self.ep_info_buf.extend(ep_infos)
-                _, value_loss, policy_entropy = self._train_step(obs, states, rewards, masks, actions, values,
-                                                                 self.num_timesteps // self.n_batch, writer)
-                fps = int((update * self.n_batch) / max(time.time() - t_start, 1e-9))
-                if writer is not None:
-                    log_rollout_episode_rewards(self, writer, true_reward, masks)
-                if self.verbose >= 1 and (update % log_interval == 0 or update == 1):
-                    dump_update_log(update, self, fps, {"policy_entropy": policy_entropy, "value_loss": value_loss},
-                                    values, rewards)
-        callback.on_training_end()
-        return self
+        """Train for ``total_timesteps`` environment steps (SB2 signature and defaults; the loop is
+        ``OnPolicyAlgorithm._learn``, whose docstring describes the parameters)."""
+        return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
-class A2CRunner(AbstractEnvRunner):
+class A2CRunner(RolloutRunner):
     """
     Collects ``n_steps`` per env and computes discounted n-step returns bootstrapped from the value of the
     last observation (SB2 ``A2CRunner``); time-limit truncations bootstrap from the terminal observation.
+    ``run()`` returns a :class:`~sbtf.common.rollout.RolloutBatch`.
 
     :param env: (VecEnv) The environment to learn from
     :param model: (A2C) The model to learn
@@ -179,51 +167,4 @@ class A2CRunner(AbstractEnvRunner):
     """
 
     def __init__(self, env, model, n_steps=5, gamma=0.99):
-        super().__init__(env=env, model=model, n_steps=n_steps)
-        self.gamma = gamma
-
-    def _run(self):
-        policy = self.model.policy_tf
-        n_steps, n_envs = self.n_steps, self.n_envs
-        is_box = isinstance(self.env.action_space, gym.spaces.Box)
-        act_shape = tuple(policy.pdtype.sample_shape())
-        mb_obs = np.zeros((n_steps, n_envs) + self.obs.shape[1:], dtype=self.obs.dtype)
-        mb_rewards = np.zeros((n_steps, n_envs), dtype=np.float32)
-        mb_true_rewards = np.zeros((n_steps, n_envs), dtype=np.float32)
-        mb_actions = np.zeros((n_steps, n_envs) + act_shape, dtype=np.float32 if is_box else np.int64)
-        mb_values = np.zeros((n_steps, n_envs), dtype=np.float32)
-        mb_dones = np.zeros((n_steps + 1, n_envs), dtype=bool)
-        mb_states = self.states
-        ep_infos = []
-        for step in range(n_steps):
-            states_before = self.states
-            actions, values, states = policy.act(self.obs, self.states, self.dones)
-            mb_obs[step] = self.obs
-            mb_actions[step] = actions
-            mb_values[step] = values
-            mb_dones[step] = self.dones
-            clipped_actions = np.clip(actions, self.env.action_space.low, self.env.action_space.high) if is_box \
-                else actions
-            obs, rewards, dones, infos = self.env.step(clipped_actions)
-            if not self._on_env_step(locals(), infos, ep_infos):
-                return [None] * 8
-            self.states = states
-            self.dones = dones
-            self.obs[:] = obs
-            mb_true_rewards[step] = rewards
-            mb_rewards[step] = self._bootstrap_truncated(rewards, dones, infos, self.gamma, states_before)
-        mb_dones[n_steps] = self.dones
-        mb_masks = mb_dones[:-1]
-        step_dones = mb_dones[1:].astype(np.float32)
-        last_values = policy.value(self.obs, self.states, self.dones)
-        # discounted n-step returns: a done resets, the last step bootstraps unless done
-        mb_returns = np.zeros_like(mb_rewards)
-        running = last_values * (1.0 - step_dones[-1])
-        for step in reversed(range(n_steps)):
-            if step < n_steps - 1:
-                running = running * (1.0 - step_dones[step])
-            running = mb_rewards[step] + self.gamma * running
-            mb_returns[step] = running
-        mb_obs, mb_returns, mb_actions, mb_values, mb_masks, true_rewards = map(
-            swap_and_flatten, (mb_obs, mb_returns, mb_actions, mb_values, mb_masks, mb_true_rewards))
-        return mb_obs, mb_states, mb_returns, mb_masks, mb_actions, mb_values, ep_infos, true_rewards
+        super().__init__(env=env, model=model, n_steps=n_steps, gamma=gamma)

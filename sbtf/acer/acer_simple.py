@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Optional
+from dataclasses import dataclass
+from typing import Dict, List, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -19,12 +20,14 @@ import tensorflow as tf
 
 from sbtf import logger
 from sbtf.acer.buffer import Buffer
-from sbtf.common.base_class import DeferredTrainFunction, NStepActorCriticRLModel, SetVerbosity
+from sbtf.common.base_class import SetVerbosity
 from sbtf.common.distributions import softmax_np
+from sbtf.common.fast_call import TrainStep
 from sbtf.common.math_util import total_episode_reward_logger
+from sbtf.common.on_policy import NStepActorCriticRLModel
 from sbtf.common.optimizers import RMSProp
 from sbtf.common.runners import AbstractEnvRunner
-from sbtf.common.schedules import Scheduler
+from sbtf.common.schedules import ProgressSchedule
 from sbtf.common.train_log import record_episode_means
 from sbtf.common import model_schema as ms
 from sbtf.common.tf_util import xla_pays_off
@@ -126,6 +129,33 @@ def q_explained_variance(q_pred, q_true):
 def avg_norm(tensor):
     """Mean over the batch of the L2 norm of each row."""
     return tf.reduce_mean(tf.sqrt(tf.reduce_sum(tf.square(tensor), axis=-1)))
+
+
+@dataclass
+class AcerRollout:
+    """
+    One ACER rollout, laid out per environment (``(n_envs, n_steps[+1], ...)``), as the replay buffer stores it.
+
+    :param observations: observations, ``(n_envs, n_steps + 1) + obs_shape`` (the last one bootstraps)
+    :param actions: actions, ``(n_envs, n_steps)``
+    :param rewards: rewards with time-limit bootstraps, ``(n_envs, n_steps)``
+    :param mus: the behaviour policy's action probabilities, ``(n_envs, n_steps, n_act)``
+    :param dones: done flags aligned with the rewards, ``(n_envs, n_steps)``
+    :param masks: episode-start flags (recurrent state resets), ``(n_envs, n_steps + 1)``
+    :param states: the recurrent states at the start of the rollout (None for feed-forward policies)
+    :param episode_infos: the Monitor infos of the episodes that ended in the rollout
+    :param true_rewards: the environment's rewards, ``(n_envs, n_steps)``
+    """
+
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    mus: np.ndarray
+    dones: np.ndarray
+    masks: np.ndarray
+    states: Optional[np.ndarray]
+    episode_infos: List[dict]
+    true_rewards: np.ndarray
 
 
 class EpisodeStats:
@@ -239,8 +269,9 @@ class ACER(NStepActorCriticRLModel):
         self.learning_rate_schedule = None
         self.names_ops = None
         self.n_act = None
-        self._train_tf_diag = None
-        self._train_fn_diag = None
+        self._train_step_diag = None
+        self._current_lr = None
+        self._episode_stats: Optional[EpisodeStats] = None
         self._value_fn = None
         self._buffer: Optional[Buffer] = None
         self._polyak_pairs: list = []
@@ -300,9 +331,8 @@ class ACER(NStepActorCriticRLModel):
             self.optimizer = RMSProp(self._variables, decay=self.rprop_alpha, epsilon=self.rprop_epsilon)
             self.names_ops = list(NAMES_OPS) + (list(TRUST_REGION_NAMES_OPS) if self.trust_region else [])
             self._value_fn = self._make_value_fn()
-            self._train_fn = DeferredTrainFunction(self)  # traced on the first update, not at load
-            self._train_tf_diag = None
-            self._train_fn_diag = None
+            self._train_step = self._make_train_step()  # traced on the first update, not at load
+            self._train_step_diag = None
 
     def _sync_polyak(self) -> None:
         """Reset the averaged policy to the current parameters (at set-up, after loading or pretraining)."""
@@ -339,20 +369,13 @@ class ACER(NStepActorCriticRLModel):
             mask = np.zeros((n,), np.float32)
         return self._value_fn(obs, state, mask).numpy()
 
-    def _build_train_fn(self) -> None:
-        """Trace the train step once; hot calls go through its concrete function (no per-call signature casting)."""
-        self._train_tf = self._make_train_fn()
-        self._train_fn = self._train_tf.get_concrete_function()
-        self._train_tf_diag = None
-        self._train_fn_diag = None
-
     def _stat_names(self, diagnostics: bool) -> list:
         """Names of the values returned by the train step (``diagnostics``: with the separate gradient norms)."""
         if diagnostics or not self.trust_region:
             return list(self.names_ops)
         return [name for name in self.names_ops if name not in SEPARATE_NORMS]
 
-    def _make_train_fn(self, diagnostics: bool = False):
+    def _make_train_step(self, diagnostics: bool = False) -> TrainStep:
         """
         The compiled train step. The trust-region gradient is back-propagated in one pass (policy and Q parts
         together); with ``diagnostics`` the two parts are back-propagated separately to report their norms
@@ -367,9 +390,11 @@ class ACER(NStepActorCriticRLModel):
         state_size = policy.state_size if recurrent else 1
         n_state = n_envs if recurrent else 1
         vec = tf.TensorSpec((n_batch,), tf.float32)
-        signature = [policy.obs_signature(n_train), tf.TensorSpec((n_batch,), tf.int64), vec, vec,
-                     tf.TensorSpec((n_batch, n_act), tf.float32), tf.TensorSpec((n_state, state_size), tf.float32),
-                     tf.TensorSpec((n_train,), tf.float32), tf.TensorSpec((), tf.float32)]
+        inputs = {"obs": policy.obs_signature(n_train), "actions": tf.TensorSpec((n_batch,), tf.int64),
+                  "rewards": vec, "dones": vec, "mus": tf.TensorSpec((n_batch, n_act), tf.float32),
+                  "states": tf.TensorSpec((n_state, state_size), tf.float32),
+                  "masks": tf.TensorSpec((n_train,), tf.float32), "lr": tf.TensorSpec((), tf.float32)}
+        names = self._stat_names(diagnostics)
         variables = self._variables
         pairs = self._polyak_pairs
         optimizer = self.optimizer
@@ -396,7 +421,6 @@ class ACER(NStepActorCriticRLModel):
             entropy = tf.reduce_mean(-tf.reduce_sum(f * tf.math.log(f + eps), axis=1))
             return loss_f, loss_bc, entropy, coef_f, coef_bc
 
-        @tf.function(input_signature=signature, jit_compile=jit, autograph=False)
         def train_step(obs, actions, rewards, dones, mus, states, masks, lr):
             polyak_flat = _forward(polyak, obs, states, masks)[0]
             f_polyak = strip(tf.nn.softmax(polyak_flat), n_envs, n_steps)
@@ -460,117 +484,108 @@ class ACER(NStepActorCriticRLModel):
                 shadow.assign_sub((1.0 - alpha) * (shadow - var))
             explained_variance = q_explained_variance(tf.reshape(q_i, (n_envs, n_steps)),
                                                       tf.reshape(qret, (n_envs, n_steps)))
-            return tf.stack([loss, loss_q, entropy, loss_policy, loss_f, loss_bc, explained_variance,
-                             norm_grads] + extra)
+            values = [loss, loss_q, entropy, loss_policy, loss_f, loss_bc, explained_variance, norm_grads] + extra
+            return dict(zip(names, values))
 
-        return train_step
+        return TrainStep(train_step, inputs, updates=(policy,), jit_compile=jit, autograph=False,
+                         name="acer_train_diagnostics" if diagnostics else "acer_train")
 
     # ------------------------------------------------------------------ training
-    def _train_step(self, obs, actions, rewards, dones, mus, states, masks, steps, writer=None,
-                    diagnostics: bool = False):
+    def _train_on(self, rollout: AcerRollout, diagnostics: bool = False) -> Dict[str, float]:
         """
-        Applies a training step to the model.
+        One train step on a rollout (collected now or replayed) at the current learning rate.
 
-        :param obs: ([float]) The input observations (n_envs * (n_steps + 1), ...)
-        :param actions: ([int]) The actions taken (n_envs * n_steps,)
-        :param rewards: ([float]) The rewards from the environment
-        :param dones: ([bool]) Whether or not the episode is over (aligned with reward, used for reward calculation)
-        :param mus: ([float]) The behaviour policy's action probabilities (n_envs * n_steps, n_act)
-        :param states: ([float]) The recurrent states at the start of the sequences (None for feed-forward)
-        :param masks: ([bool]) Whether or not the episode is over (used for recurrent policies)
-        :param steps: (int) the number of steps done so far in this ``learn`` call (learning-rate schedule)
-        :param writer: (TensorboardLogger) the writer for tensorboard
+        :param rollout: (AcerRollout) the rollout
         :param diagnostics: (bool) also compute the separate gradient norms of the trust-region version
-        :return: ([str], [float]) the names of the statistics and their values
+        :return: ({str: float}) the statistics (SB2's ``names_ops``)
         """
-        cur_lr = self.learning_rate_schedule.value_steps(steps)
-        if states is None:
-            states = np.zeros((1, 1), np.float32)
+        n_train = self.n_envs * (self.n_steps + 1)
         diagnostics = bool(diagnostics and self.trust_region)
-        if diagnostics and self._train_fn_diag is None:
-            self._train_tf_diag = self._make_train_fn(diagnostics=True)
-            self._train_fn_diag = self._train_tf_diag.get_concrete_function()
-        train_fn = self._train_fn_diag if diagnostics else self._train_fn
-        values = train_fn(obs.astype(self.policy_tf.obs_dtype, copy=False), actions.astype(np.int64),
-                                rewards.astype(np.float32), dones.astype(np.float32), mus.astype(np.float32),
-                                np.asarray(states, np.float32), masks.astype(np.float32),
-                                np.float32(cur_lr)).numpy()
-        self.policy_tf.mark_weights_changed()
-        names = self._stat_names(diagnostics)
+        if diagnostics and self._train_step_diag is None:
+            self._train_step_diag = self._make_train_step(diagnostics=True)
+        train_step = self._train_step_diag if diagnostics else self._train_step
+        out = train_step(obs=rollout.observations.reshape((n_train,) + rollout.observations.shape[2:]),
+                         actions=rollout.actions.reshape(-1), rewards=rollout.rewards.reshape(-1),
+                         dones=rollout.dones.reshape(-1), mus=rollout.mus.reshape((self.n_batch, self.n_act)),
+                         states=self._state_input(rollout.states), masks=rollout.masks.reshape(-1),
+                         lr=self._current_lr)
+        return {name: float(value) for name, value in out.items()}
+
+    # ------------------------------------------------------------------ the on-policy loop's parts
+    def _n_updates(self, total_timesteps: int) -> Optional[int]:
+        return -(-int(total_timesteps) // self.n_batch)  # SB2: range(0, total_timesteps, n_batch)
+
+    def _progress_remaining(self, progress) -> float:
+        # SB2: value_steps(steps collected in this learn() call, the new rollout included)
+        return 1.0 - (progress.update * self.n_batch) / progress.total_timesteps
+
+    def _is_log_update(self, update: int, log_interval: int) -> bool:
+        return self.verbose >= 1 and (update - 1) % log_interval == 0
+
+    def _on_learn_start(self, progress, callback) -> None:
+        self.learning_rate_schedule = ProgressSchedule(self.learning_rate, self.lr_schedule)
+        self._episode_stats = EpisodeStats(self.n_steps, self.n_envs)
+        if self.replay_ratio > 0 and self._buffer is None:
+            self._buffer = Buffer(env=self.env, n_steps=self.n_steps, size=self.buffer_size)
+
+    def _record_rollout(self, batch: AcerRollout, writer) -> None:
+        self.ep_info_buf.extend(batch.episode_infos)
+        self._episode_stats.feed(batch.true_rewards, batch.dones)
+        if self.replay_ratio > 0:
+            self._buffer.put(batch.observations, batch.actions, batch.rewards, batch.mus, batch.dones, batch.masks,
+                             batch.states)
         if writer is not None:
-            stats = dict(zip(names, values))
-            writer.add_scalars({"loss/entropy_loss": stats["entropy"],
-                                "loss/policy_gradient_loss": stats["loss_policy"],
-                                "loss/value_function_loss": stats["loss_q"], "loss/loss": stats["loss"],
-                                "input_info/rewards": float(np.mean(rewards)), "input_info/learning_rate": cur_lr,
-                                "input_info/action_probability": float(np.mean(mus))}, self.num_timesteps)
-            if self.full_tensorboard_log:
-                writer.add_histogram("input_info/rewards", rewards, self.num_timesteps)
-                writer.add_histogram("input_info/action_probability", mus, self.num_timesteps)
-                writer.add_histogram("input_info/observation", obs.astype(np.float32), self.num_timesteps)
-        return names, values
+            total_episode_reward_logger(self.episode_reward, batch.true_rewards, batch.dones, writer,
+                                        self.num_timesteps)
+
+    def train(self, batch: AcerRollout) -> Dict[str, float]:
+        """The on-policy step on the rollout just collected (with the diagnostics when the update is logged)."""
+        self._current_lr = self.learning_rate_schedule(self._learn_progress.progress_remaining)
+        return self._train_on(batch, diagnostics=self._learn_progress.log_now)
+
+    def _after_rollouts(self, batch: AcerRollout, stats: Dict[str, float]) -> Dict[str, float]:
+        """The replay phase: ``Poisson(replay_ratio)`` steps on rollouts drawn from the buffer (once it is warm)."""
+        buffer = self._buffer if self.replay_ratio > 0 else None
+        if buffer is not None and buffer.has_atleast(self.replay_start):
+            for _ in range(np.random.poisson(self.replay_ratio)):
+                obs, actions, rewards, mus, dones, masks, states = buffer.get()
+                self._train_on(AcerRollout(observations=obs, actions=actions, rewards=rewards, mus=mus, dones=dones,
+                                           masks=masks, states=states, episode_infos=[], true_rewards=rewards))
+        return {}
+
+    def _tensorboard_scalars(self, batch: AcerRollout, stats: Dict[str, float]) -> Dict[str, float]:
+        return {"loss/entropy_loss": stats["entropy"], "loss/policy_gradient_loss": stats["loss_policy"],
+                "loss/value_function_loss": stats["loss_q"], "loss/loss": stats["loss"],
+                "input_info/rewards": float(np.mean(batch.rewards)), "input_info/learning_rate": self._current_lr,
+                "input_info/action_probability": float(np.mean(batch.mus))}
+
+    def _tensorboard_histograms(self, batch: AcerRollout) -> Dict[str, np.ndarray]:
+        n_train = self.n_envs * (self.n_steps + 1)
+        return {"input_info/rewards": batch.rewards.reshape(-1),
+                "input_info/action_probability": batch.mus.reshape((self.n_batch, self.n_act)),
+                "input_info/observation": batch.observations.reshape(
+                    (n_train,) + batch.observations.shape[2:]).astype(np.float32)}
+
+    def _log_update(self, batch: AcerRollout, stats: Dict[str, float]) -> None:
+        progress = self._learn_progress
+        steps = (progress.update - 1) * self.n_batch
+        logger.record_tabular("total_timesteps", self.num_timesteps)
+        logger.record_tabular("fps", int(steps / max(time.time() - progress.t_start, 1e-9)))
+        # IMP: In EpisodicLife env, during training, we get done=True at each loss of life,
+        # not just at the terminal state. Thus, this is mean until end of life, not end of episode.
+        # For true episode rewards, see the monitor files in the log folder.
+        logger.record_tabular("mean_episode_length", self._episode_stats.mean_length())
+        logger.record_tabular("mean_episode_reward", self._episode_stats.mean_reward())
+        record_episode_means(self.ep_info_buf)
+        for name, value in stats.items():
+            logger.record_tabular(name, float(value))
+        logger.dump_tabular()
 
     def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="ACER", reset_num_timesteps=True,
               progress_bar: bool = False):
-        with self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps,
-                            progress_bar) as (callback, writer):
-            self.learning_rate_schedule = Scheduler(initial_value=self.learning_rate, n_values=total_timesteps,
-                                                    schedule=self.lr_schedule)
-            episode_stats = EpisodeStats(self.n_steps, self.n_envs)
-            if self.replay_ratio > 0 and self._buffer is None:
-                self._buffer = Buffer(env=self.env, n_steps=self.n_steps, size=self.buffer_size)
-            buffer = self._buffer if self.replay_ratio > 0 else None
-            runner = self.runner
-            n_train = self.n_envs * (self.n_steps + 1)
-            start_timesteps = self.num_timesteps
-            t_start = time.time()
-            callback.on_training_start(locals(), globals())
-
-            # n_batch samples, 1 on-policy call and multiple off-policy calls
-            for steps in range(0, total_timesteps, self.n_batch):
-                callback.on_rollout_start()
-                rollout = runner.run(callback)
-                callback.update_locals(locals())
-                callback.on_rollout_end()
-                if not runner.continue_training:
-                    break
-                enc_obs, obs, actions, rewards, mus, dones, masks, states, ep_infos, true_rewards = rollout
-                self.ep_info_buf.extend(ep_infos)
-                episode_stats.feed(true_rewards, dones)
-                if buffer is not None:
-                    buffer.put(enc_obs, actions, rewards, mus, dones, masks, states)
-                if writer is not None:
-                    total_episode_reward_logger(self.episode_reward, true_rewards, dones, writer, self.num_timesteps)
-                lr_steps = self.num_timesteps - start_timesteps
-                log_now = self.verbose >= 1 and (int(steps / self.n_batch) % log_interval == 0)
-                names_ops, values_ops = self._train_step(
-                    obs.reshape((n_train,) + obs.shape[2:]), actions.reshape(-1), rewards.reshape(-1),
-                    dones.reshape(-1), mus.reshape((self.n_batch, self.n_act)), states, masks.reshape(-1),
-                    lr_steps, writer, diagnostics=log_now)
-
-                if log_now:
-                    logger.record_tabular("total_timesteps", self.num_timesteps)
-                    logger.record_tabular("fps", int(steps / max(time.time() - t_start, 1e-9)))
-                    # IMP: In EpisodicLife env, during training, we get done=True at each loss of life,
-                    # not just at the terminal state. Thus, this is mean until end of life, not end of episode.
-                    # For true episode rewards, see the monitor files in the log folder.
-                    logger.record_tabular("mean_episode_length", episode_stats.mean_length())
-                    logger.record_tabular("mean_episode_reward", episode_stats.mean_reward())
-                    record_episode_means(self.ep_info_buf)
-                    for name, val in zip(names_ops, values_ops):
-                        logger.record_tabular(name, float(val))
-                    logger.dump_tabular()
-
-                if buffer is not None and buffer.has_atleast(self.replay_start):
-                    samples_number = np.random.poisson(self.replay_ratio)
-                    for _ in range(samples_number):
-                        obs, actions, rewards, mus, dones, masks, states = buffer.get()
-                        self._train_step(obs.reshape((n_train,) + obs.shape[2:]), actions.reshape(-1),
-                                         rewards.reshape(-1), dones.reshape(-1),
-                                         mus.reshape((self.n_batch, self.n_act)), states, masks.reshape(-1),
-                                         lr_steps)
-        callback.on_training_end()
-        return self
+        """Train for ``total_timesteps`` environment steps (SB2 signature and defaults; the loop is
+        ``OnPolicyAlgorithm._learn``, whose docstring describes the parameters)."""
+        return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
 class _Runner(AbstractEnvRunner):
@@ -608,9 +623,7 @@ class _Runner(AbstractEnvRunner):
         """
         Run one rollout.
 
-        :return: (tuple) observations twice (SB2's ``enc_obs`` and ``obs``, (n_envs, n_steps + 1, ...)), actions,
-            rewards, mus, dones (n_envs, n_steps), masks (n_envs, n_steps + 1), the recurrent states at the start
-            of the rollout (or None), the finished episodes' infos and the undiscounted, un-bootstrapped rewards
+        :return: (AcerRollout) the rollout (None when a callback stopped training during it)
         """
         policy = self.model.policy_tf
         n_steps, n_envs = self.n_steps, self.n_envs
@@ -637,7 +650,7 @@ class _Runner(AbstractEnvRunner):
             mb_dones[step] = self.dones
             obs, rewards, dones, infos = self.env.step(actions)
             if not self._on_env_step(locals(), infos, ep_infos):
-                return [None] * 10
+                return None
             mb_true_rewards[step] = rewards
             mb_rewards[step] = self._bootstrap_truncated_acer(np.asarray(rewards, np.float32), dones, infos,
                                                               states_before)
@@ -656,5 +669,5 @@ class _Runner(AbstractEnvRunner):
         mb_masks = mb_dones  # Used for stateful models like LSTM's to mask state when done
         mb_dones = mb_dones[:, 1:]  # Used for calculating returns. The dones array is now aligned with rewards
         # shapes are now [n_envs, n_steps(+1), ...]
-        return (mb_obs, mb_obs, mb_actions, mb_rewards, mb_mus, mb_dones, mb_masks, start_states, ep_infos,
-                mb_true_rewards)
+        return AcerRollout(observations=mb_obs, actions=mb_actions, rewards=mb_rewards, mus=mb_mus, dones=mb_dones,
+                           masks=mb_masks, states=start_states, episode_infos=ep_infos, true_rewards=mb_true_rewards)

@@ -8,16 +8,19 @@ the preconditioned, KL-clipped momentum step.
 """
 from __future__ import annotations
 
-import time
+from typing import Dict
 
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
 from sbtf.acktr.kfac import KfacOptimizer, factored_layers
-from sbtf.common.base_class import DeferredTrainFunction, NStepActorCriticRLModel, SetVerbosity
-from sbtf.common.schedules import Scheduler
-from sbtf.common.train_log import dump_update_log, log_rollout_episode_rewards
+from sbtf.common.base_class import SetVerbosity
+from sbtf.common.fast_call import TrainStep
+from sbtf.common.on_policy import NStepActorCriticRLModel
+from sbtf.common.rollout import RolloutBatch
+from sbtf.common.schedules import ProgressSchedule
+from sbtf.common.train_log import dump_update_log
 from sbtf.common import model_schema as ms
 
 #: names of the values returned by the train step, in order
@@ -79,9 +82,9 @@ class ACKTR(NStepActorCriticRLModel):
         self.kfac_update = kfac_update
         self.gae_lambda = gae_lambda
         self.learning_rate_schedule = None
+        self._current_lr = None
         self.optim = None
         self.continuous_actions = False
-        self._act_dtype = None
         self._fisher_gen = None
         super().__init__(policy, env, n_steps=n_steps, verbose=verbose, tensorboard_log=tensorboard_log,
                          _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs,
@@ -105,7 +108,7 @@ class ACKTR(NStepActorCriticRLModel):
                                        epsilon=0.01, stats_decay=0.99, async_eigen_decomp=self.async_eigen_decomp,
                                        cold_iter=10, max_grad_norm=self.max_grad_norm, verbose=self.verbose)
             self._fisher_gen = tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
-            self._train_fn = DeferredTrainFunction(self)  # traced on the first update, not at load
+            self._train_step = self._make_train_step()  # traced on the first update, not at load
 
     def _reseed_policy(self, seed: int) -> None:
         super()._reseed_policy(seed)
@@ -113,28 +116,21 @@ class ACKTR(NStepActorCriticRLModel):
             self._fisher_gen.reset_from_seed(seed)
 
     # ------------------------------------------------------------------ train step
-    def _build_train_fn(self) -> None:
-        """Trace the train step once; hot calls go through its concrete function (``_train_step`` casts the inputs
-        to the signature's dtypes itself)."""
-        self._train_tf = self._make_train_fn()
-        self._train_fn = self._train_tf.get_concrete_function()
-
-    def _make_train_fn(self):
+    def _make_train_step(self) -> TrainStep:
         policy = self.policy_tf
         pdtype = policy.pdtype
         n_batch = self.n_batch
         act_dtype = tf.float32 if isinstance(self.action_space, gym.spaces.Box) else pdtype.sample_dtype()
-        self._act_dtype = tf.as_dtype(act_dtype).as_numpy_dtype
         vec = tf.TensorSpec((n_batch,), tf.float32)
         state_size = policy.state_size if policy.recurrent else 1
         n_state = self.n_envs if policy.recurrent else 1
-        signature = [policy.obs_signature(n_batch),
-                     tf.TensorSpec((n_batch,) + tuple(pdtype.sample_shape()), act_dtype), vec, vec, vec,
-                     tf.TensorSpec((n_state, state_size), tf.float32), tf.TensorSpec((), tf.float32)]
+        inputs = {"obs": policy.obs_signature(n_batch),
+                  "actions": tf.TensorSpec((n_batch,) + tuple(pdtype.sample_shape()), act_dtype),
+                  "advs": vec, "returns": vec, "masks": vec,
+                  "states": tf.TensorSpec((n_state, state_size), tf.float32), "lr": tf.TensorSpec((), tf.float32)}
         optim = self.optim
         variables = self._variables
 
-        @tf.function(input_signature=signature, autograph=False)
         def train_step(obs, actions, advs, returns, masks, states, lr):
             with optim.record() as recorder, tf.GradientTape(persistent=True) as tape:
                 dist, vpred = self._rollout_distribution(obs, states, masks)
@@ -151,78 +147,58 @@ class ACKTR(NStepActorCriticRLModel):
             grads = tape.gradient(train_loss, variables)
             warm = optim.step(grads, joint_fisher_loss, tape, recorder, lr)
             del tape
-            return tf.stack([pg_loss, vf_loss, entropy, pg_fisher_loss, vf_fisher_loss, tf.cast(warm, tf.float32),
-                             optim.v_f_v])
+            values = [pg_loss, vf_loss, entropy, pg_fisher_loss, vf_fisher_loss, tf.cast(warm, tf.float32),
+                      optim.v_f_v]
+            return dict(zip(TRAIN_STATS, values))
 
-        return train_step
+        return TrainStep(train_step, inputs, updates=(policy,), name="acktr_train", autograph=False)
 
-    def _train_step(self, obs, states, rewards, masks, actions, values, update, writer=None):
-        """
-        Applies a training step to the model.
+    # ------------------------------------------------------------------ the on-policy loop's parts
+    def _on_learn_start(self, progress, callback) -> None:
+        self.n_batch = self.n_envs * self.n_steps
+        self.learning_rate_schedule = ProgressSchedule(self.learning_rate, self.lr_schedule)
 
-        :return: (float, float, float) policy loss, value loss, policy entropy
-        """
-        if len(obs) == 0:
-            raise ValueError("Error: the observation input array cannot be empty")
-        advs = rewards - values
+    def _progress_remaining(self, progress) -> float:
+        # SB2 advanced its Scheduler once per sample: an update used the value of its last sample
+        return 1.0 - (progress.update * self.n_batch - 1.0) / progress.total_timesteps
+
+    def _advantages(self, batch: RolloutBatch) -> np.ndarray:
+        advs = batch.returns - batch.values
         if self.continuous_actions:  # normalised advantages (as the original continuous ACKTR)
             advs = (advs - advs.mean()) / (advs.std() + 1e-8)
-        current_lr = None
-        for _ in range(len(obs)):  # SB2 advances the schedule once per sample
-            current_lr = self.learning_rate_schedule.value()
-        if states is None:
-            states = np.zeros((1, 1), np.float32)
-        stats = self._train_fn(obs.astype(self.policy_tf.obs_dtype, copy=False),
-                               np.asarray(actions).astype(self._act_dtype, copy=False),
-                               advs.astype(np.float32), rewards.astype(np.float32), masks.astype(np.float32),
-                               np.asarray(states, np.float32), np.float32(current_lr)).numpy()
-        self.policy_tf.mark_weights_changed()
-        if writer is not None:
-            step = self.num_timesteps
-            writer.add_scalars({"loss/entropy_loss": stats[2], "loss/policy_gradient_loss": stats[0],
-                                "loss/policy_gradient_fisher_loss": stats[3], "loss/value_function_loss": stats[1],
-                                "loss/value_function_fisher_loss": stats[4],
-                                "loss/loss": stats[0] + self.vf_coef * stats[1],
-                                "input_info/discounted_rewards": float(np.mean(rewards)),
-                                "input_info/learning_rate": current_lr,
-                                "input_info/advantage": float(np.mean(advs))}, step)
-            if self.full_tensorboard_log:
-                writer.add_histogram("input_info/discounted_rewards", rewards, step)
-                writer.add_histogram("input_info/advantage", advs, step)
-                writer.add_histogram("input_info/observation", obs.astype(np.float32), step)
-        return stats[0], stats[1], stats[2]
+        return advs
 
-    # ------------------------------------------------------------------ learn
+    def train(self, batch: RolloutBatch) -> Dict[str, float]:
+        """One K-FAC step on the rollout; returns the losses, the Fisher losses and the optimizer's state."""
+        if len(batch) == 0:
+            raise ValueError("Error: the observation input array cannot be empty")
+        self._current_lr = self.learning_rate_schedule(self._learn_progress.progress_remaining)
+        out = self._train_step(obs=batch.observations, actions=batch.actions, advs=self._advantages(batch),
+                               returns=batch.returns, masks=batch.masks, states=self._state_input(batch.states),
+                               lr=self._current_lr)
+        return {name: float(value) for name, value in out.items()}
+
+    def _tensorboard_scalars(self, batch: RolloutBatch, stats: Dict[str, float]) -> Dict[str, float]:
+        return {"loss/entropy_loss": stats["policy_entropy"], "loss/policy_gradient_loss": stats["policy_loss"],
+                "loss/policy_gradient_fisher_loss": stats["policy_fisher_loss"],
+                "loss/value_function_loss": stats["value_loss"],
+                "loss/value_function_fisher_loss": stats["value_fisher_loss"],
+                "loss/loss": stats["policy_loss"] + self.vf_coef * stats["value_loss"],
+                "input_info/discounted_rewards": float(np.mean(batch.returns)),
+                "input_info/learning_rate": self._current_lr,
+                "input_info/advantage": float(np.mean(self._advantages(batch)))}
+
+    def _tensorboard_histograms(self, batch: RolloutBatch) -> Dict[str, np.ndarray]:
+        return {"input_info/discounted_rewards": batch.returns, "input_info/advantage": self._advantages(batch),
+                "input_info/observation": batch.observations.astype(np.float32)}
+
+    def _log_update(self, batch: RolloutBatch, stats: Dict[str, float]) -> None:
+        dump_update_log(self._learn_progress.update, self, self._fps_since_start(),
+                        {"policy_entropy": stats["policy_entropy"], "policy_loss": stats["policy_loss"],
+                         "value_loss": stats["value_loss"]}, batch.values, batch.returns)
+
     def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="ACKTR", reset_num_timesteps=True,
               progress_bar: bool = False):
-        from sbtf.ppo2.ppo2 import PPO2Runner
-
-        with self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps,
-                            progress_bar) as (callback, writer):
-            self.n_batch = self.n_envs * self.n_steps
-            self.learning_rate_schedule = Scheduler(initial_value=self.learning_rate, n_values=total_timesteps,
-                                                    schedule=self.lr_schedule)
-            t_start = time.time()
-            callback.on_training_start(locals(), globals())
-            for update in range(1, total_timesteps // self.n_batch + 1):
-                callback.on_rollout_start()
-                rollout = self.runner.run(callback)
-                if isinstance(self.runner, PPO2Runner):  # GAE
-                    obs, returns, masks, actions, values, _, states, ep_infos, true_reward = rollout
-                else:
-                    obs, states, returns, masks, actions, values, ep_infos, true_reward = rollout
-                callback.update_locals(locals())
-                callback.on_rollout_end()
-                if not self.runner.continue_training:
-                    break
-                self.ep_info_buf.extend(ep_infos)
-                policy_loss, value_loss, policy_entropy = self._train_step(
-                    obs, states, returns, masks, actions, values, self.num_timesteps // (self.n_batch + 1), writer)
-                fps = int((update * self.n_batch) / max(time.time() - t_start, 1e-9))
-                if writer is not None:
-                    log_rollout_episode_rewards(self, writer, true_reward, masks)
-                if self.verbose >= 1 and (update % log_interval == 0 or update == 1):
-                    dump_update_log(update, self, fps, {"policy_entropy": policy_entropy, "policy_loss": policy_loss,
-                                                        "value_loss": value_loss}, values, returns)
-        callback.on_training_end()
-        return self
+        """Train for ``total_timesteps`` environment steps (SB2 signature and defaults; the loop is
+        ``OnPolicyAlgorithm._learn``, whose docstring describes the parameters)."""
+        return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)

@@ -22,12 +22,10 @@ import tensorflow as tf
 from sbtf.common import model_schema, save_util
 from sbtf.common.file_errors import MissingParametersError, ModelDataError, ParameterShapeError, WrongAlgorithmError
 from sbtf.common.model_schema import check_network_size
-from sbtf.common.fast_call import FastFunction
 from sbtf.common.policies import ActorCriticPolicy, BasePolicy, get_policy_from_name
 
 if TYPE_CHECKING:
     from sbtf.common.callbacks import BaseCallback
-    from sbtf.common.runners import AbstractEnvRunner
 
 
 class SetVerbosity:
@@ -106,20 +104,6 @@ class TensorboardWriter:
         if self.writer is not None:
             self.writer.flush()
             self.writer.close()
-
-
-class DeferredTrainFunction:
-    """
-    Stands in for a model's compiled train step until its first call, which traces (and XLA-compiles) it: loading
-    a model to predict traces no training graph, and a file's sizes cannot make loading slow.
-    """
-
-    def __init__(self, model: "BaseRLModel"):
-        self.model = model
-
-    def __call__(self, *args, **kwargs):
-        self.model._build_train_fn()  # replaces model._train_fn by the real compiled function
-        return self.model._train_fn(*args, **kwargs)
 
 
 def _is_vectorized_observation(observation: np.ndarray, observation_space: gym.Space) -> bool:
@@ -867,125 +851,6 @@ class ActorCriticRLModel(BaseRLModel):
                              f"({observation.shape[0]}).")
 
 
-class NStepActorCriticRLModel(ActorCriticRLModel):
-    """
-    The base class of the actor-critic models that collect ``n_steps`` per environment of a VecEnv with a runner and
-    train with a traced train step (A2C, ACER, ACKTR, PPO2).
-
-    A subclass sets its own hyperparameters, then calls this constructor, which builds the model when
-    ``_init_setup_model``; it defines ``_make_runner`` and ``_make_train_fn`` (the train step for ``n_batch``).
-
-    :param policy: (ActorCriticPolicy or str) policy class or name
-    :param env: the environment (see ``BaseRLModel``), vectorised if it is not
-    :param n_steps: (int) the number of steps to run for each environment per update
-    :param verbose: (int) the verbosity level: 0 none, 1 training information, 2 tensorflow debug
-    :param tensorboard_log: (str) the log location for tensorboard (if None, no logging)
-    :param _init_setup_model: (bool) build the networks now
-    :param policy_kwargs: (dict) additional arguments to be passed to the policy on creation
-    :param full_tensorboard_log: (bool) also log histograms
-    :param seed: (int) seed for python, numpy, TF and the env
-    :param n_cpu_tf_sess: (int) threads for TensorFlow ops (set once per process, before TF starts)
-    """
-
-    def __init__(self, policy, env, n_steps: int, verbose: int = 0, tensorboard_log: Optional[str] = None,
-                 _init_setup_model: bool = True, policy_kwargs: Optional[dict] = None,
-                 full_tensorboard_log: bool = False, seed: Optional[int] = None, n_cpu_tf_sess: Optional[int] = None):
-        self.n_steps = n_steps
-        self.tensorboard_log = tensorboard_log
-        self.full_tensorboard_log = full_tensorboard_log
-        self.n_batch: Optional[int] = None
-        self._train_tf = None
-        self._train_fn = None
-        super().__init__(policy=policy, env=env, verbose=verbose, requires_vec_env=True,
-                         _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs, seed=seed,
-                         n_cpu_tf_sess=n_cpu_tf_sess)
-        if _init_setup_model:
-            self.setup_model()
-
-    @staticmethod
-    def _renamed_n_cpu(old_name: str, old_value: Optional[int], n_cpu_tf_sess: Optional[int]) -> Optional[int]:
-        """
-        SB2's deprecated thread-count argument (ACER's ``num_procs``, ACKTR's ``nprocs``): when given, warn and use it.
-
-        :return: (int) the number of threads for TensorFlow operations
-        """
-        if old_value is None:
-            return n_cpu_tf_sess
-        warnings.warn(f"{old_name} will be removed in a future version (v3.x.x) use n_cpu_tf_sess instead",
-                      DeprecationWarning, stacklevel=2)
-        return old_value
-
-    @property
-    def runner(self) -> "AbstractEnvRunner":
-        """The rollout collector of ``self.env``, made on first use (and again after the environment changed)."""
-        if self._runner is None:
-            self._runner = self._make_runner()
-        return self._runner
-
-    @abstractmethod
-    def _make_runner(self) -> "AbstractEnvRunner":
-        """A runner that collects ``n_steps`` per environment of ``self.env``."""
-
-    def _on_env_changed(self) -> None:
-        """A new environment: a new runner, and the train step traced again when the batch size changed."""
-        self._runner = None
-        if self.policy_tf is not None and self.n_batch != self.n_envs * self.n_steps:
-            self.n_batch = self.n_envs * self.n_steps
-            self._train_fn = DeferredTrainFunction(self)
-
-    def _setup_policy(self, n_steps: int, n_batch: Optional[int]) -> ActorCriticPolicy:
-        """
-        Seed, build the policy (for ``n_envs`` environments) and bind it; ``_variables`` are its parameters.
-
-        :param n_steps: (int) the steps per environment the policy is built for
-        :param n_batch: (int) the batch size it is built for (None: any)
-        :return: (ActorCriticPolicy) the policy
-        """
-        self.set_random_seed(self.seed)
-        policy = self._make_policy(self.n_envs, n_steps, n_batch)
-        self._bind_policy(policy)
-        self._variables = self.get_parameter_list()
-        return policy
-
-    def _build_train_fn(self) -> None:
-        """Trace the train step once; hot calls go through its concrete function (no per-call signature casting)."""
-        self._train_tf = self._make_train_fn()
-        self._train_fn = FastFunction(self._train_tf.get_concrete_function())
-
-    def _rollout_distribution(self, obs, states, masks):
-        """
-        Inside a train step: the policy's action distribution and values on a rollout (a recurrent policy is
-        unrolled over the ``n_steps`` of each env from ``states``, reset where ``masks`` is set).
-
-        :return: (ProbabilityDistribution, tf.Tensor) the distribution and the values
-        """
-        policy = self.policy_tf
-        if policy.recurrent:
-            flat, vpred, _, _ = policy.forward(obs, states, masks, n_steps=self.n_steps)
-        else:
-            flat, vpred, _, _ = policy.forward(obs)
-        return policy.proba_distribution_from_flat(flat), vpred
-
-    @abstractmethod
-    def _make_train_fn(self):
-        """The train step: a ``tf.function`` with a fixed input signature."""
-
-    @abstractmethod
-    def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="run", reset_num_timesteps=True,
-              progress_bar: bool = False):
-        """
-        Train the model for ``total_timesteps`` environment steps.
-
-        :param total_timesteps: (int) The total number of samples to train on
-        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
-        :param log_interval: (int) The number of updates between logs (verbose >= 1)
-        :param tb_log_name: (str) the name of the run for tensorboard log
-        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
-        :param progress_bar: (bool) show a progress bar (tqdm)
-        :return: the trained model (``self``)
-        """
-
-
 class OffPolicyRLModel(BaseRLModel):
     """
     The base class for off-policy models (DQN, SAC, TD3, DDPG).
@@ -1009,6 +874,17 @@ class OffPolicyRLModel(BaseRLModel):
         """Load a replay buffer saved by ``save_replay_buffer``."""
         from sbtf.common.buffers import load_buffer
         self.replay_buffer = load_buffer(path)
+
+
+
+
+def __getattr__(name: str):
+    """``NStepActorCriticRLModel`` moved to ``sbtf.common.on_policy`` (still importable from here)."""
+    if name == "NStepActorCriticRLModel":
+        from sbtf.common.on_policy import NStepActorCriticRLModel
+
+        return NStepActorCriticRLModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["BaseRLModel", "ActorCriticRLModel", "OffPolicyRLModel", "SetVerbosity", "TensorboardWriter",

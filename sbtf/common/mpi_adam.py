@@ -1,15 +1,12 @@
-"""Adam over MPI on a flat parameter vector (stable-baselines 2.x ``common/mpi_adam.py``).
+"""Adam over MPI on a flat gradient (stable-baselines 2.x ``common/mpi_adam.py``): a thin all-reduce wrapper around
+``sbtf.common.optimizers.Adam``.
 
-Every rank computes a local gradient, ``update`` averages it over the ranks (``Allreduce``) and applies the same Adam
-step everywhere, so parameters that start equal stay equal (``sync`` broadcasts rank 0's values, ``check_synced``
-verifies them every 100 updates, as SB2).
-
-The Adam state (first/second moment vectors and the step count) lives in TensorFlow variables so that the same
-optimiser can also be stepped inside a compiled training loop: ``update_tf`` averages the gradient over the ranks
-in the graph (an ``Allreduce`` wrapped in ``tf.numpy_function``) and applies ``apply_flat_grad``. ``update`` (NumPy
-gradient in, one compiled call) and the TF methods share that state and the maths:
-``step_size = lr * sqrt(1 - beta2^t) / (1 - beta1^t)``, ``theta -= step_size * m / (sqrt(v) + epsilon)``.
-Works without mpirun and without mpi4py (a one-process communicator is used).
+Every rank computes a local flat gradient; ``update`` averages it over the ranks (``Allreduce``) and applies the same
+Adam step everywhere, so parameters that start equal stay equal (``sync`` broadcasts rank 0's values,
+``check_synced`` verifies them every 100 updates, as SB2). The Adam maths and state are ``optimizers.Adam``'s (TF
+variables), so the same optimiser can also be stepped inside a compiled training loop: ``update_tf`` averages the
+gradient over the ranks in the graph (an ``Allreduce`` wrapped in ``tf.numpy_function``) and applies
+``apply_flat_grad``. Works without mpirun and without mpi4py (a one-process communicator is used).
 """
 from __future__ import annotations
 
@@ -19,7 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common.mpi_util import allreduce_sum, allreduce_tf, get_comm, sync_check
-from sbtf.common.tf_util import GetFlat, SetFromFlat, assign_add_from_flat, flat_size
+from sbtf.common.optimizers import Adam
+from sbtf.common.tf_util import GetFlat, SetFromFlat, flat_size, unflatten_tensor
 
 
 class MpiAdam:
@@ -46,10 +44,7 @@ class MpiAdam:
         self.scale_grad_by_procs = scale_grad_by_procs
         self.size = flat_size(self.var_list)
         self.comm = get_comm(comm)
-        # "first moment estimate" m and "second raw moment estimate" v of the paper, and the step count t
-        self._m = tf.Variable(tf.zeros((self.size,), tf.float32), trainable=False, name="mpi_adam_m")
-        self._v = tf.Variable(tf.zeros((self.size,), tf.float32), trainable=False, name="mpi_adam_v")
-        self._t = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="mpi_adam_t")
+        self.adam = Adam(self.var_list, beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon, name="MpiAdam")
         self.getflat = GetFlat(self.var_list)
         self.setfromflat = SetFromFlat(self.var_list)
         self._apply_fn = tf.function(self.apply_flat_grad, input_signature=[
@@ -58,24 +53,27 @@ class MpiAdam:
     # ------------------------------------------------------------------ state (SB2 attribute names)
     @property
     def exp_avg(self) -> np.ndarray:
-        """Exponential moving average of the gradient (m)."""
-        return self._m.numpy()
+        """Exponential moving average of the gradient (m), flat."""
+        return np.concatenate([np.ravel(m.numpy()) for m in self.adam.m])
 
     @property
     def exp_avg_sq(self) -> np.ndarray:
-        """Exponential moving average of the squared gradient (v)."""
-        return self._v.numpy()
+        """Exponential moving average of the squared gradient (v), flat."""
+        return np.concatenate([np.ravel(v.numpy()) for v in self.adam.v])
+
+    @property
+    def step_variable(self) -> tf.Variable:
+        """The step count as a TF variable (to sequence on inside a compiled loop)."""
+        return self.adam.t
 
     @property
     def step(self) -> int:
         """Number of updates applied so far."""
-        return int(self._t.numpy())
+        return int(self.adam.t.numpy())
 
     def reset(self) -> None:
         """Zero the moments and the step count."""
-        self._m.assign(tf.zeros_like(self._m))
-        self._v.assign(tf.zeros_like(self._v))
-        self._t.assign(0)
+        self.adam.reset()
 
     # ------------------------------------------------------------------ updates
     def apply_flat_grad(self, flat_grad: tf.Tensor, learning_rate) -> tf.Tensor:
@@ -83,17 +81,9 @@ class MpiAdam:
         One Adam step with an already averaged flat gradient (TF ops: call it inside a ``tf.function`` to keep a
         whole minibatch loop in one compiled call). Returns the new step count.
         """
-        t = self._t.assign_add(1)
-        t_float = tf.cast(t, tf.float64)
-        step_size = (tf.cast(learning_rate, tf.float64) * tf.sqrt(1.0 - tf.pow(tf.constant(self.beta2, tf.float64),
-                                                                               t_float))
-                     / (1.0 - tf.pow(tf.constant(self.beta1, tf.float64), t_float)))
-        flat_grad = tf.cast(flat_grad, tf.float32)
-        m = self._m.assign(self.beta1 * self._m + (1.0 - self.beta1) * flat_grad)
-        v = self._v.assign(self.beta2 * self._v + (1.0 - self.beta2) * tf.square(flat_grad))
-        step = -tf.cast(step_size, tf.float32) * m / (tf.sqrt(v) + self.epsilon)
-        assign_add_from_flat(self.var_list, step)
-        return t
+        grads = unflatten_tensor(tf.cast(flat_grad, tf.float32), self.var_list)
+        self.adam.apply(grads, learning_rate)
+        return self.adam.t.read_value()
 
     def reduce_grad_tf(self, local_grad: tf.Tensor) -> tf.Tensor:
         """This rank's flat gradient averaged (summed if not ``scale_grad_by_procs``) over the ranks, in TF ops."""

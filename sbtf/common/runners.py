@@ -1,4 +1,6 @@
-"""Rollout collection shared by the on-policy algorithms (SB2 ``common/runners.py``)."""
+"""Rollout collection shared by the on-policy algorithms (SB2 ``common/runners.py``): runners fill a
+``RolloutBuffer`` and return a named ``RolloutBatch`` (``sbtf.common.rollout``); ``traj_segment_generator`` yields the
+MPI family's ``TrajectorySegment``\ s."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -6,6 +8,8 @@ from typing import Optional
 
 import gymnasium as gym
 import numpy as np
+
+from sbtf.common.rollout import RolloutBatch, RolloutBuffer, TrajectorySegment, swap_and_flatten
 
 
 class AbstractEnvRunner(ABC):
@@ -100,6 +104,63 @@ class AbstractEnvRunner(ABC):
         return True
 
 
+class RolloutRunner(AbstractEnvRunner):
+    """
+    Collects ``n_steps`` per env into a :class:`RolloutBuffer` and returns the rollout as a :class:`RolloutBatch`:
+    discounted n-step returns bootstrapped from the value of the last observation (``lam=None``, SB2's
+    ``A2CRunner``) or GAE(lambda) returns (SB2's ``ppo2.Runner``). A time-limit truncation adds
+    ``gamma * V(terminal_observation)`` to the reward of its step.
+
+    :param env: (VecEnv) the environment
+    :param model: (BaseRLModel) the model (its ``policy_tf`` acts)
+    :param n_steps: (int) steps per environment per rollout
+    :param gamma: (float) discount factor
+    :param lam: (float) GAE factor; None for n-step returns
+    :param with_neg_log_probs: (bool) record the actions' negative log-likelihoods (PPO2's ratio needs them)
+    """
+
+    def __init__(self, *, env, model, n_steps: int, gamma: float, lam: Optional[float] = None,
+                 with_neg_log_probs: bool = False):
+        super().__init__(env=env, model=model, n_steps=n_steps)
+        self.gamma = gamma
+        self.lam = lam
+        self.with_neg_log_probs = with_neg_log_probs
+        policy = model.policy_tf
+        is_box = isinstance(env.action_space, gym.spaces.Box)
+        self.buffer = RolloutBuffer(n_steps, self.n_envs, self.obs.shape[1:], self.obs.dtype,
+                                    tuple(policy.pdtype.sample_shape()), np.float32 if is_box else np.int64)
+
+    def _run(self) -> Optional[RolloutBatch]:
+        """One rollout (None when a callback stopped training during it)."""
+        policy = self.model.policy_tf
+        buffer = self.buffer
+        space = self.env.action_space
+        is_box = isinstance(space, gym.spaces.Box)
+        buffer.reset(self.states)
+        ep_infos: list = []
+        for step in range(self.n_steps):
+            states_before = self.states
+            if self.with_neg_log_probs:
+                actions, values, states, neglogpacs = policy.step(self.obs, self.states, self.dones)
+            else:
+                (actions, values, states), neglogpacs = policy.act(self.obs, self.states, self.dones), None
+            buffer.add(self.obs, actions, values, self.dones, neglogpacs)
+            clipped_actions = np.clip(actions, space.low, space.high) if is_box else actions
+            obs, rewards, dones, infos = self.env.step(clipped_actions)
+            self.states = states
+            self.dones = dones
+            self.obs[:] = obs
+            if not self._on_env_step(locals(), infos, ep_infos):
+                return None
+            buffer.add_rewards(self._bootstrap_truncated(rewards, dones, infos, self.gamma, states_before), rewards)
+        last_values = policy.value(self.obs, self.states, self.dones)
+        if self.lam is None:
+            buffer.compute_nstep_returns(last_values, self.dones, self.gamma)
+        else:
+            buffer.compute_gae(last_values, self.dones, self.gamma, self.lam)
+        return buffer.get(ep_infos)
+
+
 def _as_single_vec_env(env):
     """A VecEnv with one environment for ``traj_segment_generator`` (a plain env is wrapped in a DummyVecEnv)."""
     from sbtf.common.vec_env import DummyVecEnv, VecEnv  # pylint: disable=import-outside-toplevel
@@ -120,7 +181,8 @@ def traj_segment_generator(policy, env, horizon, reward_giver=None, gail=False, 
     """
     Collect trajectory segments of ``horizon`` steps from one environment (PPO1, TRPO, GAIL; SB2 semantics).
 
-    Each ``next()`` returns a dict (its arrays are reused by the next segment: copy what you keep):
+    Each ``next()`` returns a :class:`TrajectorySegment` (named fields, also readable as SB2's dict:
+    ``seg["observations"]``; its arrays are reused by the next segment: copy what you keep):
 
     - observations: (np.ndarray) observations, shape ``(horizon,) + obs_shape``
     - rewards: (np.ndarray) rewards (the discriminator's reward when ``gail``)
@@ -151,7 +213,7 @@ def traj_segment_generator(policy, env, horizon, reward_giver=None, gail=False, 
     :param model: (BaseRLModel) its ``num_timesteps`` is increased by ``timestep_increment`` per step
     :param timestep_increment: (int) steps counted per local step (the number of MPI workers, which all step
         together, so that ``num_timesteps`` counts the steps of the whole job)
-    :return: (generator) of segment dicts
+    :return: (generator) of TrajectorySegment
     """
     if gail and reward_giver is None:
         raise ValueError("You must pass a reward giver when using GAIL")
@@ -188,23 +250,13 @@ def traj_segment_generator(policy, env, horizon, reward_giver=None, gail=False, 
     done_mask = np.zeros(1, np.float32)
     step = 0
 
-    def _segment(continue_training: bool) -> dict:
-        return {
-            "observations": observations,
-            "rewards": rewards,
-            "dones": dones,
-            "episode_starts": episode_starts,
-            "true_rewards": true_rewards,
-            "vpred": vpreds,
-            "actions": actions,
-            "nextvpred": float(vpred[0]) * (1 - episode_start),
-            "truncated_values": truncated_values,
-            "ep_rets": ep_rets,
-            "ep_lens": ep_lens,
-            "ep_true_rets": ep_true_rets,
-            "total_timestep": current_it_len,
-            "continue_training": continue_training,
-        }
+    def _segment(continue_training: bool) -> TrajectorySegment:
+        return TrajectorySegment(
+            observations=observations, rewards=rewards, dones=dones, episode_starts=episode_starts,
+            true_rewards=true_rewards, vpred=vpreds, actions=actions,
+            nextvpred=float(vpred[0]) * (1 - episode_start), truncated_values=truncated_values, ep_rets=ep_rets,
+            ep_lens=ep_lens, ep_true_rets=ep_true_rets, total_timestep=current_it_len,
+            continue_training=continue_training)
 
     # ``act`` skips the log-likelihood that ``step`` also computes (not needed here)
     act = policy.act if hasattr(policy, "act") else (lambda o, s, m: policy.step(o, s, m)[:3])
@@ -285,7 +337,4 @@ def traj_segment_generator(policy, env, horizon, reward_giver=None, gail=False, 
         step += 1
 
 
-def swap_and_flatten(arr: np.ndarray) -> np.ndarray:
-    """(n_steps, n_envs, ...) -> (n_envs * n_steps, ...), env-major (SB2 layout)."""
-    shape = arr.shape
-    return arr.swapaxes(0, 1).reshape(shape[0] * shape[1], *shape[2:])
+__all__ = ["AbstractEnvRunner", "RolloutRunner", "traj_segment_generator", "swap_and_flatten"]

@@ -29,6 +29,7 @@ SCHEDULE_KEY = "__schedule__"
 
 __all__ = [
     "Schedule", "ConstantSchedule", "LinearSchedule", "PiecewiseSchedule", "SampledSchedule", "Scheduler",
+    "ProgressSchedule",
     "linear_interpolation", "get_schedule_fn", "constfn", "constant", "linear_schedule", "middle_drop",
     "double_linear_con", "double_middle_drop", "sample_callable", "schedule_from_dict", "schedule_to_dict",
     "is_schedule_dict", "SCHEDULES",
@@ -357,7 +358,8 @@ SCHEDULES: Dict[str, Callable[[float], float]] = {
 
 class Scheduler(object):
     """
-    Update a value every iteration, with a specific curve.
+    Update a value every iteration, with a specific curve (stable-baselines 2's step-counting form, kept for user
+    code; the algorithms use :class:`ProgressSchedule`, the same curves as functions of the remaining progress).
 
     :param initial_value: (float) initial value
     :param n_values: (int) the total number of iterations
@@ -366,13 +368,7 @@ class Scheduler(object):
     """
 
     def __init__(self, initial_value: float, n_values: int, schedule: Union[str, Callable[[float], float]]):
-        if callable(schedule):
-            names = [name for name, fn in SCHEDULES.items() if fn is schedule]
-            if not names:
-                raise ValueError("Scheduler only accepts the named schedules {}".format(sorted(SCHEDULES)))
-            schedule = names[0]
-        if schedule not in SCHEDULES:
-            raise ValueError("Unknown schedule {!r}; expected one of {}".format(schedule, sorted(SCHEDULES)))
+        schedule = _schedule_name(schedule)
         self.step = 0.0
         self.initial_value = _plain_number(initial_value, "initial_value")
         self.nvalues = _plain_number(n_values, "n_values")
@@ -414,6 +410,70 @@ class Scheduler(object):
         return "Scheduler(initial_value={!r}, n_values={!r}, schedule={!r})".format(
             self.initial_value, self.nvalues, self.schedule_name
         )
+
+
+class ProgressSchedule(Schedule):
+    """
+    One of stable-baselines 2's named learning-rate curves (``lr_schedule`` of A2C, ACER, ACKTR) as a function of
+    the remaining progress, like every other schedule of the on-policy algorithms:
+    ``value(progress_remaining) = initial_value * SCHEDULES[schedule](1 - progress_remaining)``.
+
+    ``Scheduler(initial_value, n_values, schedule)`` at step ``s`` gives the same value as this schedule at
+    ``progress_remaining = 1 - s / n_values``.
+
+    :param initial_value: (float) the value at the start of training
+    :param schedule: (str or callable) 'linear', 'constant', 'double_linear_con', 'middle_drop' or
+        'double_middle_drop' (or one of those functions of this module)
+    """
+
+    def __init__(self, initial_value: float, schedule: Union[str, Callable[[float], float]]):
+        self.initial_value = _plain_number(initial_value, "initial_value")
+        self.schedule_name = _schedule_name(schedule)
+        self._curve = _REMAINING_CURVES[self.schedule_name]
+
+    def value(self, step: float) -> float:
+        """
+        :param step: (float) the remaining progress (1 at the start of training, 0 at the end)
+        :return: (float) the value
+        """
+        return self.initial_value * self._curve(step)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {SCHEDULE_KEY: "ProgressSchedule", "initial_value": self.initial_value,
+                "schedule": self.schedule_name}
+
+
+def _remaining_middle_drop(remaining: float) -> float:
+    return 0.75 * 0.1 if remaining < 0.75 else remaining
+
+
+def _remaining_double_middle_drop(remaining: float) -> float:
+    if remaining < 0.75:
+        return 0.25 * 0.5 if remaining < 0.25 else 0.75 * 0.1
+    return remaining
+
+
+#: the SB2 curves written on the remaining progress ``1 - progress``, which is the value SB2 tested and returned,
+#: so that the values are bit-identical (``double_linear_con`` needs the elapsed progress itself)
+_REMAINING_CURVES: Dict[str, Callable[[float], float]] = {
+    "linear": lambda remaining: remaining,
+    "constant": lambda remaining: 1.0,
+    "middle_drop": _remaining_middle_drop,
+    "double_middle_drop": _remaining_double_middle_drop,
+    "double_linear_con": lambda remaining: double_linear_con(1.0 - remaining),
+}
+
+
+def _schedule_name(schedule: Union[str, Callable[[float], float]]) -> str:
+    """The name of one of the SB2 curves given by name or as the function of this module."""
+    if callable(schedule):
+        names = [name for name, fn in SCHEDULES.items() if fn is schedule]
+        if not names:
+            raise ValueError("Scheduler only accepts the named schedules {}".format(sorted(SCHEDULES)))
+        return names[0]
+    if schedule not in SCHEDULES:
+        raise ValueError("Unknown schedule {!r}; expected one of {}".format(schedule, sorted(SCHEDULES)))
+    return schedule
 
 
 # ================================================================
@@ -473,6 +533,8 @@ def schedule_from_dict(data: Dict[str, Any]) -> Any:
             )
         if kind == "SampledSchedule":
             return SampledSchedule([tuple(pair) for pair in data["points"]])
+        if kind == "ProgressSchedule":
+            return ProgressSchedule(data["initial_value"], data["schedule"])
         if kind == "Scheduler":
             scheduler = Scheduler(data["initial_value"], data["n_values"], data["schedule"])
             scheduler.step = float(data.get("step", 0.0))

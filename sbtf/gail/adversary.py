@@ -114,6 +114,14 @@ class TransitionClassifier(tf.Module):
         """Invalidate the NumPy copy of the weights used by ``get_reward`` (call after every update)."""
         self._weights_version += 1
 
+    def apply_gradient(self, optimizer, flat_grad: np.ndarray, learning_rate: float) -> None:
+        """
+        One step of ``optimizer`` (an ``MpiAdam`` over :meth:`get_trainable_variables`: the gradient is averaged
+        over the MPI ranks) with this rank's flat gradient; the reward's NumPy weights follow.
+        """
+        optimizer.update(flat_grad, learning_rate)
+        self.mark_weights_changed()
+
     # ------------------------------------------------------------------ maths (TF)
     def build_graph(self, obs, actions):
         """

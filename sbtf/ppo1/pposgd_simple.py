@@ -7,23 +7,22 @@ under MPI each minibatch gradient is averaged over the ranks inside that call (`
 """
 from __future__ import annotations
 
-import functools
-import time
 import warnings
-from collections import deque
+from typing import Dict
 
 import numpy as np
 import tensorflow as tf
 
 from sbtf import logger
 from sbtf.common.base_class import SetVerbosity
-from sbtf.common.math_util import explained_variance, total_episode_reward_logger
+from sbtf.common.fast_call import TrainStep
+from sbtf.common.math_util import explained_variance
 from sbtf.common.mpi_adam import MpiAdam
 from sbtf.common.mpi_model import MpiActorCriticRLModel
 from sbtf.common.mpi_moments import mpi_moments
-from sbtf.common.runners import traj_segment_generator
+from sbtf.common.rollout import RolloutBatch
+from sbtf.common.schedules import ProgressSchedule
 from sbtf.common.tf_util import flatgrad, minibatch_loop
-from sbtf.trpo_mpi.utils import add_vtarg_and_adv
 from sbtf.common import model_schema as ms
 
 LOSS_NAMES = ["pol_surr", "pol_entpen", "vf_loss", "kl", "ent"]
@@ -82,7 +81,7 @@ class PPO1(MpiActorCriticRLModel):
         self.full_tensorboard_log = full_tensorboard_log
         self.loss_names = list(LOSS_NAMES)
         self.adam = None
-        self._train_fn = None
+        self._train_step = None
         super().__init__(policy=policy, env=env, verbose=verbose, requires_vec_env=False,
                          _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs, seed=seed,
                          n_cpu_tf_sess=n_cpu_tf_sess)
@@ -98,7 +97,7 @@ class PPO1(MpiActorCriticRLModel):
             self._variables = list(self.policy_pi.named_parameters().values())
             self.adam = MpiAdam(self._variables, epsilon=self.adam_epsilon, comm=self.comm)
             self._shuffle_gen = tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
-            self._build_functions()
+            self._train_step = self._make_train_step()  # traced on the first update, not at load
 
     def _reseed_policy(self, seed: int) -> None:
         super()._reseed_policy(seed)
@@ -139,16 +138,9 @@ class PPO1(MpiActorCriticRLModel):
         grads = tape.gradient(total_loss, self._variables)
         return flatgrad(grads, self._variables), losses
 
-    def _build_functions(self) -> None:
-        obs_spec = self.policy_pi.obs_signature()
-        act_spec = self._action_spec()
-        vec = tf.TensorSpec((None,), tf.float32)
-        scalar = tf.TensorSpec((), tf.float32)
+    def _make_train_step(self) -> TrainStep:
         batch_size = self._batch_size()
         epochs = int(self.optim_epochs)
-
-        # autograph is off: the loops are explicit tf.while_loops (tracing stays short)
-        compile_fn = functools.partial(tf.function, autograph=False)
 
         def _eval_losses(obs, actions, atarg, ret, lrmult, perm):
             """Losses of every full minibatch of ``perm`` (n_minibatches, 5), SB2's "Evaluating losses"."""
@@ -179,76 +171,55 @@ class PPO1(MpiActorCriticRLModel):
                 return self.adam.update_tf(grad, stepsize)
 
             minibatch_loop(epochs * n_mb, step)
-            with tf.control_dependencies([self.adam._t.read_value()]):
-                return _eval_losses(obs, actions, atarg, ret, lrmult, perms[epochs])
+            with tf.control_dependencies([self.adam.step_variable.read_value()]):
+                return {"losses": _eval_losses(obs, actions, atarg, ret, lrmult, perms[epochs])}
 
-        self._train_fn = compile_fn(train_epochs, input_signature=[obs_spec, act_spec, vec, vec, scalar, scalar])
+        vec, scalar = tf.TensorSpec((None,), tf.float32), tf.TensorSpec((), tf.float32)
+        inputs = {"obs": self.policy_pi.obs_signature(), "actions": self._action_spec(), "atarg": vec, "ret": vec,
+                  "lrmult": scalar, "stepsize": scalar}
+        # autograph is off: the loops are explicit tf.while_loops (tracing stays short)
+        return TrainStep(train_epochs, inputs, updates=(self.policy_pi,), name="ppo1_train", autograph=False)
 
-    def _train(self, obs, actions, atarg, ret, lrmult: float) -> np.ndarray:
-        """The optimisation phase of one iteration; returns the per-minibatch losses of the evaluation pass."""
-        lrmult = np.float32(lrmult)
-        stepsize = np.float32(self.optim_stepsize * lrmult)
-        losses = self._train_fn(obs, actions, atarg, ret, lrmult, stepsize).numpy()
-        self.policy_pi.mark_weights_changed()
-        return losses
+    # ------------------------------------------------------------------ the on-policy loop's parts
+    def _horizon(self) -> int:
+        return int(self.timesteps_per_actorbatch)
 
-    # ------------------------------------------------------------------ learn
+    def _on_learn_start(self, progress, callback) -> None:
+        super()._on_learn_start(progress, callback)
+        self._lrmult_schedule = ProgressSchedule(1.0, self.schedule)
+
+    def train(self, batch: RolloutBatch) -> Dict[str, float]:
+        """
+        The optimisation phase of one iteration (old policy <- policy, then the epochs of minibatch Adam steps);
+        returns the evaluation pass's losses averaged over the minibatches and the ranks.
+        """
+        self._lrmult = lrmult = self._lrmult_schedule(self._learn_progress.progress_remaining)
+        self.assign_old_eq_new()  # set old parameter values to new parameter values
+        logger.log("Optimizing...")
+        out = self._train_step(obs=batch.observations, actions=batch.actions,
+                               atarg=self._standardize(batch.advantages), ret=batch.returns,
+                               lrmult=np.float32(lrmult), stepsize=np.float32(self.optim_stepsize * lrmult))
+        logger.log("Evaluating losses...")
+        mean_losses, _, _ = mpi_moments(out["losses"], axis=0, comm=self.comm)
+        self._check_sync_every(20)
+        return dict(zip(self.loss_names, (float(value) for value in mean_losses)))
+
+    def _tensorboard_scalars(self, batch: RolloutBatch, stats: Dict[str, float]) -> Dict[str, float]:
+        return self._mpi_tensorboard_scalars(batch, stats, float(self.optim_stepsize * self._lrmult),
+                                             {"input_info/clip_range": float(self.clip_param * self._lrmult)})
+
+    def _log_update(self, batch: RolloutBatch, stats: Dict[str, float]) -> None:
+        for name in self.loss_names:
+            logger.record_tabular("loss_" + name, stats[name])
+        logger.record_tabular("ev_tdlam_before", explained_variance(batch.values, batch.returns))
+        self._dump_iteration_log()
+
     def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="PPO1", reset_num_timesteps=True):
+        """Train for ``total_timesteps`` environment steps, summed over the MPI ranks (SB2 signature; the loop is
+        ``OnPolicyAlgorithm._learn``, whose docstring describes the parameters; ``log_interval`` is unused, as SB2)."""
         if self.schedule not in ("linear", "constant"):
             raise ValueError(f"Error: PPO1 schedule must be 'linear' or 'constant', got {self.schedule!r}")
-        with self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps) as (callback, writer):
-            callback.on_training_start(locals(), globals())
-
-            seg_gen = traj_segment_generator(self.policy_pi, self.env, self.timesteps_per_actorbatch,
-                                             callback=callback, model=self, timestep_increment=self.nworkers)
-            episodes_so_far = 0
-            timesteps_so_far = 0
-            iters_so_far = 0
-            t_start = time.time()
-            len_buffer = deque(maxlen=100)  # rolling buffer for episode lengths
-            reward_buffer = deque(maxlen=100)  # rolling buffer for episode rewards
-
-            while timesteps_so_far < total_timesteps:
-                if self.schedule == "constant":
-                    cur_lrmult = 1.0
-                else:
-                    cur_lrmult = max(1.0 - float(timesteps_so_far) / total_timesteps, 0.0)
-
-                logger.log("********** Iteration %i ************" % iters_so_far)
-                timesteps_before = self.num_timesteps
-                seg = next(seg_gen)
-                if self._any_rank_stopped(not seg["continue_training"]):  # stopped early by a callback
-                    self.num_timesteps = timesteps_before + int(self.comm.allreduce(int(seg["total_timestep"])))
-                    break
-                add_vtarg_and_adv(seg, self.gamma, self.lam)
-                observations, actions, atarg, tdlamret, vpredbefore = self._segment_arrays(seg)
-                if writer is not None:
-                    total_episode_reward_logger(self.episode_reward, seg["true_rewards"].reshape((self.n_envs, -1)),
-                                                seg["dones"].reshape((self.n_envs, -1)), writer, timesteps_before)
-
-                self.assign_old_eq_new()  # set old parameter values to new parameter values
-                logger.log("Optimizing...")
-                losses = self._train(observations, actions, atarg, tdlamret, cur_lrmult)
-                logger.log("Evaluating losses...")
-                mean_losses, _, _ = mpi_moments(losses, axis=0, comm=self.comm)
-                for loss_val, name in zip(mean_losses, self.loss_names):
-                    logger.record_tabular("loss_" + name, float(loss_val))
-                logger.record_tabular("ev_tdlam_before", explained_variance(vpredbefore, tdlamret))
-                if self.nworkers > 1 and iters_so_far % 20 == 0:
-                    self.check_parameters_synced()
-
-                episodes_so_far += self._log_episodes(seg, len_buffer, reward_buffer)
-                current_it_timesteps = int(self.comm.allreduce(int(seg["total_timestep"])))
-                timesteps_so_far += current_it_timesteps
-                # the generator counted nworkers steps per local step; make the count exact
-                self.num_timesteps = timesteps_before + current_it_timesteps
-                iters_so_far += 1
-                self._write_tensorboard(writer, seg, observations, mean_losses,
-                                        float(self.optim_stepsize * cur_lrmult),
-                                        {"input_info/clip_range": float(self.clip_param * cur_lrmult)})
-                self._dump_iteration_log(episodes_so_far, t_start)
-            callback.on_training_end()
-        return self
+        return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps)
 
 
 __all__ = ["PPO1"]

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import time
 import warnings
-
+from typing import Dict
 
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
 from sbtf import logger
-from sbtf.common.base_class import DeferredTrainFunction, NStepActorCriticRLModel, SetVerbosity
+from sbtf.common.base_class import SetVerbosity
+from sbtf.common.fast_call import TrainStep
 from sbtf.common.math_util import explained_variance
+from sbtf.common.on_policy import NStepActorCriticRLModel
 from sbtf.common.optimizers import Adam, clip_grads
-from sbtf.common.runners import AbstractEnvRunner, swap_and_flatten
+from sbtf.common.rollout import RolloutBatch
+from sbtf.common.runners import RolloutRunner
 from sbtf.common.schedules import get_schedule_fn
-from sbtf.common.train_log import log_rollout_episode_rewards, record_episode_means
+from sbtf.common.train_log import record_episode_means
 from sbtf.common import model_schema as ms
 from sbtf.common.tf_util import xla_pays_off
 
@@ -76,6 +79,7 @@ class PPO2(NStepActorCriticRLModel):
         self.lam = lam
         self.nminibatches = nminibatches
         self.noptepochs = noptepochs
+        self._current_lr = self._current_cliprange = None
         super().__init__(policy, env, n_steps=n_steps, verbose=verbose, tensorboard_log=tensorboard_log,
                          _init_setup_model=_init_setup_model, policy_kwargs=policy_kwargs,
                          full_tensorboard_log=full_tensorboard_log, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
@@ -98,7 +102,7 @@ class PPO2(NStepActorCriticRLModel):
             self._setup_policy(1, None)
             self.optimizer = Adam(self._variables, epsilon=1e-5)
             self._shuffle_gen = tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
-            self._train_fn = DeferredTrainFunction(self)  # traced on the first update, not at load
+            self._train_step = self._make_train_step()  # traced on the first update, not at load
 
     def _reseed_policy(self, seed: int) -> None:
         super()._reseed_policy(seed)
@@ -147,146 +151,138 @@ class PPO2(NStepActorCriticRLModel):
         self.optimizer.apply(grads, lr)
         return stats
 
-    def _make_train_fn(self):
+    def _make_train_step(self) -> TrainStep:
         policy = self.policy_tf
         pdtype = policy.pdtype
         act_shape = tuple(pdtype.sample_shape())
         act_dtype = pdtype.sample_dtype() if not isinstance(self.action_space, gym.spaces.Box) else tf.float32
         scalar = tf.TensorSpec((), tf.float32)
+        schedules = {"lr": scalar, "cliprange": scalar, "cliprange_vf": scalar}
 
         if policy.recurrent:
             envs_per_batch = self.n_envs // self.nminibatches
             n_mb = envs_per_batch * self.n_steps
             vec = tf.TensorSpec((n_mb,), tf.float32)
-            signature = [policy.obs_signature(n_mb), vec, vec, tf.TensorSpec((n_mb,) + act_shape, act_dtype), vec,
-                         vec, tf.TensorSpec((envs_per_batch, policy.state_size), tf.float32), scalar, scalar, scalar]
+            inputs = {"obs": policy.obs_signature(n_mb), "returns": vec, "masks": vec,
+                      "actions": tf.TensorSpec((n_mb,) + act_shape, act_dtype), "values": vec, "neglogpacs": vec,
+                      "states": tf.TensorSpec((envs_per_batch, policy.state_size), tf.float32), **schedules}
 
-            @tf.function(input_signature=signature)
             def train_minibatch(obs, returns, masks, actions, values, neglogpacs, states, lr, cliprange,
                                 cliprange_vf):
-                return self._apply_minibatch(obs, returns, masks, actions, values, neglogpacs, states, lr, cliprange,
-                                             cliprange_vf, self.n_steps)
+                stats = self._apply_minibatch(obs, returns, masks, actions, values, neglogpacs, states, lr, cliprange,
+                                              cliprange_vf, self.n_steps)
+                return dict(zip(LOSS_NAMES, tf.unstack(stats)))
 
-            return train_minibatch
+            return TrainStep(train_minibatch, inputs, updates=(policy,), name="ppo2_train_minibatch")
 
         n_batch = self.n_batch
         nminibatches = int(self.nminibatches)
         batch_size = n_batch // nminibatches
         noptepochs = int(self.noptepochs)
         vec = tf.TensorSpec((n_batch,), tf.float32)
-        signature = [policy.obs_signature(n_batch), vec, tf.TensorSpec((n_batch,) + act_shape, act_dtype), vec, vec,
-                     scalar, scalar, scalar]
+        inputs = {"obs": policy.obs_signature(n_batch), "returns": vec,
+                  "actions": tf.TensorSpec((n_batch,) + act_shape, act_dtype), "values": vec, "neglogpacs": vec,
+                  **schedules}
 
-        @tf.function(input_signature=signature, jit_compile=xla_pays_off(policy))
         def train_epochs(obs, returns, actions, values, neglogpacs, lr, cliprange, cliprange_vf):
-            stats = tf.zeros((len(LOSS_NAMES),), tf.float32)
-            for _ in tf.range(noptepochs):
+            """Every epoch's shuffled minibatch Adam steps, in one call; the mean statistics over the minibatches.
+            The loops are explicit ``tf.while_loop``\\ s (no autograph: tracing stays short)."""
+            def epoch(index, stats):
                 perm = tf.argsort(self._shuffle_gen.uniform((n_batch,)))
                 s_obs, s_returns, s_actions, s_values, s_neglogpacs = (
                     tf.gather(x, perm) for x in (obs, returns, actions, values, neglogpacs))
-                for mb in tf.range(nminibatches):
+
+                def minibatch(mb, stats):
                     start = mb * batch_size
 
                     def take(x):
                         return tf.slice(x, tf.concat([[start], tf.zeros(len(x.shape) - 1, tf.int32)], 0),
                                         [batch_size] + list(x.shape[1:]))
 
-                    stats += self._apply_minibatch(
+                    return mb + 1, stats + self._apply_minibatch(
                         take(s_obs), take(s_returns), None, take(s_actions), take(s_values), take(s_neglogpacs),
                         None, lr, cliprange, cliprange_vf, 1)
-            # the updated weights ride along, so acting needs no second TF call to refresh its NumPy copy
-            return tf.concat([stats / float(noptepochs * nminibatches), policy.flat_weights_tf()], axis=0)
 
-        return train_epochs
+                _, stats = tf.while_loop(lambda mb, _: mb < nminibatches, minibatch, (tf.constant(0), stats))
+                return index + 1, stats
 
-    def _train(self, rollout, lr_now: float, cliprange_now: float, cliprange_vf_now: float) -> np.ndarray:
-        obs, returns, masks, actions, values, neglogpacs, states = rollout
-        # FastFunction casts every input to its signature's dtype
+            _, stats = tf.while_loop(lambda index, _: index < noptepochs, epoch,
+                                     (tf.constant(0), tf.zeros((len(LOSS_NAMES),), tf.float32)))
+            return dict(zip(LOSS_NAMES, tf.unstack(stats / float(noptepochs * nminibatches))))
+
+        return TrainStep(train_epochs, inputs, updates=(policy,), name="ppo2_train_epochs", autograph=False,
+                         jit_compile=xla_pays_off(policy))
+
+    # ------------------------------------------------------------------ the on-policy loop's parts
+    def _on_learn_start(self, progress, callback) -> None:
+        self._lr_fn = get_schedule_fn(self.learning_rate)
+        self._cliprange_fn = get_schedule_fn(self.cliprange)
+        mode = self._clip_vf_mode()
+        self._cliprange_vf_fn = get_schedule_fn(self.cliprange_vf) if mode == "own" else self._cliprange_fn
+
+    def train(self, batch: RolloutBatch) -> Dict[str, float]:
+        """``noptepochs`` epochs of minibatch Adam steps on the clipped surrogate; returns the mean statistics."""
+        frac = self._learn_progress.progress_remaining
+        self._current_lr, self._current_cliprange = self._lr_fn(frac), self._cliprange_fn(frac)
+        schedules = dict(lr=self._current_lr, cliprange=self._current_cliprange,
+                         cliprange_vf=self._cliprange_vf_fn(frac))
         if not self.policy_tf.recurrent:
-            out = self._train_fn(obs, returns, actions, values, neglogpacs, lr_now, cliprange_now,
-                                 cliprange_vf_now).numpy()
-            self.policy_tf.install_flat_weights(out[len(LOSS_NAMES):])
-            return out[:len(LOSS_NAMES)]
-        else:
-            envs_per_batch = self.n_envs // self.nminibatches
-            env_indices = np.arange(self.n_envs)
-            flat_indices = np.arange(self.n_envs * self.n_steps).reshape(self.n_envs, self.n_steps)
-            stats = np.zeros(len(LOSS_NAMES), np.float32)
-            count = 0
-            for _ in range(self.noptepochs):
-                np.random.shuffle(env_indices)
-                for start in range(0, self.n_envs, envs_per_batch):
-                    mb_env_inds = env_indices[start:start + envs_per_batch]
-                    mb_flat = flat_indices[mb_env_inds].ravel()
-                    stats += self._train_fn(obs[mb_flat], returns[mb_flat], masks[mb_flat],
-                                            actions[mb_flat], values[mb_flat], neglogpacs[mb_flat],
-                                            states[mb_env_inds], lr_now, cliprange_now,
-                                            cliprange_vf_now).numpy()
-                    count += 1
-            stats /= max(count, 1)
-        self.policy_tf.mark_weights_changed()
-        return stats
+            out = self._train_step(obs=batch.observations, returns=batch.returns, actions=batch.actions,
+                                   values=batch.values, neglogpacs=batch.neg_log_probs, **schedules)
+            return {name: float(out[name]) for name in LOSS_NAMES}
+        envs_per_batch = self.n_envs // self.nminibatches
+        env_indices = np.arange(self.n_envs)
+        flat_indices = np.arange(self.n_envs * self.n_steps).reshape(self.n_envs, self.n_steps)
+        stats = np.zeros(len(LOSS_NAMES), np.float32)
+        count = 0
+        for _ in range(self.noptepochs):
+            np.random.shuffle(env_indices)
+            for start in range(0, self.n_envs, envs_per_batch):
+                mb_env_inds = env_indices[start:start + envs_per_batch]
+                mb_flat = flat_indices[mb_env_inds].ravel()
+                out = self._train_step(obs=batch.observations[mb_flat], returns=batch.returns[mb_flat],
+                                       masks=batch.masks[mb_flat], actions=batch.actions[mb_flat],
+                                       values=batch.values[mb_flat], neglogpacs=batch.neg_log_probs[mb_flat],
+                                       states=batch.states[mb_env_inds], **schedules)
+                stats += np.array([out[name] for name in LOSS_NAMES], np.float32)
+                count += 1
+        stats /= max(count, 1)
+        return {name: float(value) for name, value in zip(LOSS_NAMES, stats)}
 
-    # ------------------------------------------------------------------ learn
+    def _tensorboard_scalars(self, batch: RolloutBatch, stats: Dict[str, float]) -> Dict[str, float]:
+        return {**{f"loss/{name}": stats[name] for name in LOSS_NAMES},
+                "input_info/learning_rate": self._current_lr, "input_info/clip_range": self._current_cliprange,
+                "input_info/discounted_rewards": float(np.mean(batch.returns))}
+
+    def _tensorboard_histograms(self, batch: RolloutBatch) -> Dict[str, np.ndarray]:
+        return {"input_info/discounted_rewards": batch.returns, "input_info/advantage": batch.returns - batch.values}
+
+    def _log_update(self, batch: RolloutBatch, stats: Dict[str, float]) -> None:
+        progress = self._learn_progress
+        fps = int(self.n_batch / max(time.time() - progress.t_update_start, 1e-9))
+        logger.logkv("serial_timesteps", progress.update * self.n_steps)
+        logger.logkv("n_updates", progress.update)
+        logger.logkv("total_timesteps", self.num_timesteps)
+        logger.logkv("fps", fps)
+        logger.logkv("explained_variance", float(explained_variance(batch.values, batch.returns)))
+        record_episode_means(self.ep_info_buf)
+        logger.logkv("time_elapsed", progress.t_update_start - progress.t_start)
+        for name in LOSS_NAMES:
+            logger.logkv(name, float(stats[name]))
+        logger.dumpkvs()
+
     def learn(self, total_timesteps, callback=None, log_interval=1, tb_log_name="PPO2", reset_num_timesteps=True,
               progress_bar: bool = False):
-        lr_fn = get_schedule_fn(self.learning_rate)
-        cliprange_fn = get_schedule_fn(self.cliprange)
-        mode = self._clip_vf_mode()
-        cliprange_vf_fn = get_schedule_fn(self.cliprange_vf) if mode == "own" else cliprange_fn
-
-        with self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps,
-                            progress_bar) as (callback, writer):
-            t_first_start = time.time()
-            n_updates = total_timesteps // self.n_batch
-            callback.on_training_start(locals(), globals())
-            for update in range(1, n_updates + 1):
-                t_start = time.time()
-                frac = 1.0 - (update - 1.0) / n_updates
-                lr_now = lr_fn(frac)
-                cliprange_now = cliprange_fn(frac)
-                cliprange_vf_now = cliprange_vf_fn(frac)
-                callback.on_rollout_start()
-                rollout = self.runner.run(callback)
-                obs, returns, masks, actions, values, neglogpacs, states, ep_infos, true_reward = rollout
-                callback.on_rollout_end()
-                if not self.runner.continue_training:
-                    break
-                self.ep_info_buf.extend(ep_infos)
-                loss_vals = self._train((obs, returns, masks, actions, values, neglogpacs, states), lr_now,
-                                        cliprange_now, cliprange_vf_now)
-                t_now = time.time()
-                fps = int(self.n_batch / max(t_now - t_start, 1e-9))
-                if writer is not None:
-                    log_rollout_episode_rewards(self, writer, true_reward, masks)
-                    writer.add_scalars({f"loss/{name}": val for name, val in zip(LOSS_NAMES, loss_vals)},
-                                       self.num_timesteps)
-                    writer.add_scalars({"input_info/learning_rate": lr_now, "input_info/clip_range": cliprange_now,
-                                        "input_info/discounted_rewards": float(np.mean(returns))},
-                                       self.num_timesteps)
-                    if self.full_tensorboard_log:
-                        writer.add_histogram("input_info/discounted_rewards", returns, self.num_timesteps)
-                        writer.add_histogram("input_info/advantage", returns - values, self.num_timesteps)
-                if self.verbose >= 1 and (update % log_interval == 0 or update == 1):
-                    explained_var = explained_variance(values, returns)
-                    logger.logkv("serial_timesteps", update * self.n_steps)
-                    logger.logkv("n_updates", update)
-                    logger.logkv("total_timesteps", self.num_timesteps)
-                    logger.logkv("fps", fps)
-                    logger.logkv("explained_variance", float(explained_var))
-                    record_episode_means(self.ep_info_buf)
-                    logger.logkv("time_elapsed", t_start - t_first_start)
-                    for loss_val, loss_name in zip(loss_vals, LOSS_NAMES):
-                        logger.logkv(loss_name, float(loss_val))
-                    logger.dumpkvs()
-            callback.on_training_end()
-            return self
+        """Train for ``total_timesteps`` environment steps (SB2 signature and defaults; the loop is
+        ``OnPolicyAlgorithm._learn``, whose docstring describes the parameters)."""
+        return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
-class PPO2Runner(AbstractEnvRunner):
+class PPO2Runner(RolloutRunner):
     """
     Collects ``n_steps`` per env and computes GAE(lambda) returns (SB2 ``ppo2.Runner``), bootstrapping
-    time-limit truncations from the value of the terminal observation.
+    time-limit truncations from the value of the terminal observation. ``run()`` returns a
+    :class:`~sbtf.common.rollout.RolloutBatch`.
 
     :param env: (VecEnv) The environment to learn from
     :param model: (PPO2) The model to learn
@@ -296,58 +292,7 @@ class PPO2Runner(AbstractEnvRunner):
     """
 
     def __init__(self, *, env, model, n_steps, gamma, lam):
-        super().__init__(env=env, model=model, n_steps=n_steps)
-        self.lam = lam
-        self.gamma = gamma
-
-    def _run(self):
-        policy = self.model.policy_tf
-        n_steps, n_envs = self.n_steps, self.n_envs
-        act_shape = tuple(policy.pdtype.sample_shape())
-        is_box = isinstance(self.env.action_space, gym.spaces.Box)
-        mb_obs = np.zeros((n_steps, n_envs) + self.obs.shape[1:], dtype=self.obs.dtype)
-        mb_rewards = np.zeros((n_steps, n_envs), dtype=np.float32)
-        mb_true_rewards = np.zeros((n_steps, n_envs), dtype=np.float32)
-        mb_actions = np.zeros((n_steps, n_envs) + act_shape, dtype=np.float32 if is_box else np.int64)
-        mb_values = np.zeros((n_steps, n_envs), dtype=np.float32)
-        mb_neglogpacs = np.zeros((n_steps, n_envs), dtype=np.float32)
-        mb_dones = np.zeros((n_steps, n_envs), dtype=bool)
-        mb_states = self.states
-        ep_infos = []
-        for step in range(n_steps):
-            states_before = self.states
-            actions, values, self.states, neglogpacs = policy.step(self.obs, self.states, self.dones)
-            mb_obs[step] = self.obs
-            mb_actions[step] = actions
-            mb_values[step] = values
-            mb_neglogpacs[step] = neglogpacs
-            mb_dones[step] = self.dones
-            clipped_actions = np.clip(actions, self.env.action_space.low, self.env.action_space.high) if is_box \
-                else actions
-            obs, rewards, self.dones, infos = self.env.step(clipped_actions)
-            self.obs[:] = obs
-            if not self._on_env_step(locals(), infos, ep_infos):
-                return [None] * 9
-            mb_true_rewards[step] = rewards
-            mb_rewards[step] = self._bootstrap_truncated(rewards, self.dones, infos, self.gamma, states_before)
-        last_values = policy.value(self.obs, self.states, self.dones)
-        # discount/bootstrap off value fn (GAE)
-        mb_advs = np.zeros_like(mb_rewards)
-        last_gae_lam = 0.0
-        for step in reversed(range(n_steps)):
-            if step == n_steps - 1:
-                nextnonterminal = 1.0 - self.dones.astype(np.float32)
-                nextvalues = last_values
-            else:
-                nextnonterminal = 1.0 - mb_dones[step + 1].astype(np.float32)
-                nextvalues = mb_values[step + 1]
-            delta = mb_rewards[step] + self.gamma * nextvalues * nextnonterminal - mb_values[step]
-            mb_advs[step] = last_gae_lam = delta + self.gamma * self.lam * nextnonterminal * last_gae_lam
-        mb_returns = mb_advs + mb_values
-        mb_obs, mb_returns, mb_dones, mb_actions, mb_values, mb_neglogpacs, true_reward = \
-            map(swap_and_flatten, (mb_obs, mb_returns, mb_dones, mb_actions, mb_values, mb_neglogpacs,
-                                   mb_true_rewards))
-        return mb_obs, mb_returns, mb_dones, mb_actions, mb_values, mb_neglogpacs, mb_states, ep_infos, true_reward
+        super().__init__(env=env, model=model, n_steps=n_steps, gamma=gamma, lam=lam, with_neg_log_probs=True)
 
 
 Runner = PPO2Runner

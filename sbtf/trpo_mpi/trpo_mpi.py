@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections import deque
 from contextlib import contextmanager
+from typing import Dict, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -27,14 +27,14 @@ import tensorflow as tf
 from sbtf import logger
 from sbtf.common.base_class import SetVerbosity
 from sbtf.common.cg import conjugate_gradient_tf
-from sbtf.common.math_util import explained_variance, total_episode_reward_logger
+from sbtf.common.fast_call import TrainStep
+from sbtf.common.math_util import explained_variance
 from sbtf.common.mpi_adam import MpiAdam
 from sbtf.common.mpi_model import MpiActorCriticRLModel
 from sbtf.common.mpi_util import allreduce_mean, allreduce_tf
-from sbtf.common.runners import traj_segment_generator
+from sbtf.common.rollout import RolloutBatch
 from sbtf.common.tf_util import (GetFlat, SetFromFlat, assign_from_flat, flat_size, flatgrad, minibatch_loop,
                                   unflatten_tensor)
-from sbtf.trpo_mpi.utils import add_vtarg_and_adv
 from sbtf.common import model_schema as ms
 
 LOSS_NAMES = ["optimgain", "meankl", "entloss", "surrgain", "entropy"]
@@ -265,9 +265,10 @@ class TRPO(MpiActorCriticRLModel):
                 return self.vfadam.update_tf(grad, stepsize)
 
             minibatch_loop(vf_iters * n_mb, step)
-            return tf.constant(True)
+            return {}
 
-        self._fit_vf = compile_fn(fit_vf, input_signature=[obs_spec, vec, scalar])
+        self._fit_vf = TrainStep(fit_vf, {"obs": obs_spec, "ret": vec, "stepsize": scalar}, updates=(self.policy_pi,),
+                                 name="trpo_fit_vf", autograph=False)
 
     # ------------------------------------------------------------------ one policy + value update
     def _fisher_vector_product(self, vec: np.ndarray, fvp_obs: np.ndarray) -> np.ndarray:
@@ -318,12 +319,11 @@ class TRPO(MpiActorCriticRLModel):
         else:
             logger.log("couldn't compute a good step")
             self.set_from_flat(thbefore)
-        self.policy_pi.mark_weights_changed()
+        self.policy_pi.weights_changed()  # the line search assigned the policy's variables
         return mean_losses
 
     def _update_vf(self, observation, tdlamret) -> None:
-        self._fit_vf(observation, tdlamret, np.float32(self.vf_stepsize))
-        self.policy_pi.mark_weights_changed()
+        self._fit_vf(obs=observation, ret=tdlamret, stepsize=np.float32(self.vf_stepsize))
 
     def _update_discriminator(self, observation, action) -> list:
         """GAIL: ``d_step`` Adam steps of the discriminator on generator vs expert minibatches; returns the losses."""
@@ -341,8 +341,7 @@ class TRPO(MpiActorCriticRLModel):
                                                                  np.asarray(ob_expert).reshape(len(ob_expert), -1)),
                                                                 0))
             *newlosses, grad = self.reward_giver.lossandgrad(ob_batch, ac_batch, ob_expert, ac_expert)
-            self.d_adam.update(grad, self.d_stepsize)
-            self.reward_giver.mark_weights_changed()
+            self.reward_giver.apply_gradient(self.d_adam, grad, self.d_stepsize)
             d_losses.append(newlosses)
         return d_losses
 
@@ -351,80 +350,71 @@ class TRPO(MpiActorCriticRLModel):
         batchsize = self.timesteps_per_batch // self.d_step
         self.expert_dataset.init_dataloader(batchsize)
 
-    # ------------------------------------------------------------------ learn
+    # ------------------------------------------------------------------ the on-policy loop's parts
+    _episode_window = 40
+
+    def _horizon(self) -> int:
+        return int(self.timesteps_per_batch)
+
+    def _rollouts_per_update(self) -> int:
+        return int(self.g_step)  # g_step = 1 when not using GAIL
+
+    def _on_learn_start(self, progress, callback) -> None:
+        super()._on_learn_start(progress, callback)
+        if self.using_gail:
+            self._initialize_dataloader()
+
+    def _on_update_start(self, progress) -> None:
+        super()._on_update_start(progress)
+        logger.log("Optimizing Policy...")
+
+    def _collect_rollout(self, callback) -> Optional[RolloutBatch]:
+        with self.timed("sampling"):
+            return super()._collect_rollout(callback)
+
+    def train(self, batch: RolloutBatch) -> Dict[str, float]:
+        """
+        The natural-gradient policy step with line search, then the value-function fit; returns the policy's losses
+        after the step (averaged over the ranks).
+        """
+        self.assign_old_eq_new()
+        mean_losses = self._update_policy(batch.observations, batch.actions, self._standardize(batch.advantages))
+        with self.timed("vf"):
+            self._update_vf(batch.observations, batch.returns)
+        self._check_sync_every(20)
+        return dict(zip(self.loss_names, (float(value) for value in mean_losses)))
+
+    def _after_rollouts(self, batch: RolloutBatch, stats: Dict[str, float]) -> Dict[str, float]:
+        d_stats = {}
+        if self.using_gail:
+            # ------------------ Update D ------------------
+            logger.log("Optimizing Discriminator...")
+            d_losses = self._update_discriminator(batch.observations, batch.actions)
+            if d_losses:
+                d_stats = {"d_" + name: float(value)
+                           for name, value in zip(self.reward_giver.loss_name, np.mean(d_losses, axis=0))}
+        return {**d_stats, **super()._after_rollouts(batch, stats)}
+
+    def _tensorboard_scalars(self, batch: RolloutBatch, stats: Dict[str, float]) -> Dict[str, float]:
+        return self._mpi_tensorboard_scalars(batch, stats, float(self.vf_stepsize),
+                                             {"input_info/kl_clip_range": float(self.max_kl)})
+
+    def _log_update(self, batch: RolloutBatch, stats: Dict[str, float]) -> None:
+        for name in self.loss_names:
+            logger.record_tabular(name, stats[name])
+        logger.record_tabular("explained_variance_tdlam_before", explained_variance(batch.values, batch.returns))
+        for name, value in stats.items():
+            if name.startswith("d_"):
+                logger.record_tabular(name, value)
+        self._dump_iteration_log()
+
     def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="TRPO", reset_num_timesteps=True):
+        """Train for ``total_timesteps`` environment steps, summed over the MPI ranks (SB2 signature; the loop is
+        ``OnPolicyAlgorithm._learn``, whose docstring describes the parameters; ``log_interval`` is unused, as SB2)."""
         if self.using_gail and self.expert_dataset is None:
             raise ValueError("Error: GAIL learns from expert demonstrations: pass expert_dataset=ExpertDataset(...) "
                              "to the constructor (or to GAIL.load(..., expert_dataset=...)) before calling learn().")
-        with self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps) as (callback, writer):
-            callback.on_training_start(locals(), globals())
-
-            seg_gen = traj_segment_generator(self.policy_pi, self.env, self.timesteps_per_batch,
-                                             reward_giver=self.reward_giver, gail=self.using_gail,
-                                             callback=callback, model=self, timestep_increment=self.nworkers)
-            episodes_so_far = 0
-            iters_so_far = 0
-            timesteps_so_far = 0
-            t_start = time.time()
-            len_buffer = deque(maxlen=40)  # rolling buffer for episode lengths
-            reward_buffer = deque(maxlen=40)  # rolling buffer for episode rewards
-            true_reward_buffer = deque(maxlen=40) if self.using_gail else None
-            if self.using_gail:
-                self._initialize_dataloader()
-
-            while timesteps_so_far < total_timesteps:
-                logger.log("********** Iteration %i ************" % iters_so_far)
-                logger.log("Optimizing Policy...")
-                mean_losses = vpredbefore = tdlamret = observation = action = seg = None
-                timesteps_before = self.num_timesteps
-                local_steps = 0
-                stopped = False
-                for _ in range(self.g_step):  # g_step = 1 when not using GAIL
-                    with self.timed("sampling"):
-                        seg = next(seg_gen)
-                    local_steps += int(seg["total_timestep"])
-                    if self._any_rank_stopped(not seg["continue_training"]):  # stopped early by a callback
-                        stopped = True
-                        break
-                    add_vtarg_and_adv(seg, self.gamma, self.lam)
-                    observation, action, atarg, tdlamret, vpredbefore = self._segment_arrays(seg)
-                    if writer is not None:
-                        total_episode_reward_logger(self.episode_reward,
-                                                    seg["true_rewards"].reshape((self.n_envs, -1)),
-                                                    seg["dones"].reshape((self.n_envs, -1)), writer,
-                                                    timesteps_before + (local_steps - int(seg["total_timestep"]))
-                                                    * self.nworkers)
-                    self.assign_old_eq_new()
-                    mean_losses = self._update_policy(observation, action, atarg)
-                    with self.timed("vf"):
-                        self._update_vf(observation, tdlamret)
-                    if self.nworkers > 1 and iters_so_far % 20 == 0:
-                        self.check_parameters_synced()
-                if stopped:
-                    self.num_timesteps = timesteps_before + int(self.comm.allreduce(local_steps))
-                    break
-                for loss_name, loss_val in zip(self.loss_names, mean_losses):
-                    logger.record_tabular(loss_name, float(loss_val))
-                logger.record_tabular("explained_variance_tdlam_before", explained_variance(vpredbefore, tdlamret))
-
-                if self.using_gail:
-                    # ------------------ Update D ------------------
-                    logger.log("Optimizing Discriminator...")
-                    d_losses = self._update_discriminator(observation, action)
-                    if d_losses:
-                        for name, value in zip(self.reward_giver.loss_name, np.mean(d_losses, axis=0)):
-                            logger.record_tabular("d_" + name, float(value))
-                episodes_so_far += self._log_episodes(seg, len_buffer, reward_buffer, true_reward_buffer)
-                # all g_step segments count (SB2 counted only the last one, so GAIL ran g_step times longer)
-                current_it_timesteps = int(self.comm.allreduce(local_steps))
-                timesteps_so_far += current_it_timesteps
-                self.num_timesteps = timesteps_before + current_it_timesteps
-                iters_so_far += 1
-                self._write_tensorboard(writer, seg, observation, mean_losses, float(self.vf_stepsize),
-                                        {"input_info/kl_clip_range": float(self.max_kl)})
-                self._dump_iteration_log(episodes_so_far, t_start)
-            callback.on_training_end()
-        return self
+        return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps)
 
 
 __all__ = ["TRPO"]
