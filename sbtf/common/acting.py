@@ -195,7 +195,9 @@ class ActingPath:
 
     def weights_tf(self) -> list:
         """Inside a compiled step: the values of ``variables`` (after the step's updates), to pass to ``install``."""
-        return [tf.identity(v) for v in self.variables] if self.uses_numpy else []
+        with tf.init_scope():  # the dry run is NumPy (it may read statistics eagerly), also while a step is traced
+            uses_numpy = self.uses_numpy
+        return [tf.identity(v) for v in self.variables] if uses_numpy else []
 
     @property
     def n_weights(self) -> int:
