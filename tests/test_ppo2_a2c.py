@@ -174,16 +174,17 @@ def test_numpy_fast_path_matches_keras_model():
         from sbtf.common.policies import MlpPolicy
         policy = MlpPolicy(None, gym.spaces.Box(-1, 1, (5,)), space, n_env=4)
         obs = np.random.RandomState(1).randn(7, 5).astype(np.float32)
+        assert policy.acts_in_numpy
         flat_tf, value_tf, _, _ = policy.forward(tf.constant(obs))
-        flat_np, value_np = policy._numpy_forward(obs)
+        flat_np, value_np = policy.flat_params(obs), policy.value(obs)
         np.testing.assert_allclose(flat_np, flat_tf.numpy(), atol=1e-5)
         np.testing.assert_allclose(value_np, value_tf.numpy(), atol=1e-5)
-        # after a weight change the cache is refreshed
+        # after a weight change the acting copies are refreshed
         var = next(iter(policy.named_parameters().values()))
         var.assign(var.numpy() + 0.5)
-        policy.mark_weights_changed()
+        policy.weights_changed()
         flat_tf2, _, _, _ = policy.forward(tf.constant(obs))
-        np.testing.assert_allclose(policy._numpy_forward(obs)[0], flat_tf2.numpy(), atol=1e-5)
+        np.testing.assert_allclose(policy.flat_params(obs), flat_tf2.numpy(), atol=1e-5)
 
 
 def test_numpy_cache_follows_training():
@@ -193,9 +194,9 @@ def test_numpy_cache_follows_training():
     for model in (A2C("MlpPolicy", cartpole_vec(2), seed=0),
                   PPO2("MlpPolicy", cartpole_vec(2), n_steps=16, nminibatches=2, noptepochs=2, seed=0)):
         policy = model.policy_tf
-        before = policy._numpy_forward(obs)[0].copy()
+        before = policy.flat_params(obs).copy()
         model.learn(256)
-        flat_np, value_np = policy._numpy_forward(obs)
+        flat_np, value_np = policy.flat_params(obs), policy.value(obs)
         flat_tf, value_tf, _, _ = policy.forward(tf.constant(obs))
         assert not np.allclose(flat_np, before), "training did not change the acting weights"
         np.testing.assert_allclose(flat_np, flat_tf.numpy(), atol=1e-5)

@@ -125,9 +125,14 @@ def test_jit_compiled_step_updates_dqn_and_ddpg_policies():
     from sbtf.deepq.policies import MlpPolicy as DQNMlp
 
     q_net = DQNMlp(ob_space=gym.spaces.Box(-1, 1, (3,)), ac_space=gym.spaces.Discrete(4))
+    from sbtf.common.mpi_running_mean_std import RunningMeanStd
+
     ddpg = DDPGMlp(ob_space=gym.spaces.Box(-1, 1, (3,)), ac_space=gym.spaces.Box(-1, 1, (2,)))
     ddpg.make_actor()
     ddpg.make_critic()
+    stats = RunningMeanStd(shape=(3,))
+    stats.update(np.random.default_rng(4).normal(size=(20, 3)))
+    ddpg.set_obs_normalization(stats)  # the acting path reads the statistics eagerly, also while the step is traced
     variables = q_net.acting_variables() + ddpg.actor_variables()
 
     def fn(delta):

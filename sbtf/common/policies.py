@@ -3,27 +3,31 @@
 A policy is built from the observation and action spaces plus SB2's ``policy_kwargs``
 (``net_arch``, ``layers``, ``act_fun``, ``feature_extraction``, ``cnn_extractor``, ``n_lstm``,
 ``layer_norm``). Its variables carry SB2's names (``model/pi_fc0/w:0`` ...), see
-``named_parameters()``. Training code calls ``forward`` inside ``tf.function``; acting calls
-``step``, which evaluates MLP policies in NumPy on a cached copy of the weights (no TF call per
-environment step) and everything else through a compiled TF function.
+``named_parameters()``. Each network is written once against a backend (``sbtf.common.network_ops``):
+training code calls ``forward`` (TensorFlow) inside ``tf.function``; acting (``step``) runs the same
+network through the policy's acting path (``sbtf.common.acting``): in NumPy on copies of the weights
+when every layer on it has a NumPy form (no TF call per environment step), else through one compiled
+TF call.
 """
 from __future__ import annotations
 
 import warnings
 from collections import OrderedDict
 from itertools import zip_longest
-from typing import Callable, Optional
+from typing import Optional
 
 import gymnasium as gym
 import keras
 import numpy as np
 import tensorflow as tf
 
+from sbtf.common.acting import ActingPath, WeightVersion
 from sbtf.common.distributions import make_proba_dist_type, softmax_np
+from sbtf.common.fast_call import FastFunction, FlatLayout
 from sbtf.common.input import (check_obs_space, obs_input_dtype, obs_input_shape, preprocess_obs_np,
                                preprocess_obs_tf)
-from sbtf.common.tf_layers import (Linear, Lstm, NatureCNN, SB2Layer, get_activation, nature_cnn,
-                                   numpy_activation)
+from sbtf.common.network_ops import TF_OPS
+from sbtf.common.tf_layers import GaussianHead, Linear, Lstm, NatureCNN, SB2Layer, get_activation, nature_cnn
 
 
 def mlp_extractor(flat_observations, net_arch, act_fun):
@@ -61,19 +65,6 @@ def _parse_net_arch(net_arch) -> tuple[list[int], list[int], list[int]]:
         else:
             raise ValueError(f"Error: net_arch entries must be ints or one dict(pi=[...], vf=[...]), got {layer!r}")
     return shared, pi_sizes, vf_sizes
-
-
-class _NumpyCache:
-    """NumPy weights of a policy and the version of the Keras weights they copy."""
-
-    def __init__(self):
-        self.version = -1
-        self.weights: dict[str, np.ndarray] = {}
-        self.plan = None
-        self.reader = None
-        self.names = None
-        self.shapes = None
-        self.reads = 0  # times the weights were read from the TF variables
 
 
 class BasePolicy(keras.Model):
@@ -116,9 +107,8 @@ class BasePolicy(keras.Model):
         self.obs_dtype = obs_input_dtype(ob_space)
         self.obs_shape = obs_input_shape(ob_space)
         self.np_random = np.random.default_rng(np.random.randint(0, 2 ** 31 - 1))
-        self._weights_version = 0
-        # a plain object (not tracked by Keras) holding NumPy copies of the weights for fast acting
-        self._np_state = _NumpyCache()
+        # the version of the weights, shared by the acting paths (a plain object: not tracked by Keras)
+        self._weight_version = WeightVersion()
 
     @property
     def is_discrete(self) -> bool:
@@ -142,76 +132,59 @@ class BasePolicy(keras.Model):
     def parameter_list(self) -> list:
         return list(self.named_parameters().values())
 
-    def mark_weights_changed(self) -> None:
-        """Tell the NumPy fast path that the weights changed (called after every train step / load)."""
-        self._weights_version += 1
+    # --- acting path -----------------------------------------------------------------------
+    def acting_paths(self) -> list:
+        """The policy's acting paths (``sbtf.common.acting.ActingPath``); none for a policy that does not act."""
+        return []
+
+    def _new_acting_path(self, functions: dict, numpy_allowed: bool = True,
+                         install_from_train_steps: bool = True) -> ActingPath:
+        """An acting path over ``functions`` (``{name: (fn(ops, *inputs), input specs)}``) of this policy."""
+        return ActingPath(functions, self._weight_version, parameter_order=self.parameter_list,
+                          numpy_allowed=numpy_allowed, install_from_train_steps=install_from_train_steps)
 
     def weights_changed(self) -> None:
-        """The weights were changed from outside (load, ``assign``, ...): the acting path re-reads them."""
-        self.mark_weights_changed()
+        """The weights were changed from outside (load, ``assign``, ...): the acting path re-reads them when used."""
+        self._weight_version.value += 1
+
+    def mark_weights_changed(self) -> None:
+        """Alias of ``weights_changed`` (kept for callers written before it)."""
+        self._weight_version.value += 1
+
+    def set_weights(self, weights):  # keep the acting copies honest when users set weights directly
+        super().set_weights(weights)
+        self.weights_changed()
+
+    @property
+    def acts_in_numpy(self) -> bool:
+        """Whether the policy acts in NumPy (every layer on its acting path has a NumPy form)."""
+        return any(path.uses_numpy for path in self.acting_paths())
+
+    @property
+    def has_numpy_path(self) -> bool:
+        """Alias of ``acts_in_numpy``."""
+        return self.acts_in_numpy
 
     @property
     def n_weight_reads(self) -> int:
-        """How many times the acting path read the weights from the TF variables (not counting installs)."""
-        return self._np_state.reads
+        """How many times the acting paths read the weights from the TF variables (installs not counted)."""
+        return sum(path.n_reads for path in self.acting_paths())
 
     def acting_weights_tf(self) -> list:
-        """Inside a compiled step: the tensors the NumPy acting path copies (none when the policy acts in TF)."""
-        return []
+        """Inside a compiled step: the tensors the NumPy acting copies mirror (none when the policy acts in TF)."""
+        return [t for path in self.acting_paths() if path.install_from_train_steps for t in path.weights_tf()]
 
     def install_acting_weights(self, arrays) -> None:
-        """Install NumPy copies of ``acting_weights_tf()`` computed by a compiled step (see ``TrainStep``)."""
-        self.mark_weights_changed()
-
-    def set_weights(self, weights):  # keep the NumPy cache honest when users set weights directly
-        super().set_weights(weights)
-        self.mark_weights_changed()
-
-    def flat_weights_tf(self) -> tf.Tensor:
-        """All weights (``named_parameters`` order) as one flat float32 tensor; for use inside a compiled train
-        step, which returns it so the NumPy acting path is refreshed without a second TF call."""
-        return tf.concat([tf.reshape(v, [-1]) for v in self.parameter_list()], axis=0)
-
-    def install_flat_weights(self, flat: np.ndarray) -> None:
-        """Refresh the NumPy acting path from a flat vector laid out as ``flat_weights_tf`` (after a train step)."""
-        self._weights_version += 1
-        self._split_flat_weights(flat)
-
-    def _split_flat_weights(self, flat: np.ndarray) -> None:
-        state = self._np_state
-        if state.shapes is None:
-            state.shapes = [tuple(int(d) for d in v.shape) for v in self.parameter_list()]
-        arrays, offset = [], 0
-        for shape in state.shapes:
-            size = int(np.prod(shape))
-            arrays.append(flat[offset:offset + size].reshape(shape))
-            offset += size
-        if offset != flat.shape[0]:
-            raise ValueError(f"flat weight vector has {flat.shape[0]} values, the policy has {offset}")
-        self.set_numpy_weights(arrays)
-
-    def _np_params(self) -> dict[str, np.ndarray]:
-        """``{"/scope/name:0": array}`` of the current weights, refreshed when they changed.
-
-        The refresh is one compiled call returning all weights as one flat vector (~0.1 ms), split in NumPy.
-        """
-        state = self._np_state
-        if state.version != self._weights_version:
-            if state.reader is None:
-                reader = tf.function(self.flat_weights_tf, input_signature=[], autograph=False)
-                state.reader = reader.get_concrete_function()
-            state.reads += 1
-            self._split_flat_weights(state.reader().numpy())
-        return state.weights
-
-    def set_numpy_weights(self, arrays: list) -> None:
-        """Install fresh NumPy copies of the weights (``named_parameters`` order)."""
-        state = self._np_state
-        if state.names is None:
-            state.names = list(self.named_parameters(prefix="").keys())
-        state.weights = dict(zip(state.names, arrays))
-        state.plan = None
-        state.version = self._weights_version
+        """Install NumPy values of ``acting_weights_tf()`` computed by a compiled step (see ``TrainStep``)."""
+        self._weight_version.value += 1
+        offset = 0
+        for path in self.acting_paths():
+            if path.install_from_train_steps:
+                n = path.n_weights
+                path.install(arrays[offset:offset + n])
+                offset += n
+        if offset != len(arrays):
+            raise ValueError(f"expected {offset} acting weight arrays, got {len(arrays)}")
 
     def preprocess(self, obs):
         return preprocess_obs_tf(obs, self.ob_space, self.scale)
@@ -237,7 +210,7 @@ class ActorCriticPolicy(BasePolicy):
         self.pi_head = None
         self.q_head = None
         self.vf_head = None
-        self._np_forward: Optional[Callable] = None
+        self._acting: Optional[ActingPath] = None  # set by subclasses whose network has an acting form
         self._tf_step_fns: dict = {}
         self._tf_gen = tf.random.Generator.from_seed(int(self.np_random.integers(0, 2 ** 31 - 1)))
 
@@ -245,6 +218,14 @@ class ActorCriticPolicy(BasePolicy):
     def forward(self, obs, state=None, mask=None, n_steps: int = 1):
         """
         :return: (flat distribution parameters, value (batch,), q-values (batch, n_act), new state or None)
+        """
+        raise NotImplementedError
+
+    def network(self, ops, obs, with_q: bool = False):
+        """
+        The feed-forward network in the backend ``ops`` (``sbtf.common.network_ops``) on raw observations.
+
+        :return: (flat distribution parameters, value (batch,)), plus the q-values when ``with_q``
         """
         raise NotImplementedError
 
@@ -289,7 +270,7 @@ class ActorCriticPolicy(BasePolicy):
                     new_state = state
                 return action, value, new_state, dist.neglogp(action), flat
 
-            self._tf_step_fns[key] = _step
+            self._tf_step_fns[key] = FastFunction(_step.get_concrete_function())
         return self._tf_step_fns[key]
 
     def _run_tf(self, obs, state, mask, deterministic):
@@ -305,15 +286,27 @@ class ActorCriticPolicy(BasePolicy):
         return action.numpy(), value.numpy(), (new_state.numpy() if self.recurrent else None), neglogp.numpy(), \
             flat.numpy()
 
-    def acting_weights_tf(self) -> list:
-        if self._np_forward is None:
-            return []
-        return [tf.identity(v) for v in self.parameter_list()]
+    def acting_paths(self) -> list:
+        return [] if self._acting is None else [self._acting]
 
-    def install_acting_weights(self, arrays) -> None:
-        self._weights_version += 1
-        if self._np_forward is not None:
-            self.set_numpy_weights(list(arrays))
+    def _numpy_ops(self):
+        """The NumPy backend of the acting path on fresh weights, or None when the policy acts through TF."""
+        acting = self._acting
+        return None if acting is None else acting.numpy_ops()
+
+    def flat_weights_tf(self) -> tf.Tensor:
+        """All weights (``named_parameters`` order) as one flat float32 tensor, inside a compiled step (for
+        ``install_flat_weights``; new code passes the policy to ``TrainStep(updates=...)`` instead)."""
+        return tf.concat([tf.reshape(v, [-1]) for v in self.parameter_list()], axis=0)
+
+    def install_flat_weights(self, flat: np.ndarray) -> None:
+        """Install the acting copies from a vector laid out as ``flat_weights_tf`` (after a train step)."""
+        params = self.parameter_list()
+        arrays = FlatLayout([tuple(int(d) for d in v.shape) for v in params]).unpack_np(flat)
+        by_id = {id(var): array for var, array in zip(params, arrays)}
+        self._weight_version.value += 1
+        for path in self.acting_paths():
+            path.install([by_id[id(var)] for var in path.variables])
 
     def step(self, obs, state=None, mask=None, deterministic=False):
         """
@@ -321,8 +314,9 @@ class ActorCriticPolicy(BasePolicy):
 
         :return: (actions, values, states, neglogp) as NumPy arrays
         """
-        if self._np_forward is not None:
-            flat, value = self._np_forward(self._prepare_obs(obs))
+        ops = self._numpy_ops()
+        if ops is not None:
+            flat, value = self.network(ops, self._prepare_obs(obs))
             action = self.pdtype.np_mode(flat) if deterministic else self.pdtype.np_sample(flat, self.np_random)
             return action, value, None, self.pdtype.np_neglogp(flat, action).astype(np.float32)
         action, value, new_state, neglogp, _ = self._run_tf(obs, state, mask, deterministic)
@@ -334,8 +328,9 @@ class ActorCriticPolicy(BasePolicy):
 
         :return: (actions, values, states) as NumPy arrays
         """
-        if self._np_forward is not None:
-            flat, value = self._np_forward(self._prepare_obs(obs))
+        ops = self._numpy_ops()
+        if ops is not None:
+            flat, value = self.network(ops, self._prepare_obs(obs))
             action = self.pdtype.np_mode(flat) if deterministic else self.pdtype.np_sample(flat, self.np_random)
             return action, value, None
         action, value, new_state, _, _ = self._run_tf(obs, state, mask, deterministic)
@@ -343,14 +338,16 @@ class ActorCriticPolicy(BasePolicy):
 
     def flat_params(self, obs, state=None, mask=None) -> np.ndarray:
         """Flat distribution parameters for a batch of observations (NumPy)."""
-        if self._np_forward is not None:
-            return self._np_forward(self._prepare_obs(obs))[0]
+        ops = self._numpy_ops()
+        if ops is not None:
+            return self.network(ops, self._prepare_obs(obs))[0]
         return self._run_tf(obs, state, mask, True)[4]
 
     def value(self, obs, state=None, mask=None) -> np.ndarray:
         """Value estimates (NumPy, shape (batch,))."""
-        if self._np_forward is not None:
-            return self._np_forward(self._prepare_obs(obs))[1]
+        ops = self._numpy_ops()
+        if ops is not None:
+            return self.network(ops, self._prepare_obs(obs))[1]
         return self._run_tf(obs, state, mask, True)[1]
 
     def proba_step(self, obs, state=None, mask=None):
@@ -444,61 +441,41 @@ class FeedForwardPolicy(ActorCriticPolicy):
         self.q_head.build((None, vf_dim))
         self._register(self.vf_head, self.pi_head, self.q_head)
         self._finish_build()
-        np_act = numpy_activation(act_fun)
-        if feature_extraction == "mlp" and np_act is not None:
-            self._np_act = np_act
-            self._np_forward = self._numpy_forward
+        # NumPy acting runs ``network``; a subclass that replaces the TF maths (``forward``) acts through TF
+        self._acting = self._new_acting_path({"network": (self.network, [self.obs_signature()])},
+                                             numpy_allowed=type(self).forward is FeedForwardPolicy.forward)
 
-    def forward(self, obs, state=None, mask=None, n_steps: int = 1):
-        x = self.preprocess(obs)
+    def extract_features(self, ops, x):
+        """Features of pre-processed observations ``x`` in the backend ``ops``: the CNN, or the flattened input
+        through the shared layers. Subclasses may override this with layers of their own (acting then runs in NumPy
+        only if those layers have a NumPy form)."""
         if self.feature_extraction == "cnn":
-            latent = self.cnn(x)
-        else:
-            latent = tf.reshape(x, (-1, int(np.prod(x.shape[1:]))))
-            for layer in self.shared_layers:
-                latent = self._act(layer(latent))
+            return ops.layer(self.cnn, x)
+        act = ops.activation(self.act_fun)
+        latent = ops.flatten(x)
+        for layer in self.shared_layers:
+            latent = act(ops.layer(layer, latent))
+        return latent
+
+    def network(self, ops, obs, with_q: bool = False):
+        latent = self.extract_features(ops, ops.preprocess(obs, self.ob_space, self.scale))
+        act = ops.activation(self.act_fun)
         latent_pi, latent_vf = latent, latent
         for layer in self.pi_layers:
-            latent_pi = self._act(layer(latent_pi))
+            latent_pi = act(ops.layer(layer, latent_pi))
         for layer in self.vf_layers:
-            latent_vf = self._act(layer(latent_vf))
-        value = self.vf_head(latent_vf)[:, 0]
-        flat = self.pdtype.flat_from_head(self.pi_head, self.pi_head(latent_pi))
-        q_value = self.q_head(latent_vf)
+            latent_vf = act(ops.layer(layer, latent_vf))
+        value = ops.layer(self.vf_head, latent_vf)[:, 0]
+        flat = ops.layer(self.pi_head, latent_pi)
+        if isinstance(self.pi_head, GaussianHead):  # SB2's flat parameters: [mean, logstd broadcast to the batch]
+            flat = ops.concat([flat, flat * 0.0 + ops.weight(self.pi_head, "logstd")])
+        if with_q:
+            return flat, value, ops.layer(self.q_head, latent_vf)
+        return flat, value
+
+    def forward(self, obs, state=None, mask=None, n_steps: int = 1):
+        flat, value, q_value = self.network(TF_OPS, obs, with_q=True)
         return flat, value, q_value, None
-
-    def _numpy_plan(self):
-        """Cached NumPy weights as ([(w, b)] shared, pi, vf, (w, b) vf head, (w, b) pi head, logstd or None)."""
-        p = self._np_params()
-        state = self._np_state
-        if state.plan is None:
-
-            def wb(layer):
-                return p[f"/{layer.scope}/w:0"], p[f"/{layer.scope}/b:0"]
-
-            state.plan = ([wb(layer) for layer in self.shared_layers], [wb(layer) for layer in self.pi_layers],
-                          [wb(layer) for layer in self.vf_layers], wb(self.vf_head), wb(self.pi_head),
-                          p.get("/pi/logstd:0"))
-        return state.plan
-
-    def _numpy_forward(self, obs: np.ndarray):
-        """The same maths as ``forward`` in NumPy on cached weights: (flat params, values)."""
-        shared, pi_layers, vf_layers, (vf_w, vf_b), (pi_w, pi_b), logstd = self._numpy_plan()
-        act = self._np_act
-        x = preprocess_obs_np(obs, self.ob_space, self.scale)
-        latent = x.reshape(x.shape[0], -1)
-        for w, b in shared:
-            latent = act(latent @ w + b)
-        latent_pi = latent_vf = latent
-        for w, b in pi_layers:
-            latent_pi = act(latent_pi @ w + b)
-        for w, b in vf_layers:
-            latent_vf = act(latent_vf @ w + b)
-        value = (latent_vf @ vf_w + vf_b)[:, 0]
-        pi_out = latent_pi @ pi_w + pi_b
-        if logstd is not None:
-            pi_out = np.concatenate([pi_out, np.broadcast_to(logstd, pi_out.shape)], axis=1)
-        return pi_out, value
 
 
 class LstmPolicy(ActorCriticPolicy):

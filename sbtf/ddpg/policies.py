@@ -9,13 +9,14 @@ output ``qf_output`` (so ``qf/fc1/kernel`` is ``(l0 + n_act, l1)``). Both output
 The networks read *normalised* observations: DDPG computes ``clip((processed_obs - mean) / std, observation_range)``
 (``obs_rms`` statistics, or none) and feeds that to ``actor(norm_obs)`` / ``critic(norm_obs, action)``; the policy
 gets the normalisation from its model through ``set_obs_normalization`` so that ``step(obs)`` takes raw observations
-like SB2's ``policy.step``. With an Mlp policy and a NumPy activation, acting and critic evaluation run in NumPy on
-cached weights (``actor_np`` / ``critic_np``), with the same maths as the Keras layers.
+like SB2's ``policy.step``. The actor and the critic are written once (``actor_network`` / ``critic_network``, against a
+backend ``ops``); acting (``step``, ``value``) runs them through the policy's acting paths: in NumPy on copies of the
+weights for Mlp policies (``actor_np`` / ``critic_np`` on normalised observations), else through one compiled TF call.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, Optional, Sequence
+from typing import Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -23,8 +24,8 @@ import tensorflow as tf
 
 from sbtf.common.input import check_obs_space, preprocess_obs_np
 from sbtf.common.policies import BasePolicy, make_actor_critic_policies, nature_cnn, register_policy_base
-from sbtf.common.tf_layers import (Dense, LayerNorm, get_activation, layer_norm_np, numpy_activation,
-                                   sb2_layer_norm_scope)
+from sbtf.common.network_ops import TF_OPS
+from sbtf.common.tf_layers import Dense, LayerNorm, sb2_layer_norm_scope
 
 
 def _uniform_init(limit: float) -> Callable:
@@ -162,7 +163,6 @@ class FeedForwardPolicy(DDPGPolicy):
         self.activ = act_fun
         self.act_fun = act_fun
         self.n_act = int(np.prod(self.ac_space.shape))
-        self._np_act = numpy_activation(act_fun) if feature_extraction == "mlp" else None
         # the observation normalisation of the owning model (set_obs_normalization); kept out of Keras tracking
         self.__dict__["_norm"] = None
         self.__dict__["_obs_range"] = (-5.0, 5.0)
@@ -179,9 +179,8 @@ class FeedForwardPolicy(DDPGPolicy):
         self.critic_dense: list = []
         self.critic_norms: list = []
         self.critic_out = None
-        self._np_cache = _NumpyWeights()
-        self.__dict__["_tf_fns"] = {}
-        self._activation = get_activation(act_fun)
+        self._actor_path = None
+        self._critic_path = None
 
     # ------------------------------------------------------------------ construction
     def _make_cnn(self, scope: str, named: list):
@@ -197,10 +196,11 @@ class FeedForwardPolicy(DDPGPolicy):
     def _dummy_input(self):
         return self.preprocess(tf.zeros((1,) + self.obs_shape, tf.as_dtype(self.obs_dtype)))
 
-    def _features(self, norm_obs, cnn):
+    @staticmethod
+    def _features(ops, norm_obs, cnn):
         if cnn is not None:
-            return cnn(norm_obs)
-        return tf.reshape(norm_obs, (-1, int(np.prod(norm_obs.shape[1:]))))
+            return ops.layer(cnn, norm_obs)
+        return ops.flatten(norm_obs)
 
     def make_actor(self, obs=None, reuse=False, scope="pi"):
         if self.actor_out is None:
@@ -217,7 +217,8 @@ class FeedForwardPolicy(DDPGPolicy):
             self.actor_out = Dense(f"{scope}/{scope}", self.n_act, kernel_initializer=_uniform_init(3e-3))
             self._actor_named.append(self.actor_out)
             self.actor(self._dummy_input())
-            self.mark_weights_changed()
+            self._make_acting_paths()
+            self.weights_changed()
         if obs is None:
             return None
         self.policy = self.actor(obs)
@@ -238,34 +239,45 @@ class FeedForwardPolicy(DDPGPolicy):
             self.critic_out = Dense(f"{scope}/qf_output", 1, kernel_initializer=_uniform_init(3e-3))
             self._critic_named.append(self.critic_out)
             self.critic(self._dummy_input(), tf.zeros((1, self.n_act), tf.float32))
-            self.mark_weights_changed()
+            self._make_acting_paths()
+            self.weights_changed()
         if obs is None or action is None:
             return None
         self.qvalue_fn = self.critic(obs, action)
         return self.qvalue_fn
 
-    # ------------------------------------------------------------------ TF maths (normalised observations in)
+    # ------------------------------------------------------------------ maths (normalised observations in)
+    def actor_network(self, ops, norm_obs):
+        """The deterministic action in [-1, 1] for a batch of normalised observations, in the backend ``ops``."""
+        act = ops.activation(self.act_fun)
+        x = self._features(ops, norm_obs, self.actor_cnn)
+        for i, dense in enumerate(self.actor_dense):
+            x = ops.layer(dense, x)
+            if self.layer_norm:
+                x = ops.layer(self.actor_norms[i], x)
+            x = act(x)
+        return ops.tanh(ops.layer(self.actor_out, x))
+
+    def critic_network(self, ops, norm_obs, action):
+        """The critic's (normalised) Q-value, shape (batch, 1), of normalised observations and [-1, 1] actions."""
+        act = ops.activation(self.act_fun)
+        x = self._features(ops, norm_obs, self.critic_cnn)
+        for i, dense in enumerate(self.critic_dense):
+            x = ops.layer(dense, x)
+            if self.layer_norm:
+                x = ops.layer(self.critic_norms[i], x)
+            x = act(x)
+            if i == 0:
+                x = ops.concat([x, ops.as_float(action)])
+        return ops.layer(self.critic_out, x)
+
     def actor(self, norm_obs):
         """The deterministic action in [-1, 1] for a batch of normalised observations (TF)."""
-        x = self._features(norm_obs, self.actor_cnn)
-        for i, dense in enumerate(self.actor_dense):
-            x = dense(x)
-            if self.layer_norm:
-                x = self.actor_norms[i](x)
-            x = self._activation(x)
-        return tf.tanh(self.actor_out(x))
+        return self.actor_network(TF_OPS, norm_obs)
 
     def critic(self, norm_obs, action):
-        """The critic's (normalised) Q-value, shape (batch, 1), of normalised observations and [-1, 1] actions."""
-        x = self._features(norm_obs, self.critic_cnn)
-        for i, dense in enumerate(self.critic_dense):
-            x = dense(x)
-            if self.layer_norm:
-                x = self.critic_norms[i](x)
-            x = self._activation(x)
-            if i == 0:
-                x = tf.concat([x, tf.cast(action, tf.float32)], axis=-1)
-        return self.critic_out(x)
+        """The critic's (normalised) Q-value, shape (batch, 1), of normalised observations and [-1, 1] actions (TF)."""
+        return self.critic_network(TF_OPS, norm_obs, action)
 
     def call(self, inputs, training=None):
         return self.actor(self.normalize_obs_tf(inputs))
@@ -278,7 +290,7 @@ class FeedForwardPolicy(DDPGPolicy):
         """
         self.__dict__["_norm"] = stats
         self.__dict__["_obs_range"] = (float(observation_range[0]), float(observation_range[1]))
-        self._tf_fns.clear()
+        self._make_acting_paths()  # the compiled TF calls read the new statistics
 
     def normalize_obs_tf(self, obs):
         """``clip((preprocess(obs) - mean) / std, observation_range)`` in TF."""
@@ -286,6 +298,10 @@ class FeedForwardPolicy(DDPGPolicy):
         if self._norm is not None:
             x = (x - self._norm.mean) / self._norm.std
         return tf.clip_by_value(x, self._obs_range[0], self._obs_range[1])
+
+    def normalize_obs(self, ops, obs):
+        """``normalize_obs_tf`` or ``normalize_obs_np``, by backend."""
+        return self.normalize_obs_np(obs) if ops.is_numpy else self.normalize_obs_tf(obs)
 
     def normalize_obs_np(self, obs: np.ndarray) -> np.ndarray:
         """``normalize_obs_tf`` in NumPy (float32)."""
@@ -317,93 +333,54 @@ class FeedForwardPolicy(DDPGPolicy):
         """(kernel, bias) of ``qf_output`` (Pop-Art rescales them)."""
         return self.critic_out.kernel, self.critic_out.bias
 
-    # ------------------------------------------------------------------ NumPy twins
+    # ------------------------------------------------------------------ acting paths
+    def _make_acting_paths(self) -> None:
+        """The actor's acting path (``step``), carried by train steps, and the critic's (``value``), which refreshes
+        itself when used; both on raw observations (the normalisation is part of the acting functions)."""
+        obs_spec = self.obs_signature()
+        if self.actor_out is not None:
+            self._actor_path = self._new_acting_path(
+                {"actor": (lambda ops, obs: self.actor_network(ops, self.normalize_obs(ops, obs)), [obs_spec])})
+        if self.critic_out is not None:
+            action_spec = tf.TensorSpec((None, self.n_act), tf.float32)
+            self._critic_path = self._new_acting_path(
+                {"value": (lambda ops, obs, action: self.critic_network(ops, self.normalize_obs(ops, obs), action)[:, 0],
+                           [obs_spec, action_spec])},
+                install_from_train_steps=False)
+
+    def acting_paths(self) -> list:
+        return [path for path in (self._actor_path, self._critic_path) if path is not None]
+
     @property
-    def has_numpy_path(self) -> bool:
-        return self._np_act is not None
-
-    def mark_weights_changed(self) -> None:
-        self._np_cache.counter += 1
-        super().mark_weights_changed()
-
-    def acting_weights_tf(self) -> list:
-        return [tf.identity(v) for v in self.actor_variables()] if self.has_numpy_path else []
-
-    def install_acting_weights(self, arrays) -> None:
-        self.mark_weights_changed()
-        if self.has_numpy_path:
-            self.set_numpy_actor_weights(list(arrays))
+    def acts_in_numpy(self) -> bool:
+        return self._actor_path is not None and self._actor_path.uses_numpy
 
     def set_numpy_actor_weights(self, arrays: Sequence[np.ndarray]) -> None:
-        """Install fresh NumPy copies of ``actor_variables()`` (e.g. returned by a train or perturbation call)."""
-        self._np_cache.actor = self._plan(list(arrays), self.actor_dense, self.actor_out)
-        self._np_cache.actor_version = self._np_cache.counter
-
-    def _plan(self, arrays: list, dense_layers: list, out_layer) -> tuple:
-        it = iter(arrays)
-        plan = []
-        for _ in dense_layers:
-            kernel, bias = next(it), next(it)
-            norm = None
-            if self.layer_norm:
-                beta, gamma = next(it), next(it)
-                norm = (gamma, beta, 1e-12)
-            plan.append((kernel, bias, norm))
-        return plan, (next(it), next(it))
-
-    def _actor_plan(self):
-        cache = self._np_cache
-        if cache.actor_version != cache.counter:
-            self.set_numpy_actor_weights([v.numpy() for v in self.actor_variables()])
-        return cache.actor
-
-    def _critic_plan(self):
-        cache = self._np_cache
-        if cache.critic_version != cache.counter:
-            cache.critic = self._plan([v.numpy() for v in self.critic_variables()], self.critic_dense,
-                                      self.critic_out)
-            cache.critic_version = cache.counter
-        return cache.critic
-
-    def _mlp_np(self, x: np.ndarray, plan: list, action: Optional[np.ndarray] = None) -> np.ndarray:
-        act = self._np_act
-        for i, (kernel, bias, norm) in enumerate(plan):
-            x = x @ kernel + bias
-            if norm is not None:
-                x = layer_norm_np(x, norm[0], norm[1], norm[2])
-            x = act(x)
-            if i == 0 and action is not None:
-                x = np.concatenate([x, action], axis=-1)
-        return x
+        """Install fresh NumPy copies of ``actor_variables()`` (e.g. returned by a train or perturbation call) at the
+        current weight version; new code passes the policy to ``TrainStep(updates=...)`` instead."""
+        self._actor_path.install(list(arrays))
 
     def actor_np(self, norm_obs: np.ndarray) -> np.ndarray:
-        """``actor`` in NumPy (Mlp policies): actions in [-1, 1] for a batch of normalised observations."""
-        plan, (kernel, bias) = self._actor_plan()
-        x = self._mlp_np(norm_obs.reshape(norm_obs.shape[0], -1), plan)
-        return np.tanh(x @ kernel + bias)
+        """``actor`` in NumPy (policies that act in NumPy): actions in [-1, 1] for normalised observations."""
+        return self.actor_network(self._numpy_ops(self._actor_path), norm_obs)
 
     def critic_np(self, norm_obs: np.ndarray, action: np.ndarray) -> np.ndarray:
-        """``critic`` in NumPy (Mlp policies): normalised Q-values, shape (batch, 1)."""
-        plan, (kernel, bias) = self._critic_plan()
-        x = self._mlp_np(norm_obs.reshape(norm_obs.shape[0], -1), plan, np.asarray(action, np.float32))
-        return x @ kernel + bias
+        """``critic`` in NumPy (policies that act in NumPy): normalised Q-values, shape (batch, 1)."""
+        return self.critic_network(self._numpy_ops(self._critic_path), norm_obs, np.asarray(action, np.float32))
 
-    def _tf_fn(self, key: str, fn, signature):
-        if key not in self._tf_fns:
-            from sbtf.common.off_policy import FastFunction
-            self._tf_fns[key] = FastFunction(tf.function(fn, input_signature=signature).get_concrete_function())
-        return self._tf_fns[key]
+    @staticmethod
+    def _numpy_ops(path):
+        ops = path.numpy_ops()
+        if ops is None:
+            raise ValueError("Error: this policy acts through TF (no NumPy form of its layers)")
+        return ops
 
     def _prepare_obs(self, obs) -> np.ndarray:
         return np.asarray(obs).astype(self.obs_dtype, copy=False).reshape((-1,) + self.obs_shape)
 
     def actor_from_obs(self, obs) -> np.ndarray:
         """Actions in [-1, 1] for a batch of raw observations (normalisation included), NumPy or one TF call."""
-        obs = self._prepare_obs(obs)
-        if self.has_numpy_path:
-            return self.actor_np(self.normalize_obs_np(obs))
-        fn = self._tf_fn("actor", lambda o: self.actor(self.normalize_obs_tf(o)), [self.obs_signature()])
-        return fn(obs).numpy()
+        return self._actor_path("actor", self._prepare_obs(obs))
 
     def step(self, obs, state=None, mask=None):
         return self.actor_from_obs(obs)
@@ -411,22 +388,7 @@ class FeedForwardPolicy(DDPGPolicy):
     def value(self, obs, action, state=None, mask=None):
         obs = self._prepare_obs(obs)
         action = np.asarray(action, np.float32).reshape((-1, self.n_act))
-        if self.has_numpy_path:
-            return self.critic_np(self.normalize_obs_np(obs), action)[:, 0]
-        fn = self._tf_fn("critic", lambda o, a: self.critic(self.normalize_obs_tf(o), a)[:, 0],
-                         [self.obs_signature(), tf.TensorSpec((None, self.n_act), tf.float32)])
-        return fn(obs, action).numpy()
-
-
-class _NumpyWeights:
-    """Plain holder of the NumPy weight caches (not tracked by Keras)."""
-
-    def __init__(self):
-        self.counter = 0
-        self.actor = None
-        self.actor_version = -1
-        self.critic = None
-        self.critic_version = -1
+        return self._critic_path("value", obs, action)
 
 
 CnnPolicy, LnCnnPolicy, MlpPolicy, LnMlpPolicy = make_actor_critic_policies(FeedForwardPolicy, __name__)

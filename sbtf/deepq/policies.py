@@ -9,8 +9,9 @@ model, see ``DQN.get_parameter_list``):
 * ``state_value/`` (``dueling=True``, the default): the hidden stack on the same features, then
   ``fully_connected_{len(layers)}`` (1). ``Q = V + (A - mean_a A)``; without dueling ``Q = A``.
 
-Acting with an Mlp Q-network runs in NumPy on a cached copy of the weights (``q_values_np``), which gives the same
-Q-values as the Keras model; other policies run a compiled TF function.
+The Q-network is written once (``q_network``, against a backend ``ops``): ``q_values`` is its TF maths for training;
+``q_values_np`` runs it through the policy's acting path, in NumPy on copies of the weights for Mlp Q-networks, else
+through one compiled TF call.
 """
 from __future__ import annotations
 
@@ -22,21 +23,18 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common.distributions import softmax_np
-from sbtf.common.input import check_obs_space, preprocess_obs_np
+from sbtf.common.input import check_obs_space
 from sbtf.common.policies import BasePolicy, nature_cnn, register_policy_base
-from sbtf.common.tf_layers import FullyConnected, SB2Mlp, numpy_activation, sb2_fully_connected_scope
+from sbtf.common.network_ops import TF_OPS, NumpyOps
+from sbtf.common.tf_layers import FullyConnected, SB2Mlp, sb2_fully_connected_scope
 
 
-class _NumpyState:
-    """Plain holder for NumPy caches (avoids Keras attribute tracking on every update)."""
+class _PerturbedOps:
+    """The NumPy backend of the last explicit weights passed to ``q_values_np`` (a plain holder: no Keras tracking)."""
 
     def __init__(self):
-        self.counter = 0  # bumped when the weights change
-        self.version = -1  # the counter value the cache was built at
-        self.plan = None
-        self.names = None
-        self.forward_plan = None
-        self.plan_version = -2
+        self.weights: Optional[dict] = None
+        self.ops: Optional[NumpyOps] = None
 
 
 class DQNPolicy(BasePolicy):
@@ -64,16 +62,14 @@ class DQNPolicy(BasePolicy):
         check_obs_space(ob_space, "DQN")
         self.n_actions = int(ac_space.n)
         self.dueling = bool(dueling)
-        self._np_state = _NumpyState()
-        self._tf_q_fn = None
+        self._perturbed = _PerturbedOps()
+        # acting runs ``q_values``, through one compiled TF call (subclasses with a NumPy form replace the path)
+        self._acting = self._new_acting_path({"q": (lambda ops, obs: self.q_values(obs), [self.obs_signature()])},
+                                             numpy_allowed=False)
 
     def q_values(self, obs) -> tf.Tensor:
         """The Q-values ``(batch, n_actions)`` of a batch of (raw) observations, in TF."""
         raise NotImplementedError
-
-    def mark_weights_changed(self) -> None:
-        """Tell the NumPy fast path that the weights changed (a plain counter: no Keras attribute tracking)."""
-        self._np_state.counter += 1
 
     def call(self, inputs, training=None):
         return self.q_values(inputs)
@@ -81,29 +77,47 @@ class DQNPolicy(BasePolicy):
     def _prepare_obs(self, obs) -> np.ndarray:
         return np.asarray(obs).astype(self.obs_dtype, copy=False).reshape((-1,) + self.obs_shape)
 
-    @property
-    def has_numpy_path(self) -> bool:
-        return False
+    def acting_paths(self) -> list:
+        return [self._acting]
 
     def q_values_np(self, obs, weights: Optional[dict] = None) -> np.ndarray:
         """
-        Q-values of a batch of observations as a NumPy array (NumPy forward pass when the policy has one).
+        Q-values of a batch of observations as a NumPy array (through the acting path: NumPy or one TF call).
 
         :param obs: (np.ndarray) observations
-        :param weights: (dict) optional ``{relative SB2 name: array}`` to use instead of the policy's own weights
-            (parameter noise); only for policies with a NumPy path
+        :param weights: (dict) optional ``{relative SB2 name: array}`` (as ``numpy_weights()``) to use instead of the
+            policy's own weights (parameter noise); only for policies that act in NumPy
         """
         obs = self._prepare_obs(obs)
-        if self.has_numpy_path:
-            return self._numpy_q(obs, weights)
         if weights is not None:
-            raise ValueError("Error: explicit weights need a policy with a NumPy path (Mlp with a known activation).")
-        if self._tf_q_fn is None:
-            self._tf_q_fn = tf.function(self.q_values, input_signature=[self.obs_signature()]).get_concrete_function()
-        return self._tf_q_fn(tf.constant(obs)).numpy()
+            return self._acting_network(self._ops_for_weights(weights), obs)
+        ops = self._acting.numpy_ops()
+        if ops is not None:
+            return self._acting_network(ops, obs)
+        return self._acting("q", obs)
 
-    def _numpy_q(self, obs: np.ndarray, weights: Optional[dict]) -> np.ndarray:
-        raise NotImplementedError
+    def _acting_network(self, ops, obs):
+        """The Q-values in the backend ``ops`` (the function the acting path runs)."""
+        return self.q_values(obs)
+
+    def _ops_for_weights(self, weights: dict) -> NumpyOps:
+        if not self.acts_in_numpy:
+            raise ValueError("Error: explicit weights need a policy that acts in NumPy (Mlp with a known activation).")
+        cache = self._perturbed
+        if cache.weights is not weights:
+            names = self._acting_names()
+            cache.ops = self._acting.ops_for([weights[name] for name in names])
+            cache.weights = weights
+        return cache.ops
+
+    def _acting_names(self) -> list:
+        """Relative SB2 names (no prefix, no ``:0``) of the acting path's variables, in its order."""
+        by_id = {id(var): name[1:-2] for name, var in self.named_parameters(prefix="").items()}
+        return [by_id[id(var)] for var in self._acting.variables]
+
+    def numpy_weights(self) -> "OrderedDict[str, np.ndarray]":
+        """``{relative SB2 name: array}`` of the current weights the NumPy acting path uses (fresh)."""
+        return OrderedDict(zip(self._acting_names(), self._acting.current_weights()))
 
     def step(self, obs, state=None, mask=None, deterministic=True):
         """
@@ -211,8 +225,10 @@ class FeedForwardPolicy(DQNPolicy):
             self._named_layers.append(self.state_out)
         # create the variables
         self(tf.zeros((1,) + self.obs_shape, tf.as_dtype(self.obs_dtype)))
-        self._np_act = numpy_activation(act_fun) if feature_extraction == "mlp" else None
-        self.mark_weights_changed()
+        # NumPy acting runs ``q_network``; a subclass that replaces the TF maths (``q_values``) acts through TF
+        self._acting = self._new_acting_path({"q": (self.q_network, [self.obs_signature()])},
+                                             numpy_allowed=type(self).q_values is FeedForwardPolicy.q_values)
+        self.weights_changed()
 
     # ------------------------------------------------------------------ TF
     def named_parameters(self, prefix: str = "model") -> "OrderedDict[str, tf.Variable]":
@@ -223,105 +239,37 @@ class FeedForwardPolicy(DQNPolicy):
                 params[f"{prefix}/{name}:0"] = var
         return params
 
-    def _features(self, obs):
-        x = self.preprocess(obs)
-        if self.cnn is not None:
-            return self.cnn(x)
-        return tf.reshape(x, (-1, int(np.prod(x.shape[1:]))))
-
-    def q_values(self, obs) -> tf.Tensor:
-        features = self._features(obs)
-        action_out = features if self.action_hidden is None else self.action_hidden(features)
-        action_scores = self.action_out(action_out)
+    def q_network(self, ops, obs):
+        """The Q-values ``(batch, n_actions)`` of a batch of raw observations in the backend ``ops``."""
+        x = ops.preprocess(obs, self.ob_space, self.scale)
+        features = ops.layer(self.cnn, x) if self.cnn is not None else ops.flatten(x)
+        action_out = features if self.action_hidden is None else ops.layer(self.action_hidden, features)
+        action_scores = ops.layer(self.action_out, action_out)
         if not self.dueling:
             return action_scores
-        state_score = self.state_out(self.state_hidden(features))
-        return state_score + action_scores - tf.reduce_mean(action_scores, axis=1, keepdims=True)
+        state_score = ops.layer(self.state_out, ops.layer(self.state_hidden, features))
+        return state_score + action_scores - ops.mean_last(action_scores)
+
+    def q_values(self, obs) -> tf.Tensor:
+        return self.q_network(TF_OPS, obs)
+
+    _acting_network = q_network
 
     def perturbable_variable_names(self) -> list:
         """Relative SB2 names of the variables parameter noise perturbs (the ``fully_connected`` layers, as SB2)."""
         return [name for name in self.numpy_weights() if "fully_connected" in name]
 
-    # ------------------------------------------------------------------ NumPy
-    @property
-    def has_numpy_path(self) -> bool:
-        return self._np_act is not None
-
-    def numpy_weights(self) -> "OrderedDict[str, np.ndarray]":
-        """``{relative SB2 name (no prefix, no ':0'): array}`` of the current weights (cached until they change)."""
-        state = self._np_state
-        if state.version != state.counter:
-            self.set_numpy_weights([var.numpy() for var in self.acting_variables()])
-        return state.plan
-
+    # ------------------------------------------------------------------ acting copies (used by DQN's train step)
     def acting_variables(self) -> list:
-        """The variables the NumPy forward pass reads, in ``numpy_weights`` order."""
+        """The variables the NumPy acting copies mirror, in ``numpy_weights`` order; see ``set_numpy_weights``."""
+        if self._acting.uses_numpy:
+            return list(self._acting.variables)
         return [var for layer in self._named_layers for _, var in layer.named_variables()]
 
-    def acting_weights_tf(self) -> list:
-        return [tf.identity(v) for v in self.acting_variables()] if self.has_numpy_path else []
-
-    def install_acting_weights(self, arrays) -> None:
-        self.mark_weights_changed()
-        if self.has_numpy_path:
-            self.set_numpy_weights(list(arrays))
-
     def set_numpy_weights(self, arrays: list) -> None:
-        """Install fresh NumPy copies of ``acting_variables()`` (e.g. returned by a train step) as the cache."""
-        state = self._np_state
-        if state.names is None:
-            state.names = [name for layer in self._named_layers for name, _ in layer.named_variables()]
-        state.plan = OrderedDict(zip(state.names, arrays))
-        state.version = state.counter
-
-    def _plan(self, w: dict) -> tuple:
-        """The weights of ``w`` arranged for the forward pass: per stream [(W, b, (gamma, beta) or None)], (W, b)."""
-        n_hidden = len(self.layer_sizes)
-
-        def stream(scope: str):
-            hidden = []
-            for i in range(n_hidden):
-                fc = f"{scope}/{sb2_fully_connected_scope(i)}"
-                norm = None
-                if self.layer_norm:
-                    ln = f"{scope}/{'LayerNorm' if i == 0 else f'LayerNorm_{i}'}"
-                    norm = (w[f"{ln}/gamma"], w[f"{ln}/beta"])
-                hidden.append((w[f"{fc}/weights"], w[f"{fc}/biases"], norm))
-            out = f"{scope}/{sb2_fully_connected_scope(n_hidden)}"
-            return hidden, (w[f"{out}/weights"], w[f"{out}/biases"])
-
-        return stream("action_value"), (stream("state_value") if self.dueling else None)
-
-    def _numpy_q(self, obs: np.ndarray, weights: Optional[dict]) -> np.ndarray:
-        if weights is None:
-            state = self._np_state
-            w = self.numpy_weights()
-            if state.plan_version != state.version:
-                state.forward_plan = self._plan(w)
-                state.plan_version = state.version
-            action_stream, state_stream = state.forward_plan
-        else:
-            action_stream, state_stream = self._plan(weights)
-        act = self._np_act
-        x = preprocess_obs_np(obs, self.ob_space, self.scale)
-        features = x.reshape(x.shape[0], -1)
-
-        def run(stream, h: np.ndarray) -> np.ndarray:
-            hidden, (w_out, b_out) = stream
-            for w_, b_, norm in hidden:
-                h = h @ w_ + b_
-                if norm is not None:
-                    mean = h.mean(axis=-1, keepdims=True)
-                    var = h.var(axis=-1, keepdims=True)
-                    h = (h - mean) / np.sqrt(var + 1e-12) * norm[0] + norm[1]
-                h = act(h)
-            return h @ w_out + b_out
-
-        action_scores = run(action_stream, features)
-        if state_stream is None:
-            return action_scores
-        state_score = run(state_stream, features)
-        return state_score + action_scores - action_scores.mean(axis=1, keepdims=True)
+        """Install fresh NumPy copies of ``acting_variables()`` (e.g. returned by a train step) at the current weight
+        version; new code passes the policy to ``TrainStep(updates=...)`` instead."""
+        self._acting.install(list(arrays))
 
 
 class CnnPolicy(FeedForwardPolicy):

@@ -3,8 +3,9 @@
 ``make_actor()`` creates the tanh-squashed Gaussian actor ``pi/`` (hidden stack ``fc{i}`` [+ ``LayerNorm{_i}``],
 mean head ``dense``, log-std head ``dense_1``, log-std clipped to [LOG_STD_MIN, LOG_STD_MAX]); ``make_critics()``
 creates ``values_fn/vf`` (state value) and the twin ``values_fn/qf1``, ``values_fn/qf2`` (on
-``concat[features, action]``), all with SB2's variable names. Acting with an Mlp actor runs in NumPy on cached
-weights (``step``), with the same maths as the Keras model.
+``concat[features, action]``), all with SB2's variable names. The actor is written once (``actor_mu_log_std``); acting
+(``step``) runs it through the policy's acting path: in NumPy on copies of the weights for Mlp actors, else through
+one compiled TF call.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common.input import check_obs_space
-from sbtf.common.off_policy import ActorCriticNetworks
+from sbtf.common.network_ops import TF_OPS
+from sbtf.common.off_policy_networks import ActorCriticNetworks
 from sbtf.common.policies import BasePolicy, make_actor_critic_policies, nature_cnn, register_policy_base
 
 EPS = 1e-6  # Avoid NaN (prevents division by zero or log of zero)
@@ -193,37 +195,27 @@ class FeedForwardPolicy(ActorCriticNetworks, SACPolicy):
             qf2 = self.critic("qf2", features, action)
         return qf1, qf2, value_fn
 
-    # ------------------------------------------------------------------ maths (TF)
-    def actor_mu_log_std(self, obs):
-        """Mean and clipped log-std of the pre-squash Gaussian for a batch of observations."""
-        latent = self.actor_latent(obs)
-        mu_ = self.actor_heads[0](latent)
-        log_std = tf.clip_by_value(self.actor_heads[1](latent), LOG_STD_MIN, LOG_STD_MAX)
-        return mu_, log_std
+    # ------------------------------------------------------------------ maths
+    def actor_mu_log_std(self, obs, ops=TF_OPS):
+        """Mean and clipped log-std of the pre-squash Gaussian for a batch of observations (backend ``ops``)."""
+        mu_, log_std = self.actor_head_outputs(obs, ops)
+        return mu_, ops.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
 
     def call(self, inputs, training=None):
         return tf.tanh(self.actor_mu_log_std(inputs)[0])
 
-    # ------------------------------------------------------------------ acting (NumPy)
-    def _mu_log_std_np(self, obs):
-        obs = self._prepare_obs(obs)
-        if self.has_numpy_path:
-            mu_, log_std = self.actor_heads_np(obs)
-            return mu_, np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
-        out = self._actor_tf_fn(self._mu_log_std_tf)(obs)
-        return out[0].numpy(), out[1].numpy()
-
-    def _mu_log_std_tf(self, obs):
-        return self.actor_mu_log_std(obs)
+    # ------------------------------------------------------------------ acting
+    def _acting_functions(self) -> dict:
+        return {"mu_log_std": (lambda ops, obs: self.actor_mu_log_std(obs, ops), [self.obs_signature()])}
 
     def step(self, obs, state=None, mask=None, deterministic=False):
-        mu_, log_std = self._mu_log_std_np(obs)
+        mu_, log_std = self._run_acting("mu_log_std", obs)
         if deterministic:
             return np.tanh(mu_)
         return np.tanh(mu_ + self.np_random.standard_normal(mu_.shape).astype(np.float32) * np.exp(log_std))
 
     def proba_step(self, obs, state=None, mask=None):
-        mu_, log_std = self._mu_log_std_np(obs)
+        mu_, log_std = self._run_acting("mu_log_std", obs)
         return [mu_, np.exp(log_std)]
 
 

@@ -2,17 +2,18 @@
 
 ``make_actor()`` creates the deterministic actor ``pi/`` (hidden stack ``fc{i}`` [+ ``LayerNorm{_i}``], output
 ``dense`` with tanh, in [-1, 1]); ``make_critics()`` creates the twin critics ``values_fn/qf1``, ``values_fn/qf2`` on
-``concat[features, action]``, all with SB2's variable names. Acting with an Mlp actor runs in NumPy on cached
-weights (``step``), with the same maths as the Keras model.
+``concat[features, action]``, all with SB2's variable names. The actor is written once (``actor``); acting (``step``)
+runs it through the policy's acting path: in NumPy on copies of the weights for Mlp actors, else through one compiled
+TF call.
 """
 from __future__ import annotations
 
 import gymnasium as gym
-import numpy as np
 import tensorflow as tf
 
 from sbtf.common.input import check_obs_space
-from sbtf.common.off_policy import ActorCriticNetworks
+from sbtf.common.network_ops import TF_OPS
+from sbtf.common.off_policy_networks import ActorCriticNetworks
 from sbtf.common.policies import BasePolicy, make_actor_critic_policies, nature_cnn, register_policy_base
 
 
@@ -125,21 +126,18 @@ class FeedForwardPolicy(ActorCriticNetworks, TD3Policy):
         features = self.critic_features(obs)
         return self.critic("qf1", features, action), self.critic("qf2", features, action)
 
-    def actor(self, obs):
-        """The deterministic action in [-1, 1] for a batch of observations (TF)."""
-        return self.actor_heads[0](self.actor_latent(obs))
+    def actor(self, obs, ops=TF_OPS):
+        """The deterministic action in [-1, 1] for a batch of observations (backend ``ops``)."""
+        return self.actor_head_outputs(obs, ops)[0]
 
     def call(self, inputs, training=None):
         return self.actor(inputs)
 
-    def _actor_tf(self, obs):
-        return self.actor(obs)
+    def _acting_functions(self) -> dict:
+        return {"actor": (lambda ops, obs: self.actor(obs, ops), [self.obs_signature()])}
 
     def step(self, obs, state=None, mask=None):
-        obs = self._prepare_obs(obs)
-        if self.has_numpy_path:
-            return np.tanh(self.actor_heads_np(obs)[0])
-        return self._actor_tf_fn(self._actor_tf)(obs).numpy()
+        return self._run_acting("actor", obs)
 
 
 CnnPolicy, LnCnnPolicy, MlpPolicy, LnMlpPolicy = make_actor_critic_policies(FeedForwardPolicy, __name__)
