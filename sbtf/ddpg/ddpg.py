@@ -45,8 +45,8 @@ from sbtf.common.mpi_adam import MpiAdam
 from sbtf.common.mpi_running_mean_std import RunningMeanStd
 from sbtf.common.mpi_util import (abort_on_exception, allreduce_sum, get_comm, install_abort_excepthook, rank_seed,
                                   sync_check)
-from sbtf.common.off_policy import (FastFunction, FlatLayout, OffPolicyAlgorithm, TrainFunctionCache, _tf_variable,
-                                    polyak_update)
+from sbtf.common.off_policy import FastFunction, FlatLayout, OffPolicyAlgorithm, TrainFunctionCache, polyak_update
+from sbtf.common.off_policy_ops import tf_variable as _tf_variable
 from sbtf.common.tf_util import GetFlat, SetFromFlat, flatgrad
 from sbtf.ddpg.policies import DDPGPolicy
 from sbtf.common import model_schema as ms

@@ -18,8 +18,11 @@ import tensorflow as tf
 
 from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from sbtf.common.distributions import softmax_np
-from sbtf.common.off_policy import (FastFunction, FlatLayout, FusedAdam, OffPolicyAlgorithm, TrainFunctionCache,
-                                    copy_variables, huber_loss, learn_doc, stateless_seed)
+from sbtf.common.fast_call import FastFunction, FlatLayout
+from sbtf.common.off_policy_algorithm import OffPolicyAlgorithm, learn_doc
+from sbtf.common.off_policy_ops import copy_variables, huber_loss, stateless_seed
+from sbtf.common.off_policy_train import TrainFunctionCache
+from sbtf.common.optimizers import Adam
 from sbtf.common.schedules import LinearSchedule, get_schedule_fn
 from sbtf.deepq.policies import DQNPolicy
 from sbtf.common import model_schema as ms
@@ -148,7 +151,7 @@ class DQN(OffPolicyAlgorithm):
         self.eps_var = tf.Variable(0.0, dtype=tf.float32, name="eps")
         self._q_vars = list(self.q_net.named_parameters().values())
         self._target_vars = list(self.target_q_net.named_parameters().values())
-        self.optimizer = FusedAdam(self._q_vars)
+        self.optimizer = Adam(self._q_vars)
         self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self._use_xla(self.q_net))
         self._train_layouts = {}
         q_vars, target_vars = self._q_vars, self._target_vars
@@ -305,14 +308,15 @@ class DQN(OffPolicyAlgorithm):
             stats = td_error = None
             for k in range(n_steps):
                 beta = self.beta_schedule.value(self.num_timesteps)
-                obs, actions, rewards, next_obs, dones, weights, idxes = rb.sample(batch, beta=beta,
-                                                                                   env=self._vec_normalize_env)
-                stats, td_error = self._call_train(1, copy_target and k == n_steps - 1, obs, actions, rewards,
-                                                   next_obs, dones, weights, lr)
-                rb.update_priorities(idxes, np.abs(td_error) + self.prioritized_replay_eps)
+                sample = rb.sample_batch(batch, beta=beta, env=self._vec_normalize_env)
+                stats, td_error = self._call_train(1, copy_target and k == n_steps - 1, sample.observations,
+                                                   sample.actions, sample.rewards, sample.next_observations,
+                                                   sample.dones, sample.weights, lr)
+                rb.update_priorities(sample.indexes, np.abs(td_error) + self.prioritized_replay_eps)
         else:
-            obs, actions, rewards, next_obs, dones = rb.sample(batch * n_steps, env=self._vec_normalize_env)
-            stats, td_error = self._call_train(n_steps, copy_target, obs, actions, rewards, next_obs, dones,
+            sample = rb.sample_batch(batch * n_steps, env=self._vec_normalize_env)
+            stats, td_error = self._call_train(n_steps, copy_target, sample.observations, sample.actions,
+                                               sample.rewards, sample.next_observations, sample.dones,
                                                np.ones(batch * n_steps, np.float32), lr)
         if writer is not None:
             writer.add_scalars({"loss/loss": stats[0], "loss/td_error": stats[1]}, self.num_timesteps)
@@ -444,7 +448,12 @@ class DQN(OffPolicyAlgorithm):
             self.param_noise_scale /= 1.01
 
     # ------------------------------------------------------------------ training schedule
-    def _train_events(self, first_step: int, n_steps: int, total_timesteps: int, writer):
+    def _training_due(self, first_step: int, n_steps: int, state):
+        """
+        ``(gradient steps, copy the target after them, learning rate)`` for the train-frequency multiples passed
+        since learning started; a target copy due without gradient steps runs here, outside a training (as SB2's
+        loop did it outside the rollout callbacks).
+        """
         t_new = self.num_timesteps
         t_prev = t_new - n_steps
         if not self.replay_buffer.can_sample(self.batch_size):
@@ -452,13 +461,17 @@ class DQN(OffPolicyAlgorithm):
         low = max(t_prev, self.learning_starts)
         n_train = self._count_multiples(low, t_new, self.train_freq)
         n_target = self._count_multiples(low, t_new, self.target_network_update_freq)
-        stats = None
-        if n_train > 0:
-            lr = self._lr_fn(1.0 - t_new / max(total_timesteps, 1))
-            stats = self._run_train(n_train, n_target > 0, lr, writer)
-            self._last_stats = stats
-        elif n_target > 0:
-            self.update_target()
+        if n_train == 0:
+            if n_target > 0:
+                self.update_target()
+            return None
+        lr = self._lr_fn(1.0 - t_new / max(state.total_timesteps, 1))
+        return n_train, n_target > 0, lr
+
+    def _train(self, plan, state, writer) -> np.ndarray:
+        n_train, copy_target, lr = plan
+        stats = self._run_train(n_train, copy_target, lr, writer)
+        self._last_stats = stats
         return stats
 
     def _stats_names(self):

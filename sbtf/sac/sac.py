@@ -17,8 +17,12 @@ import tensorflow as tf
 
 from sbtf.common.buffers import ReplayBuffer
 from sbtf.common.math_util import unscale_action
-from sbtf.common.off_policy import (ActorCriticOffPolicyAlgorithm, FlatLayout, FusedAdam, TrainFunctionCache,
-                                    learn_doc, polyak_update)
+from sbtf.common.fast_call import FlatLayout
+from sbtf.common.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
+from sbtf.common.off_policy_algorithm import learn_doc
+from sbtf.common.off_policy_ops import polyak_update
+from sbtf.common.off_policy_train import TrainFunctionCache
+from sbtf.common.optimizers import Adam
 from sbtf.sac.policies import SACPolicy, apply_squashing_func, gaussian_entropy, gaussian_likelihood
 from sbtf.common import model_schema as ms
 
@@ -157,9 +161,9 @@ class SAC(ActorCriticOffPolicyAlgorithm):
             if tuple(target.shape) != tuple(source.shape):
                 raise RuntimeError("Error: the target value network does not match the value network.")
             target.assign(source)
-        self.policy_optimizer = FusedAdam(self._actor_vars, name="policy_adam")
-        self.value_optimizer = FusedAdam(self._critic_vars, name="value_adam")
-        self.entropy_optimizer = FusedAdam([self.log_ent_coef], name="entropy_adam") \
+        self.policy_optimizer = Adam(self._actor_vars, name="policy_adam")
+        self.value_optimizer = Adam(self._critic_vars, name="value_adam")
+        self.entropy_optimizer = Adam([self.log_ent_coef], name="entropy_adam") \
             if self.log_ent_coef is not None else None
         self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self._use_xla(self.policy_tf))
         self._train_layouts = {}
@@ -274,24 +278,15 @@ class SAC(ActorCriticOffPolicyAlgorithm):
     def _explore_step(self, obs: np.ndarray) -> np.ndarray:
         return self.policy_tf.step(obs, deterministic=False)
 
-    def _train_events(self, first_step: int, n_steps: int, total_timesteps: int, writer):
-        flags = []
-        lr = None
-        rb = self.replay_buffer
-        for step in range(first_step, first_step + n_steps):
-            timestep = self._learn_t0 + step + 1
-            if timestep % self.train_freq != 0:
-                continue
-            for grad_step in range(self.gradient_steps):
-                if not rb.can_sample(self.batch_size) or timestep < self.learning_starts:
-                    break
-                if lr is None:
-                    lr = self._lr_fn(1.0 - step / total_timesteps)
-                flags.append((step + grad_step) % self.target_update_interval == 0)
-        if not flags:
-            return None
-        self._current_lr = lr
-        self._n_updates += len(flags)
+    def _trains_after(self, step: int, timestep: int) -> bool:
+        return timestep % self.train_freq == 0
+
+    @property
+    def _flag_period(self) -> int:
+        return self.target_update_interval
+
+    def _train(self, plan, state, writer) -> np.ndarray:
+        flags, lr = plan
         stats = self._run_train(flags, lr)
         if writer is not None:
             writer.add_scalars({name: value for name, value in zip(self.stats_names, stats)}, self.num_timesteps)

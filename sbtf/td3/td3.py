@@ -16,8 +16,12 @@ import tensorflow as tf
 
 from sbtf.common.buffers import ReplayBuffer
 from sbtf.common.math_util import unscale_action
-from sbtf.common.off_policy import (ActorCriticOffPolicyAlgorithm, FlatLayout, FusedAdam, TrainFunctionCache,
-                                    learn_doc, polyak_update)
+from sbtf.common.fast_call import FlatLayout
+from sbtf.common.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
+from sbtf.common.off_policy_algorithm import learn_doc
+from sbtf.common.off_policy_ops import polyak_update
+from sbtf.common.off_policy_train import TrainFunctionCache
+from sbtf.common.optimizers import Adam
 from sbtf.td3.policies import TD3Policy
 from sbtf.common import model_schema as ms
 
@@ -123,8 +127,8 @@ class TD3(ActorCriticOffPolicyAlgorithm):
         self._target_vars = self.target_policy_tf.actor_variables() + self.target_policy_tf.critic_variables()
         for target, source in zip(self._target_vars, self._source_vars):
             target.assign(source)
-        self.policy_optimizer = FusedAdam(self._actor_vars, name="policy_adam")
-        self.qvalues_optimizer = FusedAdam(self._critic_vars, name="qvalues_adam")
+        self.policy_optimizer = Adam(self._actor_vars, name="policy_adam")
+        self.qvalues_optimizer = Adam(self._critic_vars, name="qvalues_adam")
         self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self._use_xla(self.policy_tf))
         self._train_layouts = {}
         self.params = list(self.policy_tf.named_parameters("model").values())
@@ -219,24 +223,15 @@ class TD3(ActorCriticOffPolicyAlgorithm):
     def _explore_step(self, obs: np.ndarray) -> np.ndarray:
         return self.policy_tf.step(obs)
 
-    def _train_events(self, first_step: int, n_steps: int, total_timesteps: int, writer):
-        flags = []
-        lr = None
-        rb = self.replay_buffer
-        for step in range(first_step, first_step + n_steps):
-            if step % self.train_freq != 0:
-                continue
-            timestep = self._learn_t0 + step + 1
-            for grad_step in range(self.gradient_steps):
-                if not rb.can_sample(self.batch_size) or timestep < self.learning_starts:
-                    break
-                if lr is None:
-                    lr = self._lr_fn(1.0 - step / total_timesteps)
-                flags.append((step + grad_step) % self.policy_delay == 0)
-        if not flags:
-            return None
-        self._current_lr = lr
-        self._n_updates += len(flags)
+    def _trains_after(self, step: int, timestep: int) -> bool:
+        return step % self.train_freq == 0
+
+    @property
+    def _flag_period(self) -> int:
+        return self.policy_delay
+
+    def _train(self, plan, state, writer) -> np.ndarray:
+        flags, lr = plan
         stats = self._run_train(flags, lr)
         if writer is not None:
             values = {"qf1_loss": stats[0], "qf2_loss": stats[1], "learning_rate": lr}
