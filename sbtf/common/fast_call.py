@@ -7,7 +7,7 @@ These helpers keep one tensor per input and skip the re-checking where TF expose
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -93,3 +93,129 @@ class FlatLayout:
     def unpack_np(self, flat: np.ndarray, start: int = 0) -> list:
         return [flat[start + lo:start + hi].reshape(shape)
                 for shape, lo, hi in zip(self.shapes, self.offsets[:-1], self.offsets[1:])]
+
+
+class TrainStep:
+    """
+    A compiled train step with named inputs and outputs.
+
+    ``fn(**tensors) -> {name: tensor}`` is the algorithm's TF maths (losses, gradient application, loops). The step
+    is traced lazily on the first call, with a fixed signature built from ``inputs``; ``n_traces`` counts traces.
+    Hidden inside: float32 inputs of static shape are packed into one flat vector in NumPy and unpacked in the
+    graph (other inputs cross as their own tensors); float outputs of static shape come back as one flat float32
+    vector, viewed per name in NumPy; the flat call of ``FastFunction`` is used.
+
+    ``updates`` names the policies whose weights ``fn`` changes. Their acting weights
+    (``policy.acting_weights_tf()``) are read in the graph after ``fn`` and appended to the outputs, then installed
+    into each policy's acting path (``policy.install_acting_weights(arrays)``), so acting after a train step needs
+    no second TF call.
+
+    :param fn: the train maths, ``fn(**tensors) -> dict[str, tf.Tensor]``
+    :param inputs: ``{name: tf.TensorSpec}``, the inputs ``fn`` takes
+    :param updates: the policies whose acting weights ``fn`` changes
+    :param jit_compile: compile with XLA
+    :param name: name of the compiled function (shows in traces and profiles)
+    :param autograph: convert Python control flow on tensors (``tf.function``'s ``autograph``)
+    """
+
+    def __init__(self, fn: Callable[..., Mapping[str, tf.Tensor]], inputs: Mapping[str, tf.TensorSpec],
+                 updates: Sequence = (), jit_compile: bool = False, name: str = "train_step", autograph: bool = True):
+        self.fn = fn
+        self.name = name
+        self.jit_compile = bool(jit_compile)
+        self.autograph = bool(autograph)
+        self.input_specs: "dict[str, tf.TensorSpec]" = {}
+        for key, spec in inputs.items():
+            if not isinstance(spec, tf.TensorSpec):
+                raise TypeError(f"TrainStep input {key!r}: expected a tf.TensorSpec, got {spec!r}")
+            self.input_specs[key] = spec
+        unique: dict = {}
+        for policy in updates:
+            unique.setdefault(id(policy), policy)
+        self.updates = list(unique.values())
+        self.n_traces = 0
+        packed = [k for k, s in self.input_specs.items() if s.dtype == tf.float32 and s.shape.is_fully_defined()]
+        self._packed_names = packed
+        self._packed_layout = FlatLayout([self.input_specs[k].shape.as_list() for k in packed])
+        self._separate_names = [k for k in self.input_specs if k not in set(packed)]
+        self._known_names = frozenset(self.input_specs)
+        self._function: Optional[FastFunction] = None
+        # filled at trace time
+        self._flat_outputs: list = []  # [(name, shape)] laid out in the flat output vector
+        self._flat_layout: Optional[FlatLayout] = None
+        self._separate_outputs: list = []  # names of outputs returned as their own tensors
+        self._update_layouts: list = []  # per policy in `updates`: FlatLayout of its acting weights
+        self._update_offset = 0
+
+    # ------------------------------------------------------------------ tracing
+    def _graph_fn(self, *tensors):
+        self.n_traces += 1
+        flat = tensors[0]
+        named = dict(zip(self._packed_names, self._packed_layout.unpack_tf(flat)))
+        named.update(zip(self._separate_names, tensors[1:]))
+        outputs = self.fn(**named)
+        if not isinstance(outputs, Mapping):
+            raise TypeError(f"TrainStep {self.name!r}: fn must return a dict of named tensors, got "
+                            f"{type(outputs).__name__}")
+        flat_names, flat_tensors, separate_names, separate_tensors = [], [], [], []
+        for key, value in outputs.items():
+            value = tf.convert_to_tensor(value)
+            if value.dtype == tf.float32 and value.shape.is_fully_defined():
+                flat_names.append((key, tuple(value.shape.as_list())))
+                flat_tensors.append(value)
+            else:
+                separate_names.append(key)
+                separate_tensors.append(value)
+        layout = FlatLayout([shape for _, shape in flat_names])
+        weight_tensors, update_layouts = [], []
+        for policy in self.updates:
+            weights = list(policy.acting_weights_tf())
+            update_layouts.append(FlatLayout([w.shape.as_list() for w in weights]))
+            weight_tensors.extend(weights)
+        self._flat_outputs = flat_names
+        self._flat_layout = layout
+        self._separate_outputs = separate_names
+        self._update_layouts = update_layouts
+        self._update_offset = layout.size
+        all_flat = flat_tensors + weight_tensors
+        flat_out = layout.flatten_tf(all_flat) if all_flat else tf.zeros((0,), tf.float32)
+        return (flat_out, *separate_tensors)
+
+    def _build(self) -> FastFunction:
+        signature = [tf.TensorSpec((self._packed_layout.size,), tf.float32)]
+        signature += [self.input_specs[k] for k in self._separate_names]
+        compiled = tf.function(self._graph_fn, input_signature=signature, jit_compile=self.jit_compile,
+                               autograph=self.autograph, reduce_retracing=False)
+        compiled.__name__ = self.name if self.name.isidentifier() else "train_step"
+        return FastFunction(compiled.get_concrete_function())
+
+    @property
+    def traced(self) -> bool:
+        """Whether the step has been traced (it is on its first call)."""
+        return self._function is not None
+
+    # ------------------------------------------------------------------ calling
+    def __call__(self, **values) -> "dict[str, np.ndarray]":
+        """Run one step; ``values`` are the named inputs (NumPy arrays, scalars or tensors)."""
+        if values.keys() != self._known_names:
+            missing = sorted(self._known_names - values.keys())
+            extra = sorted(values.keys() - self._known_names)
+            raise TypeError(f"TrainStep {self.name!r}: missing inputs {missing}, unknown inputs {extra}")
+        if self._function is None:
+            self._function = self._build()
+        packed = self._packed_layout.pack([_as_numpy(values[k]) for k in self._packed_names])
+        results = self._function(packed, *[values[k] for k in self._separate_names])
+        flat = results[0].numpy()
+        out: "dict[str, np.ndarray]" = dict(zip((n for n, _ in self._flat_outputs),
+                                                self._flat_layout.unpack_np(flat)))
+        for key, tensor in zip(self._separate_outputs, results[1:]):
+            out[key] = tensor.numpy()
+        offset = self._update_offset
+        for policy, layout in zip(self.updates, self._update_layouts):
+            policy.install_acting_weights(layout.unpack_np(flat, offset))
+            offset += layout.size
+        return out
+
+
+def _as_numpy(value):
+    return value.numpy() if isinstance(value, tf.Tensor) else value

@@ -182,11 +182,25 @@ class ActorCriticNetworks:
         """Tell the NumPy fast path that the weights changed (a plain counter: no Keras attribute tracking)."""
         self._np_actor_state.counter += 1
 
+    def acting_weights_tf(self) -> list:
+        return [tf.identity(v) for v in self.acting_variables()] if self.has_numpy_path else []
+
+    def install_acting_weights(self, arrays) -> None:
+        self.mark_weights_changed()
+        if self.has_numpy_path:
+            self.set_numpy_weights(list(arrays))
+
     def _numpy_actor_plan(self):
         state = self._np_actor_state
         if state.version != state.counter:
+            state.reads += 1
             self.set_numpy_weights([var.numpy() for var in self.acting_variables()])
         return state.plan
+
+    @property
+    def n_weight_reads(self) -> int:
+        """How many times the acting path read the weights from the TF variables (not counting installs)."""
+        return self._np_actor_state.reads
 
     def actor_heads_np(self, obs: np.ndarray) -> list:
         """The actor heads' outputs (before their activations) for a batch of observations, in NumPy."""
@@ -217,3 +231,4 @@ class _NumpyActorState:
         self.counter = 0  # bumped when the weights change
         self.version = -1  # the counter value the cache was built at
         self.plan = None
+        self.reads = 0

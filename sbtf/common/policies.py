@@ -73,6 +73,7 @@ class _NumpyCache:
         self.reader = None
         self.names = None
         self.shapes = None
+        self.reads = 0  # times the weights were read from the TF variables
 
 
 class BasePolicy(keras.Model):
@@ -145,6 +146,23 @@ class BasePolicy(keras.Model):
         """Tell the NumPy fast path that the weights changed (called after every train step / load)."""
         self._weights_version += 1
 
+    def weights_changed(self) -> None:
+        """The weights were changed from outside (load, ``assign``, ...): the acting path re-reads them."""
+        self.mark_weights_changed()
+
+    @property
+    def n_weight_reads(self) -> int:
+        """How many times the acting path read the weights from the TF variables (not counting installs)."""
+        return self._np_state.reads
+
+    def acting_weights_tf(self) -> list:
+        """Inside a compiled step: the tensors the NumPy acting path copies (none when the policy acts in TF)."""
+        return []
+
+    def install_acting_weights(self, arrays) -> None:
+        """Install NumPy copies of ``acting_weights_tf()`` computed by a compiled step (see ``TrainStep``)."""
+        self.mark_weights_changed()
+
     def set_weights(self, weights):  # keep the NumPy cache honest when users set weights directly
         super().set_weights(weights)
         self.mark_weights_changed()
@@ -182,6 +200,7 @@ class BasePolicy(keras.Model):
             if state.reader is None:
                 reader = tf.function(self.flat_weights_tf, input_signature=[], autograph=False)
                 state.reader = reader.get_concrete_function()
+            state.reads += 1
             self._split_flat_weights(state.reader().numpy())
         return state.weights
 
@@ -285,6 +304,16 @@ class ActorCriticPolicy(BasePolicy):
         action, value, new_state, neglogp, flat = self._tf_step_fn(deterministic)(obs, state, mask)
         return action.numpy(), value.numpy(), (new_state.numpy() if self.recurrent else None), neglogp.numpy(), \
             flat.numpy()
+
+    def acting_weights_tf(self) -> list:
+        if self._np_forward is None:
+            return []
+        return [tf.identity(v) for v in self.parameter_list()]
+
+    def install_acting_weights(self, arrays) -> None:
+        self._weights_version += 1
+        if self._np_forward is not None:
+            self.set_numpy_weights(list(arrays))
 
     def step(self, obs, state=None, mask=None, deterministic=False):
         """

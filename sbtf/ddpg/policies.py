@@ -326,6 +326,14 @@ class FeedForwardPolicy(DDPGPolicy):
         self._np_cache.counter += 1
         super().mark_weights_changed()
 
+    def acting_weights_tf(self) -> list:
+        return [tf.identity(v) for v in self.actor_variables()] if self.has_numpy_path else []
+
+    def install_acting_weights(self, arrays) -> None:
+        self.mark_weights_changed()
+        if self.has_numpy_path:
+            self.set_numpy_actor_weights(list(arrays))
+
     def set_numpy_actor_weights(self, arrays: Sequence[np.ndarray]) -> None:
         """Install fresh NumPy copies of ``actor_variables()`` (e.g. returned by a train or perturbation call)."""
         self._np_cache.actor = self._plan(list(arrays), self.actor_dense, self.actor_out)

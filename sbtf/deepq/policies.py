@@ -258,6 +258,14 @@ class FeedForwardPolicy(DQNPolicy):
         """The variables the NumPy forward pass reads, in ``numpy_weights`` order."""
         return [var for layer in self._named_layers for _, var in layer.named_variables()]
 
+    def acting_weights_tf(self) -> list:
+        return [tf.identity(v) for v in self.acting_variables()] if self.has_numpy_path else []
+
+    def install_acting_weights(self, arrays) -> None:
+        self.mark_weights_changed()
+        if self.has_numpy_path:
+            self.set_numpy_weights(list(arrays))
+
     def set_numpy_weights(self, arrays: list) -> None:
         """Install fresh NumPy copies of ``acting_variables()`` (e.g. returned by a train step) as the cache."""
         state = self._np_state
