@@ -1,15 +1,15 @@
 """What SAC and TD3 share on top of ``OffPolicyAlgorithm``: the learning-rate schedule, action noise, random
 exploration, the training schedule (``train_freq``, ``gradient_steps``, ``learning_starts``, a per-step flag every
-``N`` gradient steps) and the compiled K-gradient-step train call (sample K batches, pack them, unpack the statistics
-and the acting weights)."""
+``N`` gradient steps) and the K-gradient-step ``TrainStep`` (K stacked minibatches in, averaged statistics out; the
+acting weights of the updated policies are installed by the step itself)."""
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.fast_call import FlatLayout
+from sbtf.common.fast_call import TrainStep
 from sbtf.common.math_util import scale_action, unscale_action
 from sbtf.common.off_policy_algorithm import LearnState, OffPolicyAlgorithm
 from sbtf.common.schedules import get_schedule_fn
@@ -87,47 +87,47 @@ class ActorCriticOffPolicyAlgorithm(OffPolicyAlgorithm):
     def _log_values(self):
         return [("n_updates", self._n_updates), ("current_lr", self._current_lr)]
 
-    def _multi_step_train(self, one_step: Callable, n_steps: int, variant, n_stats: int, acting_vars: list,
-                          in_layout: FlatLayout, out_layout: FlatLayout, obs_shape: tuple, obs_dtype):
+    def _k_step_train_step(self, one_step: Callable, n_steps: int, variant, stat_names: Sequence[str],
+                           updates: Sequence, name: str) -> TrainStep:
         """
-        ``(train, input_signature)`` running ``one_step`` ``n_steps`` times (averaging its ``n_stats`` statistics);
-        with one step its last argument is ``variant``, else the per-step flag.
+        A ``TrainStep`` running ``one_step`` ``n_steps`` times on stacked minibatches and averaging its statistics
+        (``one_step(obs, actions, rewards, next_obs, dones, lr, seed, flag) -> stack(stats)``); with one step its
+        last argument is ``variant``, else the step's entry of the ``flags`` input.
         """
-        def train(obs_pair, floats):
-            actions, rewards, dones, lr, flags, seeds = in_layout.unpack_tf(floats)
+        policy = self.policy_tf
+        k_b = (n_steps, int(self.batch_size))
+        obs_spec = tf.TensorSpec(k_b + tuple(policy.obs_shape), tf.as_dtype(policy.obs_dtype))
+        inputs = {"obs": obs_spec, "next_obs": obs_spec, "actions": tf.TensorSpec(k_b + (policy.n_act,), tf.float32),
+                  "rewards": tf.TensorSpec(k_b, tf.float32), "dones": tf.TensorSpec(k_b, tf.float32),
+                  "learning_rate": tf.TensorSpec((), tf.float32), "flags": tf.TensorSpec((n_steps,), tf.float32),
+                  # stateless-RNG seeds below 2 ** 24 (exact in float32, so they travel in the packed vector)
+                  "seeds": tf.TensorSpec((n_steps, 2), tf.float32)}
+        n_stats = len(stat_names)
+
+        def train(obs, next_obs, actions, rewards, dones, learning_rate, flags, seeds):
             seeds = tf.cast(seeds, tf.int64)
-            obs, next_obs = obs_pair[0], obs_pair[1]
             if n_steps == 1:
-                stats = one_step(obs[0], actions[0], rewards[0], next_obs[0], dones[0], lr, seeds[0], variant)
+                stats = one_step(obs[0], actions[0], rewards[0], next_obs[0], dones[0], learning_rate, seeds[0],
+                                 variant)
             else:
                 stats = tf.zeros((n_stats,), tf.float32)
                 for k in tf.range(n_steps):
-                    stats += one_step(obs[k], actions[k], rewards[k], next_obs[k], dones[k], lr, seeds[k],
+                    stats += one_step(obs[k], actions[k], rewards[k], next_obs[k], dones[k], learning_rate, seeds[k],
                                       flags[k] > 0.5) / float(n_steps)
-            return out_layout.flatten_tf([stats] + [tf.identity(v) for v in acting_vars])
+            return {stat: stats[i] for i, stat in enumerate(stat_names)}
 
-        self._train_layouts[(n_steps, variant)] = (in_layout, out_layout)
-        k_b = (n_steps, int(self.batch_size))
-        signature = [tf.TensorSpec((2,) + k_b + obs_shape, obs_dtype), tf.TensorSpec((in_layout.size,), tf.float32)]
-        return train, signature
+        return TrainStep(train, inputs, updates=updates, jit_compile=self._use_xla(policy), name=name)
 
-    def _call_train(self, flags: list, lr: float) -> list:
-        """Sample ``len(flags)`` batches and run the compiled train function; the unpacked output parts."""
+    def _call_train(self, flags: Sequence[bool], lr: float) -> Dict[str, np.ndarray]:
+        """Sample ``len(flags)`` batches and run the train step for them; its named statistics."""
         n_steps = len(flags)
         variant = bool(flags[0]) if n_steps == 1 else None
-        fn = self._train_fns.get(n_steps, variant)
-        in_layout, out_layout = self._train_layouts[(n_steps, variant)]
-        batch = self.batch_size
-        sample = self.replay_buffer.sample_batch(batch * n_steps, env=self._vec_normalize_env)
-        k_b = (n_steps, batch)
-        obs_dtype, obs_shape = self.policy_tf.obs_dtype, tuple(self.policy_tf.obs_shape)
-        obs_pair = np.stack([sample.observations.astype(obs_dtype, copy=False).reshape(k_b + obs_shape),
-                             sample.next_observations.astype(obs_dtype, copy=False).reshape(k_b + obs_shape)])
-        seeds = np.random.randint(0, 2 ** 24, size=(n_steps, 2))
-        floats = in_layout.pack([sample.actions, sample.rewards, sample.dones, lr, np.asarray(flags, np.float32),
-                                 seeds])
-        out = fn(obs_pair, floats).numpy()
-        return out_layout.unpack_np(out)
+        step = self._train_steps.get(n_steps, variant)
+        sample = self.replay_buffer.sample_batch(self.batch_size * n_steps, env=self._vec_normalize_env)
+        obs_shape = (n_steps, self.batch_size) + tuple(self.policy_tf.obs_shape)
+        return step(obs=sample.observations.reshape(obs_shape), next_obs=sample.next_observations.reshape(obs_shape),
+                    actions=sample.actions, rewards=sample.rewards, dones=sample.dones, learning_rate=lr,
+                    flags=np.asarray(flags, np.float32), seeds=np.random.randint(0, 2 ** 24, size=(n_steps, 2)))
 
 
 __all__ = ["ActorCriticOffPolicyAlgorithm"]

@@ -92,7 +92,7 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
     @property
     def n_traces(self) -> int:
         """How many times the compiled train functions were traced (constant after warm-up)."""
-        cache = getattr(self, "_train_fns", None)
+        cache = getattr(self, "_train_steps", None)
         return 0 if cache is None else cache.n_traces
 
     # ------------------------------------------------------------------ SB2 OffPolicyRLModel API
