@@ -241,7 +241,7 @@ def test_multiple_envs_collect_one_transition_per_env():
     model.learn(400, reset_num_timesteps=False)
     assert model.n_traces == traces
     # 4 envs x train_freq 2: two gradient steps per iteration (as one env does in 4 steps), in one compiled call
-    assert {key[0] for key in model._train_fns._fns} == {2}
+    assert {key[0] for key in model._train_steps.keys()} == {2}
     storage = model.replay_buffer.storage
     dones = np.array([entry[4] for entry in storage])
     assert dones.sum() > 0  # CartPole terminations are stored as done ...

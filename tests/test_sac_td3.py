@@ -289,7 +289,7 @@ def test_multiple_envs_and_no_retracing(algo):
     model.learn(300)
     assert model.num_timesteps == 300 and len(model.replay_buffer) == 300
     # 3 envs, train_freq 1: 3 gradient steps per iteration, in one compiled call (traced once)
-    assert {key[0] for key in model._train_fns._fns} == {3}
+    assert {key[0] for key in model._train_steps.keys()} == {3}
     traces = model.n_traces
     model.learn(150, reset_num_timesteps=False)
     assert model.n_traces == traces and len(model.replay_buffer) == 450

@@ -6,7 +6,8 @@ importance weights (Schaul et al. 2015). Compared with SB2's list of tuples:
 
 * the arrays are allocated on the first ``add`` from the shapes and dtypes of that transition (``np.zeros``,
   so memory is only committed as the buffer fills); image observations stay ``uint8``;
-* ``sample`` draws all indices at once and gathers each field with one fancy-indexing operation;
+* ``sample`` draws all indices at once and gathers each field with one fancy-indexing operation; it returns SB2's
+  tuple, ``sample_batch`` the same draw as a named ``ReplayBatch`` (what the algorithms use);
 * ``save(path)`` writes the content atomically (temporary file + ``os.replace``) with ``np.savez`` (no pickle),
   and ``load_buffer(path)`` reads it back (``sbtf.common.safe_zip``: numeric arrays only, sizes checked from their
   headers), so training can resume with its experience (``model.save_replay_buffer`` /
@@ -20,6 +21,7 @@ import io
 import os
 import struct
 import tempfile
+from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -30,6 +32,25 @@ from sbtf.common.segment_tree import MinSegmentTree, SumSegmentTree
 
 BUFFER_FORMAT = "sbtf_replay_buffer"
 BUFFER_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ReplayBatch:
+    """
+    A minibatch of transitions (``sample_batch``), field by field. ``weights`` and ``indexes`` are set by the
+    prioritized buffer only (importance weights, and the slots to pass to ``update_priorities``).
+    """
+
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_observations: np.ndarray
+    dones: np.ndarray
+    weights: Optional[np.ndarray] = None
+    indexes: Optional[np.ndarray] = None
+
+    def __len__(self) -> int:
+        return int(self.rewards.shape[0])
 
 
 class ReplayBuffer(object):
@@ -227,6 +248,17 @@ class ReplayBuffer(object):
         self._check_can_sample(batch_size)
         idxes = np.random.randint(0, self._size, size=batch_size)
         return self._encode_sample(idxes, env=env)
+
+    def sample_batch(self, batch_size: int, env=None, **kwargs) -> ReplayBatch:
+        """
+        ``sample`` as a named ``ReplayBatch`` (same draws from NumPy's generator as ``sample``).
+
+        :param batch_size: (int) How many transitions to sample.
+        :param env: (Optional[VecNormalize]) associated VecNormalize to normalize the observations/rewards
+        :param kwargs: further arguments of ``sample`` (``beta`` for the prioritized buffer)
+        :return: (ReplayBatch) the transitions
+        """
+        return ReplayBatch(*self.sample(batch_size, env=env, **kwargs))
 
     # ------------------------------------------------------------------ save / load
     def _state(self) -> dict:
@@ -554,4 +586,4 @@ def load_buffer(path: Union[str, os.PathLike]) -> ReplayBuffer:
     return buffer
 
 
-__all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "load_buffer"]
+__all__ = ["ReplayBatch", "ReplayBuffer", "PrioritizedReplayBuffer", "load_buffer"]

@@ -18,8 +18,11 @@ import tensorflow as tf
 
 from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from sbtf.common.distributions import softmax_np
-from sbtf.common.off_policy import (FastFunction, FlatLayout, FusedAdam, OffPolicyAlgorithm, TrainFunctionCache,
-                                    copy_variables, huber_loss, learn_doc, stateless_seed)
+from sbtf.common.fast_call import TrainStep
+from sbtf.common.off_policy_algorithm import OffPolicyAlgorithm, learn_doc
+from sbtf.common.off_policy_ops import copy_variables, huber_loss, stateless_seed
+from sbtf.common.off_policy_train import TrainStepCache
+from sbtf.common.optimizers import Adam
 from sbtf.common.schedules import LinearSchedule, get_schedule_fn
 from sbtf.deepq.policies import DQNPolicy
 from sbtf.common import model_schema as ms
@@ -113,11 +116,11 @@ class DQN(OffPolicyAlgorithm):
         self.params = None
         self.param_noise_scale = 0.01
         self.param_noise_threshold = 0.05
-        self._train_fns: Optional[TrainFunctionCache] = None
+        self._train_steps: Optional[TrainStepCache] = None
         self._current_eps = 0.0
         self._perturbed_weights = None
         self._adaptive_weights = None
-        self._pn_fns = None
+        self._pn_steps = None
         self._reset_perturbation = True
         self._last_stats = None
 
@@ -148,23 +151,20 @@ class DQN(OffPolicyAlgorithm):
         self.eps_var = tf.Variable(0.0, dtype=tf.float32, name="eps")
         self._q_vars = list(self.q_net.named_parameters().values())
         self._target_vars = list(self.target_q_net.named_parameters().values())
-        self.optimizer = FusedAdam(self._q_vars)
-        self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self._use_xla(self.q_net))
-        self._train_layouts = {}
-        q_vars, target_vars = self._q_vars, self._target_vars
-        self._update_target_fn = tf.function(lambda: copy_variables(target_vars, q_vars) or tf.constant(True),
-                                             input_signature=[]).get_concrete_function()
-        self.update_target()
-        for net in (self.perturbed_q_net, self.adaptive_q_net):
+        self.optimizer = Adam(self._q_vars)
+        self._train_steps = TrainStepCache(self._build_train_step)
+        self._update_target_step = None
+        # the networks start as copies of the Q-network (eager assignments: nothing is traced before learn())
+        for net in (self.target_q_net, self.perturbed_q_net, self.adaptive_q_net):
             if net is not None:
                 for target, source in zip(net.named_parameters().values(), self._q_vars):
                     target.assign(source)
-                net.mark_weights_changed()
+                net.weights_changed()
         self.policy_tf = self.q_net
         self.step_model = self.q_net
         self.proba_step = self.q_net.proba_step
         self._perturbed_weights = None
-        self._pn_fns = None
+        self._pn_steps = None
         self._reset_perturbation = True
         self.params = self.get_parameter_list()
         self._ensure_replay_buffer()
@@ -174,9 +174,17 @@ class DQN(OffPolicyAlgorithm):
                 if net is not None]
 
     def update_target(self) -> None:
-        """Copy the Q-network's weights into the target network."""
-        self._update_target_fn()
-        self.target_q_net.mark_weights_changed()
+        """Copy the Q-network's weights into the target network (one compiled call)."""
+        if self._update_target_step is None:
+            q_vars, target_vars = self._q_vars, self._target_vars
+
+            def copy_target():
+                copy_variables(target_vars, q_vars)
+                return {}
+
+            self._update_target_step = TrainStep(copy_target, {}, updates=(self.target_q_net,),
+                                                 name="dqn_update_target")
+        self._update_target_step()
 
     def _make_replay_buffer(self):
         if self.prioritized_replay:
@@ -214,7 +222,7 @@ class DQN(OffPolicyAlgorithm):
                 if weights is not None:
                     for var, value in zip(net.named_parameters().values(), weights.values()):
                         var.assign(value)
-                    net.mark_weights_changed()
+                    net.weights_changed()
 
     def _on_parameters_loaded(self) -> None:
         super()._on_parameters_loaded()
@@ -226,21 +234,21 @@ class DQN(OffPolicyAlgorithm):
                                                      self.adaptive_q_net.numpy_weights().values()))
 
     # ------------------------------------------------------------------ train step
-    def _build_train_fn(self, n_steps: int, copy_target: bool):
+    def _build_train_step(self, n_steps: int, copy_target: bool) -> TrainStep:
+        """``n_steps`` gradient steps on stacked minibatches, then (``copy_target``) the target copy."""
         q_net, target_q_net = self.q_net, self.target_q_net
         q_vars, target_vars = self._q_vars, self._target_vars
-        acting_vars = q_net.acting_variables()
         optimizer = self.optimizer
         n_actions = int(self.action_space.n)
         gamma = float(self.gamma)
         double_q = bool(self.double_q)
         batch = int(self.batch_size)
-        obs_shape = tuple(q_net.obs_shape)
-        obs_dtype = tf.as_dtype(q_net.obs_dtype)
         k_b = (n_steps, batch)
-        # float inputs: actions, rewards, dones, importance weights (K, B each) and the learning rate
-        in_layout = FlatLayout([k_b, k_b, k_b, k_b, ()])
-        out_layout = FlatLayout([(2,), (batch,)] + [tuple(v.shape) for v in acting_vars])
+        obs_spec = tf.TensorSpec(k_b + tuple(q_net.obs_shape), tf.as_dtype(q_net.obs_dtype))
+        # the actions are whole numbers: exact in float32, so they travel in the packed input vector
+        inputs = {"obs": obs_spec, "next_obs": obs_spec, "actions": tf.TensorSpec(k_b, tf.float32),
+                  "rewards": tf.TensorSpec(k_b, tf.float32), "dones": tf.TensorSpec(k_b, tf.float32),
+                  "weights": tf.TensorSpec(k_b, tf.float32), "learning_rate": tf.TensorSpec((), tf.float32)}
 
         def one_step(obs, actions, rewards, next_obs, dones, weights, lr):
             q_tp1 = target_q_net.q_values(next_obs)
@@ -260,43 +268,32 @@ class DQN(OffPolicyAlgorithm):
             optimizer.apply(grads, lr)
             return td_error, tf.stack([loss, tf.reduce_mean(td_error)])
 
-        def train(obs_pair, floats):
-            actions, rewards, dones, weights, lr = in_layout.unpack_tf(floats)
+        def train(obs, next_obs, actions, rewards, dones, weights, learning_rate):
             actions = tf.cast(actions, tf.int64)
-            obs, next_obs = obs_pair[0], obs_pair[1]
             if n_steps == 1:
-                td_error, stats = one_step(obs[0], actions[0], rewards[0], next_obs[0], dones[0], weights[0], lr)
+                td_error, stats = one_step(obs[0], actions[0], rewards[0], next_obs[0], dones[0], weights[0],
+                                           learning_rate)
             else:
                 td_error = tf.zeros((batch,), tf.float32)
                 stats = tf.zeros((2,), tf.float32)
                 for k in tf.range(n_steps):
                     td_error, step_stats = one_step(obs[k], actions[k], rewards[k], next_obs[k], dones[k],
-                                                    weights[k], lr)
+                                                    weights[k], learning_rate)
                     stats += step_stats / float(n_steps)
             if copy_target:
                 copy_variables(target_vars, q_vars)
-            return out_layout.flatten_tf([stats, td_error] + [tf.identity(v) for v in acting_vars])
+            return {"loss": stats[0], "td_error": stats[1], "td_errors": td_error}
 
-        self._train_layouts[(n_steps, copy_target)] = (in_layout, out_layout)
-        signature = [tf.TensorSpec((2,) + k_b + obs_shape, obs_dtype), tf.TensorSpec((in_layout.size,), tf.float32)]
-        return train, signature
+        updates = (q_net, target_q_net) if copy_target else (q_net,)
+        return TrainStep(train, inputs, updates=updates, jit_compile=self._use_xla(q_net), name="dqn_train")
 
     def _call_train(self, n_steps: int, copy_target: bool, obs, actions, rewards, next_obs, dones, weights, lr):
         """One compiled call: K = n_steps gradient steps on stacked minibatches; returns (stats, td_errors)."""
-        fn = self._train_fns.get(n_steps, copy_target)
-        in_layout, out_layout = self._train_layouts[(n_steps, copy_target)]
-        obs_dtype = self.q_net.obs_dtype
-        k_b = (n_steps, self.batch_size)
-        obs_pair = np.stack([obs.astype(obs_dtype, copy=False).reshape(k_b + self.q_net.obs_shape),
-                             next_obs.astype(obs_dtype, copy=False).reshape(k_b + self.q_net.obs_shape)])
-        floats = in_layout.pack([actions, rewards, dones, weights, lr])
-        out = fn(obs_pair, floats).numpy()
-        parts = out_layout.unpack_np(out)
-        self.q_net.mark_weights_changed()
-        self.q_net.set_numpy_weights(parts[2:])
-        if copy_target:
-            self.target_q_net.mark_weights_changed()
-        return parts[0], parts[1]
+        step = self._train_steps.get(n_steps, copy_target)
+        obs_shape = (n_steps, self.batch_size) + tuple(self.q_net.obs_shape)
+        out = step(obs=obs.reshape(obs_shape), next_obs=next_obs.reshape(obs_shape), actions=actions,
+                   rewards=rewards, dones=dones, weights=weights, learning_rate=lr)
+        return np.array([out["loss"], out["td_error"]], np.float32), out["td_errors"]
 
     def _run_train(self, n_steps: int, copy_target: bool, lr: float, writer) -> np.ndarray:
         rb = self.replay_buffer
@@ -305,14 +302,15 @@ class DQN(OffPolicyAlgorithm):
             stats = td_error = None
             for k in range(n_steps):
                 beta = self.beta_schedule.value(self.num_timesteps)
-                obs, actions, rewards, next_obs, dones, weights, idxes = rb.sample(batch, beta=beta,
-                                                                                   env=self._vec_normalize_env)
-                stats, td_error = self._call_train(1, copy_target and k == n_steps - 1, obs, actions, rewards,
-                                                   next_obs, dones, weights, lr)
-                rb.update_priorities(idxes, np.abs(td_error) + self.prioritized_replay_eps)
+                sample = rb.sample_batch(batch, beta=beta, env=self._vec_normalize_env)
+                stats, td_error = self._call_train(1, copy_target and k == n_steps - 1, sample.observations,
+                                                   sample.actions, sample.rewards, sample.next_observations,
+                                                   sample.dones, sample.weights, lr)
+                rb.update_priorities(sample.indexes, np.abs(td_error) + self.prioritized_replay_eps)
         else:
-            obs, actions, rewards, next_obs, dones = rb.sample(batch * n_steps, env=self._vec_normalize_env)
-            stats, td_error = self._call_train(n_steps, copy_target, obs, actions, rewards, next_obs, dones,
+            sample = rb.sample_batch(batch * n_steps, env=self._vec_normalize_env)
+            stats, td_error = self._call_train(n_steps, copy_target, sample.observations, sample.actions,
+                                               sample.rewards, sample.next_observations, sample.dones,
                                                np.ones(batch * n_steps, np.float32), lr)
         if writer is not None:
             writer.add_scalars({"loss/loss": stats[0], "loss/td_error": stats[1]}, self.num_timesteps)
@@ -375,8 +373,7 @@ class DQN(OffPolicyAlgorithm):
         if self.q_net.has_numpy_path:
             self._perturbed_weights = self._noisy_copy(self.param_noise_scale)
         else:
-            self._param_noise_fns()[0](np.float32(self.param_noise_scale), stateless_seed())
-            self.perturbed_q_net.mark_weights_changed()
+            self._param_noise_steps()[0](scale=self.param_noise_scale, seed=stateless_seed())
 
     def _perturbed_q_values(self, obs: np.ndarray) -> np.ndarray:
         if self.q_net.has_numpy_path:
@@ -392,9 +389,9 @@ class DQN(OffPolicyAlgorithm):
         log_p, log_q = log_softmax(q_values), log_softmax(q_other)
         return float(np.mean(np.sum(np.exp(log_p) * (log_p - log_q), axis=-1)))
 
-    def _param_noise_fns(self):
+    def _param_noise_steps(self):
         """Compiled (perturb, adapt) for policies without a NumPy path: one TF call each."""
-        if getattr(self, "_pn_fns", None) is None:
+        if getattr(self, "_pn_steps", None) is None:
             q_vars = self._q_vars
             names = list(self.q_net.named_parameters("").keys())
             perturbable = ["fully_connected" in name for name in names]
@@ -412,20 +409,21 @@ class DQN(OffPolicyAlgorithm):
 
             def perturb(scale, seed):
                 noisy_assign(perturbed_vars, scale, seed)
-                return tf.constant(True)
+                return {}
 
             def adapt(obs, scale, seed):
                 noisy_assign(adaptive_vars, scale, seed)
                 log_p = tf.nn.log_softmax(q_net.q_values(obs))
                 log_q = tf.nn.log_softmax(adaptive_q_net.q_values(obs))
-                return tf.reduce_mean(tf.reduce_sum(tf.exp(log_p) * (log_p - log_q), axis=-1))
+                return {"mean_kl": tf.reduce_mean(tf.reduce_sum(tf.exp(log_p) * (log_p - log_q), axis=-1))}
 
             scalar, seed_spec = tf.TensorSpec((), tf.float32), tf.TensorSpec((2,), tf.int64)
-            self._pn_fns = (
-                FastFunction(tf.function(perturb, input_signature=[scalar, seed_spec]).get_concrete_function()),
-                FastFunction(tf.function(adapt, input_signature=[self.q_net.obs_signature(), scalar, seed_spec])
-                             .get_concrete_function()))
-        return self._pn_fns
+            self._pn_steps = (
+                TrainStep(perturb, {"scale": scalar, "seed": seed_spec}, updates=(self.perturbed_q_net,),
+                          name="dqn_perturb"),
+                TrainStep(adapt, {"obs": self.q_net.obs_signature(), "scale": scalar, "seed": seed_spec},
+                          updates=(self.adaptive_q_net,), name="dqn_adapt_param_noise"))
+        return self._pn_steps
 
     def _adapt_param_noise(self, obs: np.ndarray) -> None:
         """SB2's scale adaptation: perturb another copy, compare softmax(Q) by KL, scale the noise by 1.01."""
@@ -435,16 +433,20 @@ class DQN(OffPolicyAlgorithm):
             self._adaptive_weights = weights
         else:
             obs = self.q_net._prepare_obs(obs)
-            mean_kl = float(self._param_noise_fns()[1](obs, np.float32(self.param_noise_scale),
-                                                       stateless_seed()).numpy())
-            self.adaptive_q_net.mark_weights_changed()
+            mean_kl = float(self._param_noise_steps()[1](obs=obs, scale=self.param_noise_scale,
+                                                         seed=stateless_seed())["mean_kl"])
         if mean_kl < self.param_noise_threshold:
             self.param_noise_scale *= 1.01
         else:
             self.param_noise_scale /= 1.01
 
     # ------------------------------------------------------------------ training schedule
-    def _train_events(self, first_step: int, n_steps: int, total_timesteps: int, writer):
+    def _training_due(self, first_step: int, n_steps: int, state):
+        """
+        ``(gradient steps, copy the target after them, learning rate)`` for the train-frequency multiples passed
+        since learning started; a target copy due without gradient steps runs here, outside a training (as SB2's
+        loop did it outside the rollout callbacks).
+        """
         t_new = self.num_timesteps
         t_prev = t_new - n_steps
         if not self.replay_buffer.can_sample(self.batch_size):
@@ -452,13 +454,17 @@ class DQN(OffPolicyAlgorithm):
         low = max(t_prev, self.learning_starts)
         n_train = self._count_multiples(low, t_new, self.train_freq)
         n_target = self._count_multiples(low, t_new, self.target_network_update_freq)
-        stats = None
-        if n_train > 0:
-            lr = self._lr_fn(1.0 - t_new / max(total_timesteps, 1))
-            stats = self._run_train(n_train, n_target > 0, lr, writer)
-            self._last_stats = stats
-        elif n_target > 0:
-            self.update_target()
+        if n_train == 0:
+            if n_target > 0:
+                self.update_target()
+            return None
+        lr = self._lr_fn(1.0 - t_new / max(state.total_timesteps, 1))
+        return n_train, n_target > 0, lr
+
+    def _train(self, plan, state, writer) -> np.ndarray:
+        n_train, copy_target, lr = plan
+        stats = self._run_train(n_train, copy_target, lr, writer)
+        self._last_stats = stats
         return stats
 
     def _stats_names(self):

@@ -120,6 +120,10 @@ class HindsightExperienceReplayWrapper(object):
     def sample(self, *args, **kwargs):
         return self.replay_buffer.sample(*args, **kwargs)
 
+    def sample_batch(self, *args, **kwargs):
+        """The wrapped buffer's named sample (``ReplayBatch``): the relabelled transitions are stored in it."""
+        return self.replay_buffer.sample_batch(*args, **kwargs)
+
     def can_sample(self, n_samples):
         """
         Check if n_samples samples can be sampled

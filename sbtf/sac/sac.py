@@ -17,8 +17,12 @@ import tensorflow as tf
 
 from sbtf.common.buffers import ReplayBuffer
 from sbtf.common.math_util import unscale_action
-from sbtf.common.off_policy import (ActorCriticOffPolicyAlgorithm, FlatLayout, FusedAdam, TrainFunctionCache,
-                                    learn_doc, polyak_update)
+from sbtf.common.fast_call import TrainStep
+from sbtf.common.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
+from sbtf.common.off_policy_algorithm import learn_doc
+from sbtf.common.off_policy_ops import polyak_update
+from sbtf.common.off_policy_train import TrainStepCache
+from sbtf.common.optimizers import Adam
 from sbtf.sac.policies import SACPolicy, apply_squashing_func, gaussian_entropy, gaussian_likelihood
 from sbtf.common import model_schema as ms
 
@@ -105,7 +109,7 @@ class SAC(ActorCriticOffPolicyAlgorithm):
         self.log_ent_coef = None
         self.params = None
         self.target_params = None
-        self._train_fns = None
+        self._train_steps = None
         self._learn_t0 = 0
 
         if _init_setup_model:
@@ -157,12 +161,11 @@ class SAC(ActorCriticOffPolicyAlgorithm):
             if tuple(target.shape) != tuple(source.shape):
                 raise RuntimeError("Error: the target value network does not match the value network.")
             target.assign(source)
-        self.policy_optimizer = FusedAdam(self._actor_vars, name="policy_adam")
-        self.value_optimizer = FusedAdam(self._critic_vars, name="value_adam")
-        self.entropy_optimizer = FusedAdam([self.log_ent_coef], name="entropy_adam") \
+        self.policy_optimizer = Adam(self._actor_vars, name="policy_adam")
+        self.value_optimizer = Adam(self._critic_vars, name="value_adam")
+        self.entropy_optimizer = Adam([self.log_ent_coef], name="entropy_adam") \
             if self.log_ent_coef is not None else None
-        self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self._use_xla(self.policy_tf))
-        self._train_layouts = {}
+        self._train_steps = TrainStepCache(self._build_train_step)
         self.params = list(self.policy_tf.named_parameters("model").values()) + \
             ([self.log_ent_coef] if self.log_ent_coef is not None else [])
         self.target_params = list(self.target_policy.named_parameters("target").values())
@@ -193,11 +196,10 @@ class SAC(ActorCriticOffPolicyAlgorithm):
         return names
 
     # ------------------------------------------------------------------ train step
-    def _build_train_fn(self, n_steps: int, update_target):
+    def _build_train_step(self, n_steps: int, update_target) -> TrainStep:
         policy, target_policy = self.policy_tf, self.target_policy
         actor_vars, critic_vars = self._actor_vars, self._critic_vars
         target_vars, target_source_vars = self._target_vars, self._target_source_vars
-        acting_vars = policy.acting_variables()
         policy_optimizer, value_optimizer, entropy_optimizer = (self.policy_optimizer, self.value_optimizer,
                                                                 self.entropy_optimizer)
         log_ent_coef = self.log_ent_coef
@@ -205,16 +207,7 @@ class SAC(ActorCriticOffPolicyAlgorithm):
         target_entropy = self._target_entropy_value
         gamma = float(self.gamma)
         tau = float(self.tau)
-        batch = int(self.batch_size)
-        n_act = policy.n_act
-        obs_shape = tuple(policy.obs_shape)
-        obs_dtype = tf.as_dtype(policy.obs_dtype)
-        n_stats = len(self.stats_names)
         sb2_broadcast = bool(self.sb2_value_target_broadcast)
-        k_b = (n_steps, batch)
-        # float inputs: actions, rewards, dones, learning rate, per-step target-update flags, stateless seeds
-        in_layout = FlatLayout([k_b + (n_act,), k_b, k_b, (), (n_steps,), (n_steps, 2)])
-        out_layout = FlatLayout([(n_stats,)] + [tuple(v.shape) for v in acting_vars])
 
         def one_step(obs, actions, rewards, next_obs, dones, lr, seed, do_target):
             rewards = rewards[:, None]
@@ -258,40 +251,27 @@ class SAC(ActorCriticOffPolicyAlgorithm):
                 tf.cond(do_target, lambda: _polyak(target_vars, target_source_vars, tau), lambda: tf.constant(False))
             return tf.stack(stats)
 
-        return self._multi_step_train(one_step, n_steps, update_target, n_stats, acting_vars, in_layout, out_layout,
-                                      obs_shape, obs_dtype)
+        return self._k_step_train_step(one_step, n_steps, update_target, self.stats_names,
+                                       updates=(policy, target_policy), name="sac_train")
 
     def _run_train(self, flags: list, lr: float) -> np.ndarray:
         """``len(flags)`` gradient steps in one compiled call; ``flags[k]``: update the target V after step k."""
-        parts = self._call_train(flags, lr)
-        self.policy_tf.mark_weights_changed()
-        if self.policy_tf.has_numpy_path:
-            self.policy_tf.set_numpy_weights(parts[1:])
-        self.target_policy.mark_weights_changed()
-        return parts[0]
+        stats = self._call_train(flags, lr)
+        return np.array([stats[name] for name in self.stats_names], np.float32)
 
     # ------------------------------------------------------------------ collection
     def _explore_step(self, obs: np.ndarray) -> np.ndarray:
         return self.policy_tf.step(obs, deterministic=False)
 
-    def _train_events(self, first_step: int, n_steps: int, total_timesteps: int, writer):
-        flags = []
-        lr = None
-        rb = self.replay_buffer
-        for step in range(first_step, first_step + n_steps):
-            timestep = self._learn_t0 + step + 1
-            if timestep % self.train_freq != 0:
-                continue
-            for grad_step in range(self.gradient_steps):
-                if not rb.can_sample(self.batch_size) or timestep < self.learning_starts:
-                    break
-                if lr is None:
-                    lr = self._lr_fn(1.0 - step / total_timesteps)
-                flags.append((step + grad_step) % self.target_update_interval == 0)
-        if not flags:
-            return None
-        self._current_lr = lr
-        self._n_updates += len(flags)
+    def _trains_after(self, step: int, timestep: int) -> bool:
+        return timestep % self.train_freq == 0
+
+    @property
+    def _flag_period(self) -> int:
+        return self.target_update_interval
+
+    def _train(self, plan, state, writer) -> np.ndarray:
+        flags, lr = plan
         stats = self._run_train(flags, lr)
         if writer is not None:
             writer.add_scalars({name: value for name, value in zip(self.stats_names, stats)}, self.num_timesteps)

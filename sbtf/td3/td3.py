@@ -16,12 +16,18 @@ import tensorflow as tf
 
 from sbtf.common.buffers import ReplayBuffer
 from sbtf.common.math_util import unscale_action
-from sbtf.common.off_policy import (ActorCriticOffPolicyAlgorithm, FlatLayout, FusedAdam, TrainFunctionCache,
-                                    learn_doc, polyak_update)
+from sbtf.common.fast_call import TrainStep
+from sbtf.common.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
+from sbtf.common.off_policy_algorithm import learn_doc
+from sbtf.common.off_policy_ops import polyak_update
+from sbtf.common.off_policy_train import TrainStepCache
+from sbtf.common.optimizers import Adam
 from sbtf.td3.policies import TD3Policy
 from sbtf.common import model_schema as ms
 
 STATS_NAMES = ['qf1_loss', 'qf2_loss']
+#: the statistics of a train step (the policy loss is 0 in steps without an actor update)
+TRAIN_STATS = ['qf1_loss', 'qf2_loss', 'policy_loss']
 
 
 class TD3(ActorCriticOffPolicyAlgorithm):
@@ -96,7 +102,7 @@ class TD3(ActorCriticOffPolicyAlgorithm):
         self.target_policy_tf = None
         self.params = None
         self.target_params = None
-        self._train_fns = None
+        self._train_steps = None
         self._learn_t0 = 0
 
         if _init_setup_model:
@@ -123,10 +129,9 @@ class TD3(ActorCriticOffPolicyAlgorithm):
         self._target_vars = self.target_policy_tf.actor_variables() + self.target_policy_tf.critic_variables()
         for target, source in zip(self._target_vars, self._source_vars):
             target.assign(source)
-        self.policy_optimizer = FusedAdam(self._actor_vars, name="policy_adam")
-        self.qvalues_optimizer = FusedAdam(self._critic_vars, name="qvalues_adam")
-        self._train_fns = TrainFunctionCache(self._build_train_fn, jit_compile=self._use_xla(self.policy_tf))
-        self._train_layouts = {}
+        self.policy_optimizer = Adam(self._actor_vars, name="policy_adam")
+        self.qvalues_optimizer = Adam(self._critic_vars, name="qvalues_adam")
+        self._train_steps = TrainStepCache(self._build_train_step)
         self.params = list(self.policy_tf.named_parameters("model").values())
         self.target_params = list(self.target_policy_tf.named_parameters("target").values())
         if self.replay_buffer is None:
@@ -141,22 +146,13 @@ class TD3(ActorCriticOffPolicyAlgorithm):
         return params
 
     # ------------------------------------------------------------------ train step
-    def _build_train_fn(self, n_steps: int, update_policy):
+    def _build_train_step(self, n_steps: int, update_policy) -> TrainStep:
         policy, target_policy = self.policy_tf, self.target_policy_tf
         actor_vars, critic_vars = self._actor_vars, self._critic_vars
         source_vars, target_vars = self._source_vars, self._target_vars
-        acting_vars = policy.acting_variables()
         policy_optimizer, qvalues_optimizer = self.policy_optimizer, self.qvalues_optimizer
         gamma, tau = float(self.gamma), float(self.tau)
         noise_std, noise_clip = float(self.target_policy_noise), float(self.target_noise_clip)
-        batch = int(self.batch_size)
-        n_act = policy.n_act
-        obs_shape = tuple(policy.obs_shape)
-        obs_dtype = tf.as_dtype(policy.obs_dtype)
-        k_b = (n_steps, batch)
-        # float inputs: actions, rewards, dones, learning rate, per-step policy-update flags, stateless seeds
-        in_layout = FlatLayout([k_b + (n_act,), k_b, k_b, (), (n_steps,), (n_steps, 2)])
-        out_layout = FlatLayout([(3,)] + [tuple(v.shape) for v in acting_vars])
 
         def one_step(obs, actions, rewards, next_obs, dones, lr, seed, do_policy):
             rewards = rewards[:, None]
@@ -202,41 +198,27 @@ class TD3(ActorCriticOffPolicyAlgorithm):
             polyak_update(target_vars, source_vars, tau)
             return policy_loss
 
-        return self._multi_step_train(one_step, n_steps, update_policy, 3, acting_vars, in_layout, out_layout,
-                                      obs_shape, obs_dtype)
+        return self._k_step_train_step(one_step, n_steps, update_policy, TRAIN_STATS,
+                                       updates=(policy, target_policy), name="td3_train")
 
     def _run_train(self, flags: list, lr: float) -> np.ndarray:
         """``len(flags)`` gradient steps in one compiled call; ``flags[k]``: update the actor and targets too."""
-        parts = self._call_train(flags, lr)
-        if any(flags):
-            self.policy_tf.mark_weights_changed()
-            if self.policy_tf.has_numpy_path:
-                self.policy_tf.set_numpy_weights(parts[1:])
-            self.target_policy_tf.mark_weights_changed()
-        return parts[0]
+        stats = self._call_train(flags, lr)
+        return np.array([stats[name] for name in TRAIN_STATS], np.float32)
 
     # ------------------------------------------------------------------ collection
     def _explore_step(self, obs: np.ndarray) -> np.ndarray:
         return self.policy_tf.step(obs)
 
-    def _train_events(self, first_step: int, n_steps: int, total_timesteps: int, writer):
-        flags = []
-        lr = None
-        rb = self.replay_buffer
-        for step in range(first_step, first_step + n_steps):
-            if step % self.train_freq != 0:
-                continue
-            timestep = self._learn_t0 + step + 1
-            for grad_step in range(self.gradient_steps):
-                if not rb.can_sample(self.batch_size) or timestep < self.learning_starts:
-                    break
-                if lr is None:
-                    lr = self._lr_fn(1.0 - step / total_timesteps)
-                flags.append((step + grad_step) % self.policy_delay == 0)
-        if not flags:
-            return None
-        self._current_lr = lr
-        self._n_updates += len(flags)
+    def _trains_after(self, step: int, timestep: int) -> bool:
+        return step % self.train_freq == 0
+
+    @property
+    def _flag_period(self) -> int:
+        return self.policy_delay
+
+    def _train(self, plan, state, writer) -> np.ndarray:
+        flags, lr = plan
         stats = self._run_train(flags, lr)
         if writer is not None:
             values = {"qf1_loss": stats[0], "qf2_loss": stats[1], "learning_rate": lr}

@@ -1,0 +1,351 @@
+"""The base class of the off-policy algorithms (DQN, SAC, TD3, DDPG; HER wraps them) and their one learn loop.
+
+Collection works with a VecEnv of ``n_envs`` environments: each loop iteration steps every env once and stores
+``n_envs`` transitions. The next observation of a finished episode is ``infos[i]["terminal_observation"]`` (the
+VecEnv has already reset that env), and an episode cut by a time limit (``infos[i]["TimeLimit.truncated"]``) is
+stored with ``done = False``, so that its value is bootstrapped instead of being learnt as a termination. With one
+env, the training schedule (``train_freq``, ``learning_starts``, target updates) is exactly stable-baselines 2's;
+with ``n_envs`` envs, every env step counts as one timestep, so an iteration that passes ``k`` multiples of
+``train_freq`` runs ``k`` training events (the ratio of gradient steps to transitions is kept).
+
+An algorithm plugs into the loop through hooks: ``_learn_start`` (schedules, per-call state), ``_select_actions``
+(exploration), ``_store`` (what goes into the replay buffer), ``_on_dones`` / ``_on_episode_end``,
+``_training_due`` + ``_train`` (when and what to train; the loop brackets each training with the callbacks'
+``on_rollout_end`` / ``on_rollout_start``, as stable-baselines 2 did), ``_log_due`` + ``_dump_logs`` (the verbose
+table) and ``_learn_context`` (e.g. the MPI frame of DDPG).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, ContextManager, List, Optional, Tuple
+
+import gymnasium as gym
+import numpy as np
+
+from sbtf import logger
+from sbtf.common.base_class import OffPolicyRLModel
+from sbtf.common.input import check_obs_space
+from sbtf.common.math_util import safe_mean, total_episode_reward_logger
+
+
+@dataclass
+class LearnState:
+    """What the loop knows about the ``learn()`` call in progress (read by the hooks)."""
+
+    #: the ``total_timesteps`` of this call
+    total_timesteps: int
+    #: the ``log_interval`` of this call (episodes, or DDPG's cycles per epoch)
+    log_interval: Optional[int]
+    #: whether the step count was reset (the fps of the log counts from 0 then)
+    reset_num_timesteps: bool
+    #: env steps of this call so far (summed over the envs)
+    steps: int = 0
+    #: finished episodes of this call
+    num_episodes: int = 0
+    #: returns of the last 100 episodes
+    episode_rewards: deque = field(default_factory=lambda: deque(maxlen=100))
+    #: ``is_success`` of the last 100 episodes that reported it
+    episode_successes: deque = field(default_factory=lambda: deque(maxlen=100))
+    #: the statistics of the last training (for the log), or None
+    last_stats: Optional[np.ndarray] = None
+    start_time: float = field(default_factory=time.time)
+
+
+class OffPolicyAlgorithm(OffPolicyRLModel):
+    """
+    Shared machinery of sbtf's DQN, SAC, TD3 and DDPG (SB2 ``OffPolicyRLModel`` plus a multi-env collection loop).
+
+    Subclasses implement ``_select_actions(obs)``, ``_training_due(...)`` and ``_train(...)`` (and the usual model
+    API); the other hooks have defaults.
+    """
+
+    _vec_normalize_env = None
+    #: observation spaces the algorithm accepts
+    _supported_observation_spaces = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
+                                     gym.spaces.MultiBinary)
+
+    def _check_spaces(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        super()._check_spaces(observation_space, action_space)
+        check_obs_space(observation_space, type(self).__name__)
+        if isinstance(action_space, gym.spaces.Box) and not (np.all(np.isfinite(action_space.low))
+                                                             and np.all(np.isfinite(action_space.high))):
+            raise ValueError(f"Error: {type(self).__name__} rescales its [-1, 1] actions to the bounds of the action "
+                             f"space, which must be finite; got {action_space!r}. Wrap the env in "
+                             "gymnasium.wrappers.RescaleAction or give the Box finite low/high.")
+
+    #: compile the train step with XLA: True, False or "auto" (XLA for Mlp networks whose layers are at most
+    #: ``xla_max_layer`` wide; measured on CPU, XLA wins on small networks where per-op overhead dominates and loses on
+    #: large ones, where TensorFlow's oneDNN matrix products beat XLA's)
+    jit_compile = "auto"
+    xla_max_layer = 128
+
+    def _use_xla(self, policy) -> bool:
+        if self.jit_compile in (True, False):
+            return bool(self.jit_compile)
+        sizes = list(getattr(policy, "layer_sizes", [])) or [0]
+        return getattr(policy, "feature_extraction", "mlp") == "mlp" and max(sizes) <= self.xla_max_layer
+
+    @property
+    def n_traces(self) -> int:
+        """How many times the compiled train functions were traced (constant after warm-up)."""
+        cache = getattr(self, "_train_steps", None)
+        return 0 if cache is None else cache.n_traces
+
+    # ------------------------------------------------------------------ SB2 OffPolicyRLModel API
+    def is_using_her(self) -> bool:
+        """Check if is using HER (the replay buffer is HER's wrapper)."""
+        return type(self.replay_buffer).__name__ == "HindsightExperienceReplayWrapper"
+
+    def replay_buffer_add(self, obs_t, action, reward, obs_tp1, done, info) -> None:
+        """
+        Add a new transition to the replay buffer.
+
+        :param obs_t: (np.ndarray) the last observation
+        :param action: ([float]) the action
+        :param reward: (float) the reward of the transition
+        :param obs_tp1: (np.ndarray) the new observation
+        :param done: (bool) is the episode done
+        :param info: (dict) extra values used to compute the reward when using HER
+        """
+        kwargs = dict(info=info) if self.is_using_her() else {}
+        self.replay_buffer.add(obs_t, action, reward, obs_tp1, float(done), **kwargs)
+
+    def _make_replay_buffer(self):
+        from sbtf.common.buffers import ReplayBuffer
+        return ReplayBuffer(self.buffer_size)
+
+    def _ensure_replay_buffer(self) -> None:
+        """Create the replay buffer unless a compatible one exists (e.g. loaded with ``load_replay_buffer``)."""
+        if self.replay_buffer is None:
+            self.replay_buffer = self._make_replay_buffer()
+
+    # ------------------------------------------------------------------ helpers for subclasses
+    @staticmethod
+    def _unnormalize_obs(vec_normalize, obs: np.ndarray) -> np.ndarray:
+        """Invert ``VecNormalize.normalize_obs`` (exact unless the observation was clipped)."""
+        if vec_normalize is None or not vec_normalize.norm_obs:
+            return obs
+        rms = vec_normalize.obs_rms
+        return (np.asarray(obs, np.float64) * np.sqrt(rms.var + vec_normalize.epsilon) + rms.mean).astype(
+            np.asarray(obs).dtype)
+
+    def _transitions(self, obs_, new_obs, new_obs_, rewards_, dones, infos):
+        """
+        The next observations and done flags to store for one VecEnv step.
+
+        :return: (next_obs to store, done flags to store (float32): terminated, not truncated)
+        """
+        next_obs = new_obs_
+        store_dones = dones.astype(np.float32)
+        if dones.any():
+            next_obs = np.array(new_obs_, copy=True)
+            for i in np.flatnonzero(dones):
+                info = infos[i]
+                terminal = info.get("terminal_observation")
+                if terminal is not None:
+                    next_obs[i] = self._unnormalize_obs(self._vec_normalize_env, terminal)
+                if info.get("TimeLimit.truncated", False):
+                    store_dones[i] = 0.0
+        return next_obs, store_dones
+
+    @staticmethod
+    def _count_multiples(low_exclusive: int, high_inclusive: int, freq: int) -> int:
+        """How many multiples of ``freq`` lie in ``(low_exclusive, high_inclusive]``."""
+        if high_inclusive <= low_exclusive:
+            return 0
+        return high_inclusive // freq - low_exclusive // freq
+
+    # ------------------------------------------------------------------ hooks
+    def _learn_context(self) -> ContextManager:
+        """The frame around a whole ``learn()`` call (DDPG: MPI abort-on-failure and rank-0-only logging)."""
+        return contextlib.nullcontext()
+
+    def _learn_start(self, total_timesteps: int) -> None:
+        """Schedules etc. for a learn() call (the replay buffer exists; the env is not reset yet)."""
+
+    def _select_actions(self, obs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """(actions to store in the buffer, actions for the env) for a batch of ``n_envs`` observations."""
+        raise NotImplementedError
+
+    def _store(self, obs_, buffer_actions, rewards_, next_obs, store_dones, infos) -> None:
+        """Store one VecEnv step's transitions (unnormalized observations and rewards) in the replay buffer."""
+        if self.n_envs == 1:
+            if self.is_using_her():
+                self.replay_buffer_add(obs_[0], buffer_actions[0], float(rewards_[0]), next_obs[0],
+                                       store_dones[0], infos[0])
+            else:
+                self.replay_buffer.add(obs_[0], buffer_actions[0], float(rewards_[0]), next_obs[0],
+                                       store_dones[0])
+        elif self.is_using_her():
+            for i in range(self.n_envs):
+                self.replay_buffer_add(obs_[i], buffer_actions[i], float(rewards_[i]), next_obs[i],
+                                       store_dones[i], infos[i])
+        else:
+            self.replay_buffer.extend(obs_, buffer_actions, rewards_, next_obs, store_dones)
+
+    def _on_episode_end(self, episode_reward: float, episode_length: int, info: dict) -> None:
+        """Called for every finished episode (before ``_on_dones``)."""
+
+    def _on_dones(self, dones: np.ndarray) -> None:
+        """Called after each VecEnv step in which some env finished an episode."""
+
+    def _training_due(self, first_step: int, n_steps: int, state: LearnState) -> Optional[Any]:
+        """
+        What to train after the env steps ``first_step ... first_step + n_steps - 1`` of this learn() call
+        (``self.num_timesteps`` already counts them): a plan for ``_train``, or None (no training now).
+        """
+        raise NotImplementedError
+
+    def _train(self, plan: Any, state: LearnState, writer) -> Optional[np.ndarray]:
+        """Run a plan of ``_training_due``; the training statistics for the log (or None)."""
+        raise NotImplementedError
+
+    def _log_values(self) -> List[Tuple[str, Any]]:
+        """Extra (key, value) pairs for the verbose log."""
+        return []
+
+    def _stats_names(self) -> List[str]:
+        """The names of the training statistics returned by ``_train``, for the verbose log."""
+        return []
+
+    def _log_due(self, state: LearnState, dones: np.ndarray) -> bool:
+        """Whether to write the verbose log now: every ``log_interval`` episodes (verbose >= 1)."""
+        return (self.verbose >= 1 and state.log_interval is not None and bool(dones.any())
+                and state.num_episodes % state.log_interval < int(dones.sum()))
+
+    def _dump_logs(self, state: LearnState) -> None:
+        """The verbose log of stable-baselines 2's off-policy algorithms."""
+        elapsed = max(time.time() - state.start_time, 1e-9)
+        fps = int(self.num_timesteps / elapsed) if state.reset_num_timesteps else int(state.steps / elapsed)
+        mean_reward = round(float(np.mean(state.episode_rewards)), 1) if state.episode_rewards else -np.inf
+        logger.logkv("episodes", state.num_episodes)
+        logger.logkv("mean 100 episode reward", mean_reward)
+        if len(self.ep_info_buf) > 0 and len(self.ep_info_buf[0]) > 0:
+            logger.logkv("ep_rewmean", safe_mean([ep_info["r"] for ep_info in self.ep_info_buf]))
+            logger.logkv("eplenmean", safe_mean([ep_info["l"] for ep_info in self.ep_info_buf]))
+        for key, value in self._log_values():
+            logger.logkv(key, value)
+        logger.logkv("fps", fps)
+        logger.logkv("time_elapsed", int(time.time() - state.start_time))
+        if len(state.episode_successes) > 0:
+            logger.logkv("success rate", np.mean(state.episode_successes))
+        if state.last_stats is not None:
+            for name, val in zip(self._stats_names(), np.asarray(state.last_stats).reshape(-1)):
+                logger.logkv(name, float(val))
+        logger.logkv("total timesteps", self.num_timesteps)
+        logger.dumpkvs()
+
+    # ------------------------------------------------------------------ the loop
+    def _learn(self, total_timesteps: int, callback=None, log_interval: Optional[int] = 100, tb_log_name: str = "run",
+               reset_num_timesteps: bool = True, replay_wrapper=None, progress_bar: bool = False):
+        """The learn loop of every off-policy algorithm (see the module docstring); returns ``self``."""
+        from sbtf.common.vec_env import unwrap_vec_normalize
+
+        with self._learn_context(), self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps,
+                                                   progress_bar) as (callback, writer):
+            self._vec_normalize_env = unwrap_vec_normalize(self.env)
+            self._ensure_replay_buffer()
+            if replay_wrapper is not None:
+                self.replay_buffer = replay_wrapper(self.replay_buffer)
+            total_timesteps = int(total_timesteps)
+            self._learn_start(total_timesteps)
+            self._collect_and_train(total_timesteps, callback, log_interval, reset_num_timesteps, writer)
+        return self
+
+    def _collect_and_train(self, total_timesteps: int, callback, log_interval: Optional[int],
+                           reset_num_timesteps: bool, writer) -> None:
+        env = self.env
+        n_envs = self.n_envs
+        vec_normalize = self._vec_normalize_env
+        state = LearnState(total_timesteps, log_interval, reset_num_timesteps)
+        current_rewards = np.zeros(n_envs, dtype=np.float64)
+        current_lengths = np.zeros(n_envs, dtype=np.int64)
+        obs = env.reset()
+        obs_ = vec_normalize.get_original_obs() if vec_normalize is not None else obs
+        callback.on_training_start(locals(), globals())
+        callback.on_rollout_start()
+        n_iterations = int(math.ceil(total_timesteps / n_envs))
+        for step in range(n_iterations):
+            buffer_actions, env_actions = self._select_actions(obs)
+            new_obs, rewards, dones, infos = env.step(env_actions)
+            self.num_timesteps += n_envs
+            state.steps += n_envs
+            # SB2 local names, for callbacks that read them
+            action, rew, reward, done, info = buffer_actions, rewards, rewards, dones, infos
+            callback.update_locals(locals())
+            if callback.on_step() is False:
+                break
+            if vec_normalize is not None:
+                new_obs_ = vec_normalize.get_original_obs()
+                rewards_ = vec_normalize.get_original_reward()
+            else:
+                new_obs_, rewards_ = new_obs, rewards
+            next_obs, store_dones = self._transitions(obs_, new_obs, new_obs_, rewards_, dones, infos)
+            self._store(obs_, buffer_actions, rewards_, next_obs, store_dones, infos)
+            obs = new_obs
+            obs_ = new_obs_
+
+            if writer is not None:
+                self.episode_reward = total_episode_reward_logger(
+                    self.episode_reward, np.asarray(rewards_).reshape((n_envs, 1)), dones.reshape((n_envs, 1)),
+                    writer, self.num_timesteps)
+            current_rewards += rewards_
+            current_lengths += 1
+            if dones.any():
+                for i in np.flatnonzero(dones):
+                    self._episode_finished(state, float(current_rewards[i]), int(current_lengths[i]), infos[i])
+                    current_rewards[i] = 0.0
+                    current_lengths[i] = 0
+                self._on_dones(dones)
+
+            plan = self._training_due(step * n_envs, n_envs, state)
+            if plan is not None:
+                callback.on_rollout_end()
+                stats = self._train(plan, state, writer)
+                if stats is not None:
+                    state.last_stats = stats
+                callback.on_rollout_start()
+
+            if self._log_due(state, dones):
+                self._dump_logs(state)
+        callback.on_training_end()
+
+    def _episode_finished(self, state: LearnState, episode_reward: float, episode_length: int, info: dict) -> None:
+        state.episode_rewards.append(episode_reward)
+        state.num_episodes += 1
+        maybe_ep_info = info.get("episode")
+        if maybe_ep_info is not None:
+            self.ep_info_buf.append(maybe_ep_info)
+        maybe_is_success = info.get("is_success")
+        if maybe_is_success is not None:
+            state.episode_successes.append(float(maybe_is_success))
+        self._on_episode_end(episode_reward, episode_length, info)
+
+
+_LEARN_DOC = """
+        Train the model for ``total_timesteps`` environment steps (summed over the envs of a VecEnv).
+
+        :param total_timesteps: (int) The total number of samples to train on
+        :param callback: (callable, [BaseCallback] or BaseCallback) called at every step
+        :param log_interval: (int) The number of episodes before logging (verbose >= 1)
+        :param tb_log_name: (str) the name of the run for tensorboard log
+        :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
+        :param replay_wrapper: (callable) wraps the replay buffer (HER)
+        :param progress_bar: (bool) show a progress bar (tqdm)
+        :return: ({algo}) the trained model
+        """
+
+
+def learn_doc(algo: str) -> Callable:
+    """Decorator: the shared ``learn`` docstring of the off-policy algorithms, returning an ``algo`` model."""
+    def decorate(fn: Callable) -> Callable:
+        fn.__doc__ = _LEARN_DOC.replace("{algo}", algo)
+        return fn
+    return decorate
+
+
+__all__ = ["OffPolicyAlgorithm", "LearnState", "learn_doc"]
