@@ -250,6 +250,9 @@ class _AliasLoader(importlib.abc.InspectLoader):
     def exec_module(self, module: types.ModuleType) -> None:
         if self._error is not None:
             raise self._error
+        if isinstance(self._module, _Facade):  # the facade is this path's own module: it gets the path's spec
+            self._module.__spec__ = module.__spec__
+            self._module.__loader__ = self
         # The import system returns sys.modules[name] after exec_module, so the sbtf module object itself is used.
         sys.modules[module.__name__] = self._module
 

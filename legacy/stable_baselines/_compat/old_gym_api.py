@@ -124,8 +124,15 @@ class Monitor(OldGymAPI, sbtf_monitor.Monitor):
     """
 
     def reset(self, **kwargs: Any) -> Any:  # pylint: disable=arguments-differ
-        """Reset the env (``kwargs``: the ``reset_keywords`` and anything the env's reset takes); return the obs."""
-        obs, _info = sbtf_monitor.Monitor.reset(self, **self._take_seed(kwargs))
+        """
+        Reset the env and return the first observation. ``kwargs``: the ``reset_keywords`` (handed to the gymnasium
+        env inside ``options``, the way gymnasium passes reset arguments) and anything the env's reset takes.
+        """
+        kwargs = self._take_seed(kwargs)
+        keywords = {key: kwargs.pop(key) for key in list(kwargs) if key in self.reset_keywords}
+        if keywords:
+            kwargs["options"] = {**(kwargs.get("options") or {}), **keywords}
+        obs, _info = sbtf_monitor.Monitor.reset(self, **kwargs)
         return obs
 
 
