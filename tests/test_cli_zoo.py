@@ -110,7 +110,7 @@ def test_enjoy_folder_time_feature_flags(zoo, tmp_path, capsys):
     shutil.copy(os.path.join(zoo, "a2c", "Pendulum-v0.zip"), folder / "a2c" / "Pendulum-v1.zip")
     code, _, err = _run(capsys, ["enjoy", "--folder", str(folder), "--algo", "a2c", "--env", "Pendulum-v1",
                                  "-n", "5"])
-    assert code == 2 and "a time feature is missing" in err and "time_feature=True" in err
+    assert code == 2 and "a time feature is missing" in err and "(on the command line: --time-feature)" in err
     code, out, _ = _run(capsys, ["enjoy", "--folder", str(folder), "--algo", "a2c", "--env", "Pendulum-v1",
                                  "-n", "5", "--time-feature"])
     assert code == 0 and "TimeFeatureWrapper" in out

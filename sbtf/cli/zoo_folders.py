@@ -55,7 +55,14 @@ def zoo_cli_error(exc: BaseException, what: str) -> CLIError:
     if isinstance(exc, gymnasium.error.Error):
         return CLIError("{}: {} (register the env first, e.g. with --gym-packages MODULE)".format(
             what, exc_text(exc)))
-    return CLIError("{}: {}".format(what, exc_text(exc)))
+    from sbtf.zoo.errors import MissingTimeFeatureError, ObservationMismatchError  # pylint: disable=import-outside-toplevel
+
+    hint = ""
+    if isinstance(exc, MissingTimeFeatureError):
+        hint = " (on the command line: --time-feature)"
+    elif isinstance(exc, ObservationMismatchError) and "time_feature=False" in str(exc):
+        hint = " (on the command line: --no-time-feature)"
+    return CLIError("{}: {}{}".format(what, exc_text(exc), hint))
 
 
 #: what loading a zoo agent may raise that is the user's input or installation, not a bug
