@@ -690,6 +690,51 @@ class ScopedConfigure(object):
         Logger.CURRENT = self.prevlogger  # type: ignore[assignment]
 
 
+def _demo(folder: Optional[str] = None) -> str:
+    """
+    Exercise the logger (stable-baselines 2's ``logger._demo``, which its tests call): levels, key/values and their
+    means, the stdout / log / json / csv outputs, :class:`ScopedConfigure`, :func:`reset`. The logger that was
+    configured before is restored afterwards.
+
+    :param folder: (str) where to write the demo's files (default: a new temporary folder)
+    :return: (str) the folder holding ``progress.json`` and ``progress.csv`` (``a`` and ``b`` over three dumps)
+    """
+    previous, previous_level = Logger.CURRENT, get_level()
+    folder = folder if folder is not None else tempfile.mkdtemp(prefix="sbtf-logger-demo-")
+    try:
+        info("hi")
+        debug("shouldn't appear")
+        set_level(DEBUG)
+        debug("should appear")
+        configure(folder=folder, format_strs=["stdout", "log", "json", "csv"])
+        logkv("a", 3)
+        logkv("b", 2.5)
+        dumpkvs()
+        logkv("b", -2.5)
+        logkv("a", 5.5)
+        dumpkvs()
+        info("^^^ should see a = 5.5")
+        logkv_mean("b", -22.5)
+        logkv_mean("b", -44.4)
+        logkv("a", 5.5)
+        dumpkvs()
+        info("^^^ should see b = -33.45")
+        with ScopedConfigure(os.path.join(folder, "scoped"), ["json"]):
+            logkv("b", -2.5)
+            dumpkvs()
+        logkv("a", "longasslongasslongasslongasslongasslongassvalue")
+        logkvs({"test": 1})
+        warn("hey")
+        error("oh")
+        reset()
+    finally:
+        if Logger.CURRENT is not previous and Logger.CURRENT is not Logger.DEFAULT:
+            Logger.CURRENT.close()
+        Logger.CURRENT = previous
+        set_level(previous_level)
+    return folder
+
+
 # ================================================================
 # Readers
 # ================================================================

@@ -3,17 +3,27 @@
 sbtf finds this module through the ``sbtf.cli`` entry point (``sbtf_converters.cli_plugin:register_subcommands``)
 or, in an installation without entry-point metadata, by importing it (``sbtf.cli.plugins.SUBCOMMAND_MODULES``).
 This is the only module of sbtf_converters that imports :mod:`sbtf.cli`. The commands themselves live next to what
-they drive -- :mod:`sbtf_converters.legacy` (``convert``) and :mod:`sbtf_converters.export` (``export``) -- and also
-run standalone (``python -m sbtf_converters.legacy convert ...``, ``python -m sbtf_converters.export ...``).
+they drive -- :mod:`sbtf_converters.legacy` (``convert``), :mod:`sbtf_converters.export` (``export``) and
+:mod:`sbtf.zoo` (``convert --folder``) -- and the first two also run standalone
+(``python -m sbtf_converters.legacy convert ...``, ``python -m sbtf_converters.export ...``).
+
+``sbtf convert`` converts either one stable-baselines 2 model file (``sbtf convert OLD NEW``) or an
+rl-baselines-zoo agent folder into an sbtf run folder (``sbtf convert --folder trained_agents/ --algo A --env E
+-f LOG_FOLDER``, which :func:`sbtf.zoo.convert_zoo_folder` writes and ``sbtf enjoy`` plays).
 """
 from __future__ import annotations
 
 import argparse
 
-from sbtf.cli import CLIError, register_subcommand
+from sbtf.cli import CLIError, add_zoo_arguments, convert_zoo_run, register_subcommand
 from sbtf_converters import export, legacy
 
 __all__ = ["register_subcommands"]
+
+CONVERT_HELP = "convert a stable-baselines 2.x model file, or an rl-baselines-zoo agent folder, to sbtf"
+CONVERT_DESCRIPTION = (legacy.CLI_DESCRIPTION + " With --folder ZOO_FOLDER --algo ALGO --env ENV_ID: write the "
+                       "rl-baselines-zoo agent of that folder (model, normalisation statistics, config) as an sbtf "
+                       "run folder LOG_FOLDER/ALGO/ENV_ID_N that 'sbtf enjoy' plays.")
 
 
 def _run_export(args: argparse.Namespace) -> int:
@@ -23,10 +33,53 @@ def _run_export(args: argparse.Namespace) -> int:
         raise CLIError(exc.message, exc.exit_code) from exc
 
 
+def _add_convert_arguments(parser: argparse.ArgumentParser) -> None:
+    legacy.add_arguments(parser, paths_optional=True)
+    add_zoo_arguments(parser, "convert an rl-baselines-zoo folder (trained_agents/: <algo>/<ENV_ID>.pkl and "
+                              "<ENV_ID>/config.yml) instead of one model file; needs --algo and --env")
+    parser.add_argument("--algo", default=None, metavar="ALGO", help="with --folder: the agent's algorithm")
+    parser.add_argument("--env", default=None, metavar="ENV_ID", help="with --folder: the agent's env id")
+    parser.add_argument("-f", "--log-folder", default="logs", metavar="LOG_FOLDER",
+                        help="with --folder: the sbtf log folder to write the run into (default: logs)")
+    parser.add_argument("--exp-id", type=int, default=None, metavar="N",
+                        help="with --folder: the run of a zoo log folder (ZOO_FOLDER/<algo>/<ENV_ID>_<N>/, 0: the "
+                             "latest); default: the trained_agents layout")
+    parser.add_argument("--allow-wrapper", action="append", default=[], metavar="MODULE.NAME",
+                        help="with --folder: an env_wrapper of config.yml that is neither sbtf's nor gymnasium's and "
+                             "that you trust (repeatable)")
+
+
+def _run_convert(args: argparse.Namespace) -> int:
+    if args.folder is None:
+        zoo_only = [flag for flag, value in (("--algo", args.algo), ("--env", args.env), ("--exp-id", args.exp_id),
+                                             ("--time-feature / --no-time-feature", args.time_feature is not None),
+                                             ("--allow-wrapper", args.allow_wrapper)) if value]
+        if zoo_only:
+            raise CLIError("{} can only be used with --folder (converting an rl-baselines-zoo folder)".format(
+                ", ".join(zoo_only)))
+        if args.old_path is None or args.new_path is None:
+            raise CLIError("give OLD_PATH NEW_PATH (a stable-baselines 2.x model file and the sbtf file to write), "
+                           "or --folder ZOO_FOLDER --algo ALGO --env ENV_ID (an rl-baselines-zoo agent folder)")
+        return legacy.run_cli(args)
+    single_file = [what for what, value in (("OLD_PATH NEW_PATH", args.old_path),
+                                            ("--vecnormalize-folder", args.vecnormalize_folder),
+                                            ("--vecnormalize-path", args.vecnormalize_path),
+                                            ("--json", args.json)) if value]
+    if single_file:
+        raise CLIError("--folder converts a whole zoo agent folder: {} cannot be used with it".format(
+            ", ".join(single_file)))
+    missing = [flag for flag, value in (("--algo", args.algo), ("--env", args.env)) if not value]
+    if missing:
+        raise CLIError("--folder needs {} (the agent's files are ZOO_FOLDER/<algo>/<ENV_ID>.pkl)".format(
+            " and ".join(missing)))
+    convert_zoo_run(args, args.algo.strip().lower())
+    return 0
+
+
 def register_subcommands() -> None:
     """Add ``convert`` and ``export`` to the ``sbtf`` command (idempotent: registering again replaces them)."""
-    register_subcommand("convert", legacy.run_cli, legacy.add_arguments, help=legacy.CLI_HELP,
-                        description=legacy.CLI_DESCRIPTION, replace=True)
+    register_subcommand("convert", _run_convert, _add_convert_arguments, help=CONVERT_HELP,
+                        description=CONVERT_DESCRIPTION, replace=True)
     register_subcommand("export", _run_export, export.add_cli_arguments, help=export.CLI_HELP,
                         description=export.CLI_DESCRIPTION, replace=True)
 

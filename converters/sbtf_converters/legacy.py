@@ -1047,10 +1047,16 @@ CLI_DESCRIPTION = ("Convert a stable-baselines 2.x model file (.pkl or .zip) to 
                    "2 the file cannot be converted (not a model, refused content, algorithm not in sbtf yet).")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``convert`` arguments (for ``sbtf.cli.register_subcommand`` or :func:`register_cli`)."""
-    parser.add_argument("old_path", help="the stable-baselines 2.x model file")
-    parser.add_argument("new_path", help="the sbtf model file to write (.zip)")
+def add_arguments(parser: argparse.ArgumentParser, paths_optional: bool = False) -> None:
+    """
+    The ``convert`` arguments (for ``sbtf.cli.register_subcommand`` or :func:`register_cli`).
+
+    :param parser: (argparse.ArgumentParser)
+    :param paths_optional: (bool) OLD and NEW may be left out (a command that converts other things too checks them)
+    """
+    nargs = "?" if paths_optional else None
+    parser.add_argument("old_path", nargs=nargs, help="the stable-baselines 2.x model file")
+    parser.add_argument("new_path", nargs=nargs, help="the sbtf model file to write (.zip)")
     parser.add_argument("--vecnormalize-folder", default=None,
                         help="folder with vecnormalize.pkl or obs_rms.pkl/ret_rms.pkl to convert too")
     parser.add_argument("--vecnormalize-path", default=None,

@@ -4,7 +4,9 @@ Subcommands::
 
     sbtf train --algo ppo2 --env CartPole-v1 [-n TIMESTEPS] [-f logs] [--hyperparams FILE.yml | KEY:VALUE ...] ...
     sbtf enjoy --algo ppo2 --env CartPole-v1 [-f logs] [--exp-id N] [--episodes N] [--gif out.gif] ...
+    sbtf enjoy --folder trained_agents/ --algo trpo --env BipedalWalker-v2   (an rl-baselines-zoo folder)
     sbtf convert OLD.pkl NEW.zip ...           (from sbtf_converters, when installed)
+    sbtf convert --folder trained_agents/ --algo A --env E -f logs   (a zoo agent as an sbtf run folder)
     sbtf export MODEL.zip --format onnx ...    (from sbtf_converters, when installed)
 
 ``python -m sbtf`` runs the same program. ``docs/cli.md`` documents every flag and the hyperparameter file format.
@@ -16,6 +18,7 @@ The package, one module per part:
   algorithm accepts comes from :mod:`sbtf.algorithms`);
 * :mod:`sbtf.cli.envs` -- env ids, env settings (normalize, frame_stack, env_wrapper, env_kwargs), the VecEnvs;
 * :mod:`sbtf.cli.runs` -- the run folders ``LOG_FOLDER/<algo>/<ENV_ID>_<run_id>/``;
+* :mod:`sbtf.cli.zoo_folders` -- rl-baselines-zoo folders (``enjoy --folder``, ``convert --folder``, ``zoo.yml``);
 * :mod:`sbtf.cli.plugins` -- the subcommand table: :func:`register_subcommand` and how other packages
   (``sbtf_converters``: ``convert``, ``export``) add theirs;
 * :mod:`sbtf.cli.errors` -- :class:`CLIError`.
@@ -47,6 +50,8 @@ from sbtf.cli.hyperparams import (ALGOS, ENV_KEYS, FLAG_KEYS, GAIL_KEYS, HER_KEY
 from sbtf.cli.envs import (SBTF_ENVS, VEC_NORMALIZE_KEYS, ZOO_WRAPPERS, EnvSettings, env_settings, make_env,
                            resolve_env, wrap_vec_env, wrapper_class)
 from sbtf.cli.runs import find_run_dir
+from sbtf.cli.zoo_folders import (ZOO_RECORD, ZooRecord, add_zoo_arguments, convert_zoo_run, open_zoo_agent,
+                                  read_zoo_record)
 # the built-in subcommands register themselves on import, in this order (``sbtf --help`` lists them so)
 from sbtf.cli.train import TrainPlan, plan_training, run_train
 from sbtf.cli.enjoy import make_play_env, run_enjoy
@@ -60,6 +65,7 @@ __all__ = [
     "safe_eval", "parse_value", "load_overrides", "valid_hyperparameters", "check_hyperparameter_names",
     "model_kwargs", "her_model_class", "resolve_env", "EnvSettings", "env_settings", "wrapper_class", "make_env",
     "wrap_vec_env", "find_run_dir", "TrainPlan", "plan_training", "run_train", "make_play_env", "run_enjoy",
+    "ZOO_RECORD", "ZooRecord", "add_zoo_arguments", "convert_zoo_run", "open_zoo_agent", "read_zoo_record",
 ]
 
 

@@ -1,11 +1,16 @@
 """``sbtf enjoy``: load a trained agent (and its VecNormalize statistics) and play it: the return of each episode,
 their mean +/- std, optionally a GIF.
+
+It plays an sbtf run folder (``LOG_FOLDER/<algo>/<ENV_ID>_<N>``, or ``--model PATH``) rebuilt from its
+``config.yml`` -- honouring ``zoo.yml`` when the run was converted from an rl-baselines-zoo agent -- or, with
+``--folder``, an rl-baselines-zoo folder as the zoo played it (:func:`sbtf.zoo.load_zoo_agent`).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 import yaml
@@ -15,18 +20,25 @@ from sbtf.cli.errors import CLIError, exc_text
 from sbtf.cli.hyperparams import algo_name, load_algorithm, load_default_hyperparams, positive_int
 from sbtf.cli.plugins import register_subcommand
 from sbtf.cli.runs import add_common_arguments, find_run_dir, safe_name
+from sbtf.cli.zoo_folders import ZooRecord, add_zoo_arguments, open_zoo_agent, read_zoo_record
+
+#: frames stacked for Atari agents (the DeepMind setting the zoo used)
+ATARI_FRAME_STACK = 4
 
 
 def add_enjoy_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
-    parser.add_argument("--exp-id", type=int, default=0, metavar="N",
-                        help="run number (LOG_FOLDER/<algo>/<ENV_ID>_<N>); 0: the latest (default)")
+    parser.add_argument("--exp-id", type=int, default=None, metavar="N",
+                        help="run number (LOG_FOLDER/<algo>/<ENV_ID>_<N>); 0: the latest (default). With --folder: "
+                             "the run of a zoo log folder (ZOO_FOLDER/<algo>/<ENV_ID>_<N>/); default: the "
+                             "trained_agents layout")
     parser.add_argument("-n", "--n-timesteps", type=positive_int, default=1000, metavar="STEPS",
                         help="maximum number of steps to play (default: 1000)")
     parser.add_argument("--episodes", type=int, default=None, metavar="N", help="stop after N episodes")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--deterministic", dest="deterministic", action="store_true", default=True,
-                       help="deterministic actions (default)")
+    group.add_argument("--deterministic", dest="deterministic", action="store_true", default=None,
+                       help="deterministic actions (default; for --folder and runs converted from the zoo: the "
+                            "zoo's choice, deterministic for dqn, ddpg, sac, her, td3 only)")
     group.add_argument("--stochastic", dest="deterministic", action="store_false",
                        help="sample actions from the policy")
     parser.add_argument("--gif", default=None, metavar="OUT.gif",
@@ -37,6 +49,9 @@ def add_enjoy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, metavar="PATH",
                         help="model file to play (instead of looking it up in LOG_FOLDER); vecnormalize.pkl and "
                              "config.yml next to it are used")
+    add_zoo_arguments(parser, "play an rl-baselines-zoo folder (trained_agents/: <algo>/<ENV_ID>.pkl and "
+                              "<ENV_ID>/config.yml) as the zoo played it: its env wrappers, normalisation, frame "
+                              "stacking and deterministic choice")
 
 
 def _write_gif(frames: List[Any], path: str, fps: float) -> None:
@@ -48,7 +63,7 @@ def _write_gif(frames: List[Any], path: str, fps: float) -> None:
 
 
 def make_play_env(env_id: str, stats_dir: str, settings: EnvSettings, seed: Optional[int],
-                  render_mode: Optional[str] = None) -> Any:
+                  render_mode: Optional[str] = None, atari: bool = False) -> Any:
     """
     The env ``enjoy`` plays in: one monitored env as at training time, with the run's VecNormalize statistics
     (``stats_dir/vecnormalize.pkl``, frozen: ``training=False``, ``norm_reward=False``) and frame stacking.
@@ -58,9 +73,16 @@ def make_play_env(env_id: str, stats_dir: str, settings: EnvSettings, seed: Opti
     :param settings: (EnvSettings) from the run's config.yml
     :param seed: (int)
     :param render_mode: (str) gymnasium render mode ('rgb_array' for a GIF, 'human' for a window)
+    :param atari: (bool) a DeepMind-wrapped Atari env with 4 stacked frames (a zoo Atari agent, see ``zoo.yml``)
     :return: (VecEnv)
     """
-    env = make_env(env_id, 1, seed, settings, render_mode=render_mode)
+    if atari:
+        if render_mode is not None:
+            raise CLIError("--gif and --render are not available for Atari agents (the DeepMind-wrapped env "
+                           "is made without a render mode)")
+        env = _make_atari_play_env(env_id, seed)
+    else:
+        env = make_env(env_id, 1, seed, settings, render_mode=render_mode)
     stats_path = os.path.join(stats_dir, "vecnormalize.pkl")
     if os.path.isfile(stats_path):
         from sbtf.common.vec_env import VecNormalize  # pylint: disable=import-outside-toplevel
@@ -81,19 +103,50 @@ def make_play_env(env_id: str, stats_dir: str, settings: EnvSettings, seed: Opti
     return env
 
 
-def run_enjoy(args: argparse.Namespace) -> int:
-    """The ``enjoy`` subcommand."""
-    import numpy as np  # pylint: disable=import-outside-toplevel
+def _make_atari_play_env(env_id: str, seed: Optional[int]) -> Any:
+    """One DeepMind-wrapped Atari env (``make_atari_env``) with 4 stacked frames, as the zoo played Atari agents."""
     import gymnasium  # pylint: disable=import-outside-toplevel
+    from sbtf.common.cmd_util import make_atari_env  # pylint: disable=import-outside-toplevel
+    from sbtf.common.vec_env import VecFrameStack  # pylint: disable=import-outside-toplevel
 
-    algo = algo_name(args.algo)
-    import_gym_packages(args.gym_packages)
-    env_id = resolve_env(args.env, algo, sorted(load_default_hyperparams(algo)))
-    name = safe_name(env_id)
+    try:
+        env = make_atari_env(env_id, num_env=1, seed=0 if seed is None else seed)
+    except (ImportError, gymnasium.error.DependencyNotInstalled) as exc:
+        raise CLIError("cannot make {}: {}".format(env_id, exc_text(exc)), exit_code=1) from exc
+    return VecFrameStack(env, ATARI_FRAME_STACK)
+
+
+@dataclass
+class PlaySession:
+    """What ``enjoy`` plays: the model, its env and how to act."""
+
+    model: Any
+    env: Any
+    model_path: str
+    env_id: str
+    deterministic: bool
+    #: a DeepMind-wrapped Atari env: a done without the Monitor's episode record is a lost life, not an episode
+    atari: bool = False
+
+
+def _check_play_arguments(args: argparse.Namespace) -> None:
     if args.gif and args.render:
         raise CLIError("--gif and --render cannot be used together (an env renders in one mode)")
     if args.episodes is not None and args.episodes < 1:
         raise CLIError("--episodes must be at least 1, got {}".format(args.episodes))
+    if args.folder is not None:
+        for flag, given in (("--model", args.model), ("--load-best", args.load_best)):
+            if given:
+                raise CLIError("{} cannot be used with --folder (a zoo folder names its model itself)".format(flag))
+    elif args.time_feature is not None:
+        raise CLIError("--{}time-feature applies to a zoo folder: use it with --folder".format(
+            "" if args.time_feature else "no-"))
+
+
+def _open_run(args: argparse.Namespace, algo: str, render_mode: Optional[str]) -> PlaySession:
+    """The model and env of an sbtf run folder (``-f LOG_FOLDER`` / ``--exp-id`` / ``--load-best`` / ``--model``)."""
+    env_id = resolve_env(args.env, algo, sorted(load_default_hyperparams(algo)))
+    name = safe_name(env_id)
     if args.model:
         model_path = args.model
         if not os.path.isfile(model_path) and os.path.isfile(model_path + ".zip"):
@@ -104,7 +157,7 @@ def run_enjoy(args: argparse.Namespace) -> int:
         if os.path.basename(stats_dir) == "checkpoints" and not os.path.isfile(os.path.join(stats_dir, "config.yml")):
             stats_dir = os.path.dirname(stats_dir)  # a checkpoint of a run: the run's config and statistics
     else:
-        stats_dir = find_run_dir(args.log_folder, algo, name, args.exp_id)
+        stats_dir = find_run_dir(args.log_folder, algo, name, args.exp_id or 0)
         model_path = os.path.join(stats_dir, "best_model.zip" if args.load_best else "{}.zip".format(name))
         if not os.path.isfile(model_path):
             what = "best model (was the run evaluated? see --eval-freq)" if args.load_best else "model"
@@ -116,10 +169,11 @@ def run_enjoy(args: argparse.Namespace) -> int:
         with open(config_path, "r", encoding="utf-8") as handle:
             config = yaml.safe_load(handle) or {}
     settings = env_settings(config, getattr(args, "allow_wrapper", ()), config_path)
+    record = read_zoo_record(stats_dir)
+    deterministic = _deterministic_choice(args.deterministic, record)
     algo_class = load_algorithm(algo)
 
-    render_mode = "rgb_array" if args.gif else ("human" if args.render else None)
-    env = make_play_env(env_id, stats_dir, settings, args.seed, render_mode=render_mode)
+    env = make_play_env(env_id, stats_dir, settings, args.seed, render_mode=render_mode, atari=record.atari)
     try:
         # predict-only: no env attached (ACER and recurrent policies cannot take an env with another number of
         # envs than at training time; playing needs only the observations)
@@ -127,8 +181,53 @@ def run_enjoy(args: argparse.Namespace) -> int:
     except (ValueError, TypeError, KeyError, OSError) as exc:
         env.close()
         raise CLIError("cannot load {} (--algo {}): {}".format(model_path, algo, exc_text(exc))) from exc
+    return PlaySession(model=model, env=env, model_path=model_path, env_id=env_id, deterministic=deterministic,
+                       atari=record.atari)
+
+
+def _deterministic_choice(flag: Optional[bool], record: ZooRecord) -> bool:
+    """``--deterministic`` / ``--stochastic`` when given, else the zoo's choice recorded in zoo.yml, else True."""
+    if flag is not None:
+        return flag
+    if record.deterministic is not None:
+        print("Using the rl-baselines-zoo's choice recorded in {}: {} actions (--deterministic / --stochastic "
+              "override it)".format(record.path, "deterministic" if record.deterministic else "stochastic"))
+        return record.deterministic
+    return True
+
+
+def _open_zoo_folder(args: argparse.Namespace, algo: str, render_mode: Optional[str]) -> PlaySession:
+    """The model and env of an rl-baselines-zoo folder (``--folder``), as the zoo played them."""
+    agent = open_zoo_agent(args, algo, render_mode=render_mode)
+    if agent.atari and render_mode is not None:
+        agent.close()
+        raise CLIError("--gif and --render are not available for Atari agents (the DeepMind-wrapped env is made "
+                       "without a render mode)")
+    return PlaySession(model=agent.model, env=agent.env, model_path=agent.paths.model_path, env_id=agent.env_id,
+                       deterministic=agent.deterministic, atari=agent.atari)
+
+
+def run_enjoy(args: argparse.Namespace) -> int:
+    """The ``enjoy`` subcommand."""
+    algo = algo_name(args.algo)
+    import_gym_packages(args.gym_packages)
+    _check_play_arguments(args)
+    render_mode = "rgb_array" if args.gif else ("human" if args.render else None)
+    if args.folder is not None:
+        session = _open_zoo_folder(args, algo, render_mode)
+    else:
+        session = _open_run(args, algo, render_mode)
+    return _play(session, args)
+
+
+def _play(session: PlaySession, args: argparse.Namespace) -> int:
+    """Play the session's model, print each episode's return and length and their mean; write the GIF."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import gymnasium  # pylint: disable=import-outside-toplevel
+
+    env, model, env_id = session.env, session.model, session.env_id
     print("Playing {} ({} actions) on {} for at most {} steps{}".format(
-        model_path, "deterministic" if args.deterministic else "stochastic", env_id, args.n_timesteps,
+        session.model_path, "deterministic" if session.deterministic else "stochastic", env_id, args.n_timesteps,
         "" if args.episodes is None else " / {} episode(s)".format(args.episodes)))
 
     frames: List[Any] = []
@@ -148,7 +247,7 @@ def run_enjoy(args: argparse.Namespace) -> int:
         state = None
         dones = np.zeros((1,), dtype=bool)
         for _ in range(args.n_timesteps):
-            action, state = model.predict(obs, state=state, mask=dones, deterministic=args.deterministic)
+            action, state = model.predict(obs, state=state, mask=dones, deterministic=session.deterministic)
             obs, rewards, dones, infos = env.step(action)
             current_return += float(np.asarray(rewards).reshape(-1)[0])
             current_length += 1
@@ -156,6 +255,8 @@ def run_enjoy(args: argparse.Namespace) -> int:
                 grab()
             if bool(np.asarray(dones).reshape(-1)[0]):
                 episode = (infos[0] or {}).get("episode") if infos else None
+                if episode is None and session.atari:
+                    continue  # a lost life: the game (the Monitor's episode) goes on
                 ep_return = float(episode["r"]) if episode else current_return
                 ep_length = int(episode["l"]) if episode else current_length
                 returns.append(ep_return)
@@ -190,4 +291,5 @@ def run_enjoy(args: argparse.Namespace) -> int:
 register_subcommand("enjoy", run_enjoy, add_enjoy_arguments,
                     help="play a trained agent (returns, GIF)",
                     description="Load a trained agent (and its VecNormalize statistics) and play it: prints each "
-                                "episode's return and their mean +/- std, optionally writes a GIF.")
+                                "episode's return and their mean +/- std, optionally writes a GIF. With --folder, "
+                                "play an rl-baselines-zoo agent folder as the zoo did.")

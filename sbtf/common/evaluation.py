@@ -27,8 +27,6 @@ def _is_monitor_wrapped(venv: Any) -> Optional[bool]:
 
     :return: (bool or None) None when it cannot be told (e.g. envs living in subprocesses)
     """
-    import gymnasium
-
     from sbtf.bench.monitor import Monitor
     from sbtf.common.vec_env import VecEnvWrapper
 
@@ -44,20 +42,25 @@ def _is_monitor_wrapped(venv: Any) -> Optional[bool]:
     envs = getattr(inner, "envs", None)
     if not isinstance(envs, (list, tuple)) or not envs:
         return None
+    return all(_monitor_in_chain(env) for env in envs)
 
-    def wrapped(env: Any) -> bool:
-        while True:
-            if isinstance(env, Monitor):
-                return True
-            if isinstance(env, gymnasium.Wrapper) or hasattr(env, "env"):
-                nxt = getattr(env, "env", None)
-                if nxt is None or nxt is env:
-                    return False
-                env = nxt
-            else:
+
+def _monitor_in_chain(env: Any) -> bool:
+    """Whether a ``Monitor`` is in the wrapper chain of a single env (followed through ``.env``)."""
+    import gymnasium
+
+    from sbtf.bench.monitor import Monitor
+
+    while True:
+        if isinstance(env, Monitor):
+            return True
+        if isinstance(env, gymnasium.Wrapper) or hasattr(env, "env"):
+            nxt = getattr(env, "env", None)
+            if nxt is None or nxt is env:
                 return False
-
-    return all(wrapped(env) for env in envs)
+            env = nxt
+        else:
+            return False
 
 
 def evaluate_policy(
@@ -73,9 +76,11 @@ def evaluate_policy(
     """
     Runs policy for ``n_eval_episodes`` episodes and returns average reward.
 
-    Works with a single env (put in a ``DummyVecEnv``) or a VecEnv with any number of envs: the
-    episodes are spread evenly over the envs (env ``i`` runs ``(n_eval_episodes + i) // n_envs`` of
-    them, so short episodes are not over-represented). When the envs are wrapped in a ``Monitor``,
+    Works with a single env or a VecEnv with any number of envs. A single env (gymnasium, or old gym API:
+    adapted) is stepped directly, as stable-baselines 2 did: ``predict`` gets one observation and the env
+    gets the unbatched action it returns. With a VecEnv, the episodes are spread evenly over the envs (env
+    ``i`` runs ``(n_eval_episodes + i) // n_envs`` of them, so short episodes are not over-represented).
+    When the envs are wrapped in a ``Monitor``,
     the episode reward and length are taken from ``info["episode"]`` (the raw rewards, not the ones
     scaled by ``VecNormalize``), and a ``done`` without it (e.g. a lost life in Atari) does not end
     an episode. Recurrent policies keep their ``state`` across steps and get ``mask=dones``.
@@ -96,16 +101,16 @@ def evaluate_policy(
     """
     if n_eval_episodes < 1:
         raise ValueError("n_eval_episodes must be at least 1, got {}".format(n_eval_episodes))
-    env = _as_vec_env(env)
+    from sbtf.common.vec_env import VecEnv
+
+    if not isinstance(env, VecEnv):
+        episode_rewards, episode_lengths = _evaluate_single_env(model, env, n_eval_episodes, deterministic, render,
+                                                                callback)
+        return _summary(episode_rewards, episode_lengths, reward_threshold, return_episode_rewards)
     n_envs = env.num_envs
     monitor_wrapped = _is_monitor_wrapped(env)
     if monitor_wrapped is False:
-        warnings.warn(
-            "The evaluation environment is not wrapped with a ``Monitor`` wrapper: the reported episode "
-            "rewards are the sums of the rewards the (possibly normalized or otherwise modified) env returns. "
-            "Wrap the env with ``Monitor`` to report the original episode rewards.",
-            UserWarning,
-        )
+        _warn_not_monitored()
     seen_monitor_info = False
 
     episode_rewards: List[float] = []
@@ -147,6 +152,21 @@ def evaluate_policy(
         if render:
             env.render()
 
+    return _summary(episode_rewards, episode_lengths, reward_threshold, return_episode_rewards)
+
+
+def _warn_not_monitored() -> None:
+    warnings.warn(
+        "The evaluation environment is not wrapped with a ``Monitor`` wrapper: the reported episode "
+        "rewards are the sums of the rewards the (possibly normalized or otherwise modified) env returns. "
+        "Wrap the env with ``Monitor`` to report the original episode rewards.",
+        UserWarning,
+    )
+
+
+def _summary(episode_rewards: List[float], episode_lengths: List[int], reward_threshold: Optional[float],
+             return_episode_rewards: bool) -> Union[Tuple[float, float], Tuple[List[float], List[int]]]:
+    """What ``evaluate_policy`` returns: the mean and std of the rewards, or the episodes' rewards and lengths."""
     mean_reward = float(np.mean(episode_rewards))
     std_reward = float(np.std(episode_rewards))
     if reward_threshold is not None and not mean_reward > reward_threshold:
@@ -154,3 +174,49 @@ def evaluate_policy(
     if return_episode_rewards:
         return episode_rewards, episode_lengths
     return mean_reward, std_reward
+
+
+def _evaluate_single_env(model: Any, env: Any, n_eval_episodes: int, deterministic: bool, render: bool,
+                         callback: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]]
+                         ) -> Tuple[List[float], List[int]]:
+    """
+    Play ``n_eval_episodes`` episodes on one (non-vectorized) env, as stable-baselines 2 did: ``predict`` on a
+    single observation, the unbatched action it returns passed to ``env.step``. With a ``Monitor`` in the env's
+    wrappers the episode figures are the Monitor's, and a ``done`` without them (a lost life) is not the end of an
+    episode: the env is reset and the episode goes on.
+
+    :return: ([float], [int]) the episode rewards and lengths
+    """
+    from sbtf.common.gym_compat import wrap_env
+
+    env = wrap_env(env)
+    monitor_wrapped = _monitor_in_chain(env)
+    if not monitor_wrapped:
+        _warn_not_monitored()
+    episode_rewards: List[float] = []
+    episode_lengths: List[int] = []
+    while len(episode_rewards) < n_eval_episodes:
+        obs, _ = env.reset()
+        state = None
+        done = False
+        episode_reward, episode_length = 0.0, 0
+        while not done:
+            action, state = model.predict(obs, state=state, mask=np.zeros((1,), dtype=bool),
+                                          deterministic=deterministic)
+            obs, reward, terminated, truncated, info = env.step(action)
+            done = bool(terminated or truncated)
+            episode_reward += float(reward)
+            episode_length += 1
+            if callback is not None:
+                callback(locals(), globals())
+            if render:
+                env.render()
+            ep_info = info.get("episode") if isinstance(info, dict) else None
+            if done and monitor_wrapped and ep_info is None:
+                obs, _ = env.reset()  # a lost life: the Monitor's episode goes on
+                done = False
+                continue
+            if done:
+                episode_rewards.append(float(ep_info["r"]) if ep_info is not None else episode_reward)
+                episode_lengths.append(int(ep_info["l"]) if ep_info is not None else episode_length)
+    return episode_rewards, episode_lengths

@@ -134,14 +134,22 @@ def is_old_gym_env(env: Any) -> bool:
     return all(hasattr(env, name) for name in ("reset", "step", "observation_space", "action_space"))
 
 
+#: a class attribute by which an env class declares that it follows the old gym API whatever its ``reset`` accepts
+#: (e.g. stable-baselines 2's ``Monitor``, whose ``reset(**kwargs)`` also takes gymnasium's keywords)
+OLD_GYM_API_ATTRIBUTE = "_sbtf_old_gym_api"
+
+
 def has_old_reset_signature(env: Any) -> bool:
     """
-    Tell whether ``env.reset`` cannot take gymnasium's ``seed`` keyword (an old-gym ``reset(self)``), which makes even a
-    ``gymnasium.Env`` subclass an old-API env that :func:`wrap_env` adapts.
+    Tell whether ``env.reset`` cannot take gymnasium's ``seed`` keyword (an old-gym ``reset(self)``), or the env's class
+    declares the old API (:data:`OLD_GYM_API_ATTRIBUTE`), which makes even a ``gymnasium.Env`` subclass an old-API
+    env that :func:`wrap_env` adapts.
 
     :param env: (Any)
     :return: (bool)
     """
+    if getattr(type(env), OLD_GYM_API_ATTRIBUTE, False):
+        return True
     reset = getattr(env, "reset", None)
     return callable(reset) and not _accepts_keyword(reset, "seed")
 

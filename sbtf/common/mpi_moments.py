@@ -64,4 +64,32 @@ def mpi_moments(arr, axis: int = 0, comm=None, keepdims: bool = False) -> Tuple[
     return mean, std, count
 
 
+def _helper_runningmeanstd(comm=None) -> None:
+    """
+    Check :func:`mpi_moments` against NumPy over the ranks (stable-baselines 2's helper, which its tests run as
+    ``mpirun -np 3 python -c "from stable_baselines.common.mpi_moments import _helper_runningmeanstd;
+    _helper_runningmeanstd()"``). Three arrays are split along the axis of the moments; rank ``r`` holds the parts
+    ``r, r + size, ...`` (so any number of ranks works, also a single process), and the moments over the ranks must
+    equal those of the whole array.
+
+    :param comm: (MPI Communicator) if None, MPI.COMM_WORLD (or the one-process stand-in)
+    :raises AssertionError: when the moments differ
+    """
+    comm = get_comm(comm)
+    rank, size = comm.Get_rank(), comm.Get_size()
+    rng = np.random.RandomState(0)
+    cases = [((rng.randn(3), rng.randn(4), rng.randn(5)), 0),
+             ((rng.randn(3, 2), rng.randn(4, 2), rng.randn(5, 2)), 0),
+             ((rng.randn(2, 3), rng.randn(2, 4), rng.randn(2, 4)), 1)]
+    for parts, axis in cases:
+        whole = np.concatenate(parts, axis=axis)
+        mine = [part for index, part in enumerate(parts) if index % size == rank]
+        local = np.concatenate(mine, axis=axis) if mine else np.take(whole, [], axis=axis)
+        expected = (whole.mean(axis=axis), whole.std(axis=axis), whole.shape[axis])
+        for want, got in zip(expected, mpi_moments(local, axis=axis, comm=comm)):
+            print(want, got)
+            assert np.allclose(want, got), (want, got)
+            print("ok!")
+
+
 __all__ = ["mpi_mean", "mpi_moments"]

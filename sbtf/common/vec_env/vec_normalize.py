@@ -12,7 +12,8 @@ import math
 import os
 import pickle
 import warnings
-from typing import Any, Dict, Optional
+from collections import OrderedDict
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 from gymnasium import spaces
@@ -30,6 +31,8 @@ _SAVE_FORMAT_VERSION = 1
 _SETTINGS = ("training", "norm_obs", "norm_reward", "clip_obs", "clip_reward", "gamma", "epsilon")
 _DEFAULTS = {"training": True, "norm_obs": True, "norm_reward": True, "clip_obs": 10., "clip_reward": 10.,
              "gamma": 0.99, "epsilon": 1e-8}
+#: the statistics of a Dict observation space: one RunningMeanStd per normalised (Box) entry
+DictStatistics = Dict[str, RunningMeanStd]
 
 # ----- reading statistics files: an allow-list for the safe pickle interpreter -----
 _RMS_MODULES = {
@@ -142,7 +145,9 @@ class VecNormalize(VecEnvWrapper):
     Normalises observations and rewards of a VecEnv with running statistics.
 
     Observations are normalised with the running mean / variance of the observations, rewards are divided by the
-    running standard deviation of the discounted return. Both are clipped. Normalised observations and rewards are
+    running standard deviation of the discounted return. Both are clipped. With a ``Dict`` observation space, each
+    ``Box`` entry (or each entry of ``norm_obs_keys``) has its own statistics (``obs_rms`` is then a dict of them,
+    as in stable-baselines 3) and the other entries pass through unchanged; ``Tuple`` spaces are not supported. Normalised observations and rewards are
     float32 (statistics are kept in float64). ``terminal_observation`` entries in the infos are normalised too, so
     that bootstrapping from them sees the same inputs as the policy.
 
@@ -156,16 +161,28 @@ class VecNormalize(VecEnvWrapper):
     :param clip_reward: (float) normalised rewards are clipped to [-clip_reward, clip_reward]
     :param gamma: (float) discount factor of the return whose variance scales the rewards
     :param epsilon: (float) added to variances before the square root
+    :param norm_obs_keys: ([str]) Dict observation spaces only: the entries to normalise (``Box`` entries); default:
+        every ``Box`` entry
     """
 
     def __init__(self, venv: VecEnv, training: bool = True, norm_obs: bool = True, norm_reward: bool = True,
-                 clip_obs: float = 10., clip_reward: float = 10., gamma: float = 0.99, epsilon: float = 1e-8):
+                 clip_obs: float = 10., clip_reward: float = 10., gamma: float = 0.99, epsilon: float = 1e-8,
+                 norm_obs_keys: Optional[Sequence[str]] = None):
         VecEnvWrapper.__init__(self, venv)
-        if norm_obs and isinstance(self.observation_space, (spaces.Dict, spaces.Tuple)):
-            raise ValueError("VecNormalize cannot normalise {} observation spaces; use norm_obs=False or flatten the "
-                             "observations (gymnasium.wrappers.FlattenObservation)".format(
-                                 type(self.observation_space).__name__))
-        self.obs_rms = RunningMeanStd(shape=self.observation_space.shape)
+        if norm_obs and isinstance(self.observation_space, spaces.Tuple):
+            raise ValueError("VecNormalize cannot normalise Tuple observation spaces; use norm_obs=False or flatten "
+                             "the observations (gymnasium.wrappers.FlattenObservation)")
+        self.norm_obs_keys: Optional[List[str]] = None
+        self.obs_rms: Union[RunningMeanStd, DictStatistics]
+        if isinstance(self.observation_space, spaces.Dict):
+            self.norm_obs_keys = _dict_keys_to_normalize(self.observation_space, norm_obs_keys)
+            self.obs_rms = OrderedDict((key, RunningMeanStd(shape=self.observation_space.spaces[key].shape))
+                                       for key in self.norm_obs_keys)
+        else:
+            if norm_obs_keys is not None:
+                raise ValueError("norm_obs_keys only applies to Dict observation spaces, not to {}".format(
+                    type(self.observation_space).__name__))
+            self.obs_rms = RunningMeanStd(shape=self.observation_space.shape)
         self.ret_rms = RunningMeanStd(shape=())
         self.clip_obs = clip_obs
         self.clip_reward = clip_reward
@@ -182,7 +199,9 @@ class VecNormalize(VecEnvWrapper):
     # ----- pickling: plain data only, never the venv -----
     def _to_data(self) -> Dict[str, Any]:
         data: Dict[str, Any] = {"format": _SAVE_FORMAT, "format_version": _SAVE_FORMAT_VERSION,
-                                "obs_rms": _rms_to_data(self.obs_rms), "ret_rms": _rms_to_data(self.ret_rms)}
+                                "obs_rms": _obs_rms_to_data(self.obs_rms), "ret_rms": _rms_to_data(self.ret_rms)}
+        if self.norm_obs_keys is not None:
+            data["norm_obs_keys"] = list(self.norm_obs_keys)
         for name in _SETTINGS:
             value = getattr(self, name)
             data[name] = bool(value) if isinstance(value, (bool, np.bool_)) else float(value)
@@ -207,7 +226,12 @@ class VecNormalize(VecEnvWrapper):
             raise ModelDataError(f"{where} are not VecNormalize statistics: {missing} missing.")
         self = cls.__new__(cls)
         self.__dict__["venv"] = None
-        self.obs_rms = _rms_from_data(data["obs_rms"], f"{where} (obs_rms)")
+        norm_obs_keys = data.get("norm_obs_keys")
+        if norm_obs_keys is None:
+            self.norm_obs_keys = None
+            self.obs_rms = _rms_from_data(data["obs_rms"], f"{where} (obs_rms)")
+        else:
+            self.norm_obs_keys, self.obs_rms = _dict_statistics_from_data(norm_obs_keys, data["obs_rms"], where)
         self.ret_rms = _rms_from_data(data["ret_rms"], f"{where} (ret_rms)")
         for name in _SETTINGS:
             setattr(self, name, _setting(name, data.get(name, _DEFAULTS[name]), where))
@@ -232,9 +256,7 @@ class VecNormalize(VecEnvWrapper):
         if self.__dict__.get("venv") is not None:
             raise ValueError("Trying to set venv of already initialized VecNormalize wrapper.")
         VecEnvWrapper.__init__(self, venv)
-        if self.obs_rms.mean.shape != self.observation_space.shape:
-            raise ModelDataError("venv is incompatible with current statistics: observations of shape {} but "
-                                 "statistics of shape {}".format(self.observation_space.shape, self.obs_rms.mean.shape))
+        _check_statistics_fit(self.obs_rms, self.observation_space, "venv is incompatible with current statistics")
         self.ret = np.zeros(self.num_envs)
 
     # ----- VecEnv API -----
@@ -247,7 +269,7 @@ class VecNormalize(VecEnvWrapper):
         self.old_rews = rews
 
         if self.training:
-            self.obs_rms.update(obs)
+            self._update_obs(obs)
         obs = self.normalize_obs(obs)
 
         if self.training:
@@ -261,21 +283,38 @@ class VecNormalize(VecEnvWrapper):
         self.ret[news] = 0
         return obs, rews, news, infos
 
+    def _update_obs(self, obs: Any) -> None:
+        """Update the observation statistics (one per normalised entry of a Dict observation)."""
+        if isinstance(self.obs_rms, dict):
+            for key, rms in self.obs_rms.items():
+                rms.update(np.asarray(obs[key]))
+        else:
+            self.obs_rms.update(obs)
+
     def _update_reward(self, reward: np.ndarray) -> None:
         """Update reward normalization statistics."""
         self.ret = self.ret * self.gamma + reward
         self.ret_rms.update(self.ret)
 
-    def normalize_obs(self, obs: np.ndarray) -> np.ndarray:
+    def normalize_obs(self, obs: Any) -> Any:
         """
         Normalise observations with the current statistics (without updating them).
 
-        :param obs: (np.ndarray) observations (a batch, or a single observation)
-        :return: (np.ndarray) float32 normalised observations (unchanged input if ``norm_obs`` is False)
+        :param obs: (np.ndarray or dict) observations (a batch, or a single observation); for a Dict observation
+            space a dict, whose entries in ``norm_obs_keys`` are normalised (a new dict; the others are kept)
+        :return: (np.ndarray or dict) float32 normalised observations (unchanged input if ``norm_obs`` is False)
         """
         if not self.norm_obs:
             return obs
-        normalized = (np.asarray(obs, dtype=np.float64) - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + self.epsilon)
+        if isinstance(self.obs_rms, dict):
+            normalized_dict = OrderedDict(obs)
+            for key, rms in self.obs_rms.items():
+                normalized_dict[key] = self._normalize_array(obs[key], rms)
+            return normalized_dict
+        return self._normalize_array(obs, self.obs_rms)
+
+    def _normalize_array(self, obs: np.ndarray, rms: RunningMeanStd) -> np.ndarray:
+        normalized = (np.asarray(obs, dtype=np.float64) - rms.mean) / np.sqrt(rms.var + self.epsilon)
         return np.clip(normalized, -self.clip_obs, self.clip_obs).astype(np.float32)
 
     def normalize_reward(self, reward: np.ndarray) -> np.ndarray:
@@ -296,6 +335,8 @@ class VecNormalize(VecEnvWrapper):
         """
         if self.old_obs is None:
             raise RuntimeError("get_original_obs(): no observation yet, call reset() first")
+        if isinstance(self.old_obs, dict):
+            return OrderedDict((key, np.array(value, copy=True)) for key, value in self.old_obs.items())
         return np.array(self.old_obs, copy=True)
 
     def get_original_reward(self) -> np.ndarray:
@@ -360,6 +401,9 @@ class VecNormalize(VecEnvWrapper):
             This function will be removed in a future version, use ``save`` instead
         """
         warnings.warn("Usage of `save_running_average` is deprecated. Please use `save` instead.", DeprecationWarning)
+        if isinstance(self.obs_rms, dict):
+            raise ValueError("save_running_average() writes one obs_rms.pkl, which cannot hold the statistics of a "
+                             "Dict observation space; use save() instead")
         atomic_write_many({os.path.join(path, "{}.pkl".format(name)): pickle.dumps(
             _rms_to_data(rms), protocol=pickle.HIGHEST_PROTOCOL)
             for rms, name in ((self.obs_rms, "obs_rms"), (self.ret_rms, "ret_rms"))})
@@ -380,8 +424,61 @@ class VecNormalize(VecEnvWrapper):
             file_path = os.path.join(path, "{}.pkl".format(name))
             value = _read_statistics(file_path, "running mean/std statistics file")
             loaded[name] = _rms_from_data(value, f"The statistics in {file_path}")
+        if isinstance(self.obs_rms, dict):
+            raise ModelDataError("{}: obs_rms.pkl holds one statistic, but the observations are a Dict; use "
+                                 "VecNormalize.load with a file written by save()".format(path))
         if loaded["obs_rms"].mean.shape != self.observation_space.shape:
             raise ModelDataError("{}: statistics of shape {} do not match observations of shape {}".format(
                 os.path.join(path, "obs_rms.pkl"), loaded["obs_rms"].mean.shape, self.observation_space.shape))
         self.obs_rms = loaded["obs_rms"]
         self.ret_rms = loaded["ret_rms"]
+
+
+def _dict_keys_to_normalize(space: spaces.Dict, norm_obs_keys: Optional[Sequence[str]]) -> List[str]:
+    """The entries of a Dict observation space to normalise: ``norm_obs_keys`` (checked), else every Box entry."""
+    if norm_obs_keys is None:
+        return [key for key, sub in space.spaces.items() if isinstance(sub, spaces.Box)]
+    keys = [str(key) for key in norm_obs_keys]
+    for key in keys:
+        if key not in space.spaces:
+            raise ValueError("norm_obs_keys: {!r} is not an entry of the observation space (entries: {})".format(
+                key, ", ".join(map(str, space.spaces))))
+        if not isinstance(space.spaces[key], spaces.Box):
+            raise ValueError("norm_obs_keys: the entry {!r} is a {}; VecNormalize normalises Box entries only".format(
+                key, type(space.spaces[key]).__name__))
+    return keys
+
+
+def _obs_rms_to_data(obs_rms: Union[RunningMeanStd, DictStatistics]) -> Any:
+    if isinstance(obs_rms, dict):
+        return {str(key): _rms_to_data(rms) for key, rms in obs_rms.items()}
+    return _rms_to_data(obs_rms)
+
+
+def _dict_statistics_from_data(keys: Any, data: Any, where: str):
+    """``(norm_obs_keys, {key: RunningMeanStd})`` of a Dict observation space's statistics (validated)."""
+    data = _state_of(data)
+    if not isinstance(keys, (list, tuple)) or not all(isinstance(key, str) for key in keys):
+        raise ModelDataError(f"{where}: norm_obs_keys must be a list of entry names, not {keys!r}."[:300])
+    if not isinstance(data, dict) or sorted(map(str, data)) != sorted(keys):
+        found = sorted(map(str, data))[:8] if isinstance(data, dict) else type(data).__name__
+        raise ModelDataError(f"{where}: obs_rms must hold the statistics of the entries {list(keys)}, found {found}.")
+    statistics = OrderedDict((key, _rms_from_data(data[key], f"{where} (obs_rms[{key!r}])")) for key in keys)
+    return list(keys), statistics
+
+
+def _check_statistics_fit(obs_rms: Union[RunningMeanStd, DictStatistics], space: spaces.Space, what: str) -> None:
+    """Raise ModelDataError when the statistics do not fit the observation space (shapes, Dict entries)."""
+    if isinstance(obs_rms, dict):
+        if not isinstance(space, spaces.Dict):
+            raise ModelDataError("{}: statistics of the Dict entries {} but a {} observation space".format(
+                what, list(obs_rms), type(space).__name__))
+        for key, rms in obs_rms.items():
+            sub = space.spaces.get(key)
+            if not isinstance(sub, spaces.Box) or sub.shape != rms.mean.shape:
+                raise ModelDataError("{}: statistics of shape {} for the entry {!r}, but the observation space has "
+                                     "{}".format(what, rms.mean.shape, key, sub))
+        return
+    if isinstance(space, spaces.Dict) or obs_rms.mean.shape != space.shape:
+        raise ModelDataError("{}: observations of shape {} but statistics of shape {}".format(
+            what, space.shape if not isinstance(space, spaces.Dict) else "Dict", obs_rms.mean.shape))

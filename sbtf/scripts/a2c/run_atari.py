@@ -1,0 +1,55 @@
+"""A2C on an Atari game: stable-baselines 2's ``a2c/run_atari.py`` on sbtf.
+
+::
+
+    python -m sbtf.scripts.a2c.run_atari --env BreakoutNoFrameskip-v4 --policy cnn --lr_schedule constant
+
+Atari envs need ale-py (``pip install "sbtf[atari]"``).
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from sbtf import logger
+from sbtf.a2c import A2C
+from sbtf.common.cmd_util import atari_arg_parser, make_atari_env
+from sbtf.common.policies import CnnLnLstmPolicy, CnnLstmPolicy, CnnPolicy
+from sbtf.common.vec_env import VecFrameStack
+
+#: the ``--policy`` choices
+POLICIES = {"cnn": CnnPolicy, "lstm": CnnLstmPolicy, "lnlstm": CnnLnLstmPolicy}
+
+
+def train(env_id: str, num_timesteps: int, seed: int, policy: str, lr_schedule: str, num_env: int) -> None:
+    """
+    Train A2C on an Atari game (4 stacked DeepMind frames), for ``1.1 * num_timesteps`` steps as SB2 did.
+
+    :param env_id: (str) a ``NoFrameskip`` env id
+    :param num_timesteps: (int) the number of timesteps
+    :param seed: (int) the seed
+    :param policy: (str) 'cnn', 'lstm' or 'lnlstm'
+    :param lr_schedule: (str) the learning rate schedule ('constant', 'linear', ...)
+    :param num_env: (int) the number of envs
+    """
+    if policy not in POLICIES:
+        raise ValueError("Error: policy {} not implemented (choose from {})".format(policy, ", ".join(POLICIES)))
+    env = VecFrameStack(make_atari_env(env_id, num_env, seed), 4)
+    model = A2C(POLICIES[policy], env, lr_schedule=lr_schedule, seed=seed)
+    model.learn(total_timesteps=int(num_timesteps * 1.1))
+    env.close()
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    """Parse the flags (``--env``, ``--seed``, ``--num-timesteps``, ``--policy``, ``--lr_schedule``) and train."""
+    parser = atari_arg_parser()
+    parser.add_argument("--policy", choices=list(POLICIES), default="cnn", help="Policy architecture")
+    parser.add_argument("--lr_schedule", choices=["constant", "linear"], default="constant",
+                        help="Learning rate schedule")
+    args = parser.parse_args(argv)
+    logger.configure()
+    train(args.env, num_timesteps=args.num_timesteps, seed=args.seed, policy=args.policy,
+          lr_schedule=args.lr_schedule, num_env=16)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""stable-baselines 2's ``ppo1/experiments`` scripts, on sbtf."""
