@@ -1,10 +1,12 @@
-"""What SAC and TD3 share on top of ``OffPolicyAlgorithm``: the learning-rate schedule, action noise, random
-exploration, the training schedule (``train_freq``, ``gradient_steps``, ``learning_starts``, a per-step flag every
-``N`` gradient steps) and the K-gradient-step ``TrainStep`` (K stacked minibatches in, averaged statistics out; the
-acting weights of the updated policies are installed by the step itself)."""
+"""What SAC and TD3 share on top of ``OffPolicyAlgorithm``: the common hyperparameters, building the model and target
+policies and their parameter lists, the learning-rate schedule, action noise, random exploration, the training
+schedule (``train_freq``, ``gradient_steps``, ``learning_starts``, a per-step flag every ``N`` gradient steps), the
+K-gradient-step ``TrainStep`` (K stacked minibatches in, averaged statistics out; the acting weights of the updated
+policies are installed by the step itself), ``predict`` and behaviour cloning of the actor."""
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from collections import OrderedDict
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -12,6 +14,7 @@ import tensorflow as tf
 from sbtf.common.fast_call import TrainStep
 from sbtf.common.math_util import scale_action, unscale_action
 from sbtf.common.off_policy_algorithm import LearnState, OffPolicyAlgorithm
+from sbtf.common.off_policy_train import TrainStepCache
 from sbtf.common.schedules import get_schedule_fn
 
 #: a training plan of SAC/TD3: (per-gradient-step flags, learning rate)
@@ -22,11 +25,90 @@ class ActorCriticOffPolicyAlgorithm(OffPolicyAlgorithm):
     """
     Bookkeeping shared by SAC and TD3.
 
-    Subclasses implement ``_explore_step(obs)`` (the policy's actions in [-1, 1] before action noise),
-    ``_trains_after(step, timestep)`` (SB2's train-frequency test), ``_flag_period`` (SAC: target updates, TD3: policy
-    updates every that many gradient steps) and ``_train``.
+    Subclasses implement ``setup_model`` (with ``_build_policies`` and ``_finish_setup``), ``_build_train_step``,
+    ``_explore_step(obs)`` (the policy's actions in [-1, 1] before action noise), ``_predict_step(obs,
+    deterministic)``, ``_deterministic_actor(obs)`` (TF), ``_trains_after(step, timestep)`` (SB2's train-frequency
+    test), ``_flag_period`` (SAC: target updates, TD3: policy updates every that many gradient steps),
+    ``_train_stat_names`` and ``_train``.
     """
 
+    #: the attribute holding the target policy (SB2's names: SAC ``target_policy``, TD3 ``target_policy_tf``)
+    _target_policy_attr = "target_policy"
+
+    def __init__(self, policy, env, policy_base, *, gamma, learning_rate, buffer_size, learning_starts, train_freq,
+                 batch_size, tau, gradient_steps, action_noise, random_exploration, verbose, tensorboard_log,
+                 policy_kwargs, full_tensorboard_log, seed, n_cpu_tf_sess):
+        super().__init__(policy=policy, env=env, replay_buffer=None, verbose=verbose, policy_base=policy_base,
+                         requires_vec_env=False, policy_kwargs=policy_kwargs, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
+        self.buffer_size = buffer_size
+        self.learning_rate = learning_rate
+        self.learning_starts = learning_starts
+        self.train_freq = train_freq
+        self.batch_size = batch_size
+        self.tau = tau
+        self.gradient_steps = gradient_steps
+        self.gamma = gamma
+        self.action_noise = action_noise
+        self.random_exploration = random_exploration
+        self.tensorboard_log = tensorboard_log
+        self.full_tensorboard_log = full_tensorboard_log
+
+        self.policy_tf = None
+        setattr(self, self._target_policy_attr, None)
+        self.params = None
+        self.target_params = None
+        self._train_steps = None
+        self._learn_t0 = 0
+
+    # ------------------------------------------------------------------ setup
+    def _build_policies(self, policy_base: type) -> Tuple[object, object]:
+        """Check the policy class and the spaces, seed, and build the model policy and the target policy."""
+        policy, name = self.policy, type(self).__name__
+        if not (isinstance(policy, type) and issubclass(policy, policy_base)):
+            raise ValueError(f"Error: the input policy for the {name} model must be a subclass of "
+                             f"{policy_base.__module__}.{policy_base.__name__} (e.g. 'MlpPolicy'), got {policy!r}.")
+        if self.observation_space is None or self.action_space is None:
+            raise ValueError(f"Error: {name} needs an environment (or the spaces of a saved model) to build its "
+                             "networks.")
+        self.set_random_seed(self.seed)
+        self.policy_tf = policy(None, self.observation_space, self.action_space, **self.policy_kwargs)
+        target_policy = policy(None, self.observation_space, self.action_space, **self.policy_kwargs)
+        setattr(self, self._target_policy_attr, target_policy)
+        return self.policy_tf, target_policy
+
+    @staticmethod
+    def _init_targets(targets: Sequence, sources: Sequence) -> None:
+        """Start the target networks as copies of their sources."""
+        for target, source in zip(targets, sources):
+            if tuple(target.shape) != tuple(source.shape):
+                raise RuntimeError("Error: the target networks do not match the networks they follow.")
+            target.assign(source)
+
+    def _finish_setup(self) -> None:
+        """After the networks and optimizers: the train-step cache, SB2's parameter lists and the replay buffer."""
+        self._train_steps = TrainStepCache(self._build_train_step)
+        named = self._named_parameters()
+        self.params = [var for name, var in named.items() if name.startswith("model/")]
+        self.target_params = [var for name, var in named.items() if name.startswith("target/")]
+        self._ensure_replay_buffer()
+
+    def _build_train_step(self, n_steps: int, variant) -> TrainStep:
+        raise NotImplementedError
+
+    def _extra_model_parameters(self) -> "OrderedDict[str, tf.Variable]":
+        """Parameters saved after the model policy's (SAC: the learned ``model/log_ent_coef:0``)."""
+        return OrderedDict()
+
+    def _policies(self) -> list:
+        return [p for p in (self.policy_tf, getattr(self, self._target_policy_attr)) if p is not None]
+
+    def _named_parameters(self) -> "OrderedDict[str, tf.Variable]":
+        params = OrderedDict(self.policy_tf.named_parameters("model"))
+        params.update(self._extra_model_parameters())
+        params.update(getattr(self, self._target_policy_attr).named_parameters("target"))
+        return params
+
+    # ------------------------------------------------------------------ collection and training schedule
     def _explore_step(self, obs: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
@@ -36,6 +118,11 @@ class ActorCriticOffPolicyAlgorithm(OffPolicyAlgorithm):
 
     @property
     def _flag_period(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def _train_stat_names(self) -> Sequence[str]:
+        """The statistics the train step returns, in order."""
         raise NotImplementedError
 
     def _learn_start(self, total_timesteps: int) -> None:
@@ -87,14 +174,16 @@ class ActorCriticOffPolicyAlgorithm(OffPolicyAlgorithm):
     def _log_values(self):
         return [("n_updates", self._n_updates), ("current_lr", self._current_lr)]
 
-    def _k_step_train_step(self, one_step: Callable, n_steps: int, variant, stat_names: Sequence[str],
-                           updates: Sequence, name: str) -> TrainStep:
+    def _k_step_train_step(self, one_step: Callable, n_steps: int, variant, updates: Sequence,
+                           name: str) -> TrainStep:
         """
         A ``TrainStep`` running ``one_step`` ``n_steps`` times on stacked minibatches and averaging its statistics
-        (``one_step(obs, actions, rewards, next_obs, dones, lr, seed, flag) -> stack(stats)``); with one step its
-        last argument is ``variant``, else the step's entry of the ``flags`` input.
+        (``one_step(obs, actions, rewards, next_obs, dones, lr, seed, flag) -> stack(stats)``, in the order of
+        ``_train_stat_names``); with one step its last argument is ``variant``, else the step's entry of the ``flags``
+        input.
         """
         policy = self.policy_tf
+        stat_names = list(self._train_stat_names)
         k_b = (n_steps, int(self.batch_size))
         obs_spec = tf.TensorSpec(k_b + tuple(policy.obs_shape), tf.as_dtype(policy.obs_dtype))
         inputs = {"obs": obs_spec, "next_obs": obs_spec, "actions": tf.TensorSpec(k_b + (policy.n_act,), tf.float32),
@@ -118,16 +207,55 @@ class ActorCriticOffPolicyAlgorithm(OffPolicyAlgorithm):
 
         return TrainStep(train, inputs, updates=updates, jit_compile=self._use_xla(policy), name=name)
 
-    def _call_train(self, flags: Sequence[bool], lr: float) -> Dict[str, np.ndarray]:
-        """Sample ``len(flags)`` batches and run the train step for them; its named statistics."""
+    def _run_train(self, flags: Sequence[bool], lr: float) -> np.ndarray:
+        """``len(flags)`` gradient steps on freshly sampled batches in one compiled call; the statistics in the order
+        of ``_train_stat_names``."""
         n_steps = len(flags)
         variant = bool(flags[0]) if n_steps == 1 else None
         step = self._train_steps.get(n_steps, variant)
         sample = self.replay_buffer.sample_batch(self.batch_size * n_steps, env=self._vec_normalize_env)
         obs_shape = (n_steps, self.batch_size) + tuple(self.policy_tf.obs_shape)
-        return step(obs=sample.observations.reshape(obs_shape), next_obs=sample.next_observations.reshape(obs_shape),
-                    actions=sample.actions, rewards=sample.rewards, dones=sample.dones, learning_rate=lr,
-                    flags=np.asarray(flags, np.float32), seeds=np.random.randint(0, 2 ** 24, size=(n_steps, 2)))
+        stats = step(obs=sample.observations.reshape(obs_shape), next_obs=sample.next_observations.reshape(obs_shape),
+                     actions=sample.actions, rewards=sample.rewards, dones=sample.dones, learning_rate=lr,
+                     flags=np.asarray(flags, np.float32), seeds=np.random.randint(0, 2 ** 24, size=(n_steps, 2)))
+        return np.array([stats[name] for name in self._train_stat_names], np.float32)
+
+    # ------------------------------------------------------------------ predict
+    def _predict_step(self, observation: np.ndarray, deterministic: bool) -> np.ndarray:
+        """The policy's actions in [-1, 1] for a batch of observations."""
+        raise NotImplementedError
+
+    def predict(self, observation, state=None, mask=None, deterministic=True):
+        """
+        Get the model's action(s) from an observation, rescaled from [-1, 1] to the action space's bounds.
+
+        :param observation: (np.ndarray) the input observation (single or batch)
+        :param state: (np.ndarray) unused
+        :param mask: (np.ndarray) unused
+        :param deterministic: (bool) whether to return deterministic actions (SAC: ``tanh(mu)`` instead of a sample;
+            TD3: without ``action_noise``)
+        :return: (np.ndarray, None) the action(s) and None
+        """
+        observation, vectorized_env = self._check_obs(observation)
+        actions = self._predict_step(observation, deterministic)
+        actions = actions.reshape((-1,) + self.action_space.shape)
+        actions = unscale_action(self.action_space, actions)
+        if not vectorized_env:
+            actions = actions[0]
+        return actions, None
+
+    # ------------------------------------------------------------------ behaviour cloning
+    def _deterministic_actor(self, obs: tf.Tensor) -> tf.Tensor:
+        """The deterministic action in [-1, 1] (TF, differentiable in the actor's variables)."""
+        raise NotImplementedError
+
+    def _pretrain_output(self, obs):
+        low = tf.constant(self.action_space.low, tf.float32)
+        high = tf.constant(self.action_space.high, tf.float32)
+        return low + 0.5 * (self._deterministic_actor(obs) + 1.0) * (high - low)
+
+    def _pretrain_variables(self) -> list:
+        return list(self._actor_vars)
 
 
 __all__ = ["ActorCriticOffPolicyAlgorithm"]

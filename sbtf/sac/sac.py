@@ -15,13 +15,10 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.buffers import ReplayBuffer
-from sbtf.common.math_util import unscale_action
 from sbtf.common.fast_call import TrainStep
 from sbtf.common.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
 from sbtf.common.off_policy_algorithm import learn_doc
 from sbtf.common.off_policy_ops import polyak_update
-from sbtf.common.off_policy_train import TrainStepCache
 from sbtf.common.optimizers import Adam
 from sbtf.sac.policies import SACPolicy, apply_squashing_func, gaussian_entropy, gaussian_likelihood
 from sbtf.common import model_schema as ms
@@ -86,49 +83,26 @@ class SAC(ActorCriticOffPolicyAlgorithm):
                  target_entropy='auto', action_noise=None, random_exploration=0.0, verbose=0, tensorboard_log=None,
                  _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False, seed=None,
                  n_cpu_tf_sess=None):
-        super().__init__(policy=policy, env=env, replay_buffer=None, verbose=verbose, policy_base=SACPolicy,
-                         requires_vec_env=False, policy_kwargs=policy_kwargs, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
-        self.buffer_size = buffer_size
-        self.learning_rate = learning_rate
-        self.learning_starts = learning_starts
-        self.train_freq = train_freq
-        self.batch_size = batch_size
-        self.tau = tau
+        super().__init__(policy, env, SACPolicy, gamma=gamma, learning_rate=learning_rate, buffer_size=buffer_size,
+                         learning_starts=learning_starts, train_freq=train_freq, batch_size=batch_size, tau=tau,
+                         gradient_steps=gradient_steps, action_noise=action_noise,
+                         random_exploration=random_exploration, verbose=verbose, tensorboard_log=tensorboard_log,
+                         policy_kwargs=policy_kwargs, full_tensorboard_log=full_tensorboard_log, seed=seed,
+                         n_cpu_tf_sess=n_cpu_tf_sess)
         self.ent_coef = ent_coef
         self.target_update_interval = target_update_interval
-        self.gradient_steps = gradient_steps
-        self.gamma = gamma
-        self.action_noise = action_noise
-        self.random_exploration = random_exploration
-        self.tensorboard_log = tensorboard_log
-        self.full_tensorboard_log = full_tensorboard_log
         self.target_entropy = target_entropy
-
-        self.policy_tf = None
-        self.target_policy = None
         self.log_ent_coef = None
-        self.params = None
-        self.target_params = None
-        self._train_steps = None
-        self._learn_t0 = 0
 
         if _init_setup_model:
             self.setup_model()
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
-        policy = self.policy
-        if not (isinstance(policy, type) and issubclass(policy, SACPolicy)):
-            raise ValueError(f"Error: the input policy for the SAC model must be a subclass of "
-                             f"sbtf.sac.policies.SACPolicy (e.g. 'MlpPolicy'), got {policy!r}.")
-        if self.observation_space is None or self.action_space is None:
-            raise ValueError("Error: SAC needs an environment (or the spaces of a saved model) to build its networks.")
-        self.set_random_seed(self.seed)
-        self.policy_tf = policy(None, self.observation_space, self.action_space, **self.policy_kwargs)
-        self.target_policy = policy(None, self.observation_space, self.action_space, **self.policy_kwargs)
-        self.policy_tf.make_actor()
-        self.policy_tf.make_critics(create_vf=True, create_qf=True)
-        self.target_policy.make_critics(create_vf=True, create_qf=False)
+        policy_tf, target_policy = self._build_policies(SACPolicy)
+        policy_tf.make_actor()
+        policy_tf.make_critics(create_vf=True, create_qf=True)
+        target_policy.make_critics(create_vf=True, create_qf=False)
 
         if isinstance(self.target_entropy, str):
             if self.target_entropy != 'auto':
@@ -157,30 +131,17 @@ class SAC(ActorCriticOffPolicyAlgorithm):
         self._target_vars = self.target_policy.critic_variables()
         # SB2 pairs target/values_fn with model/values_fn in creation order: the shared CNN, then vf
         self._target_source_vars = self._critic_vars[:len(self._target_vars)]
-        for target, source in zip(self._target_vars, self._target_source_vars):
-            if tuple(target.shape) != tuple(source.shape):
-                raise RuntimeError("Error: the target value network does not match the value network.")
-            target.assign(source)
+        self._init_targets(self._target_vars, self._target_source_vars)
         self.policy_optimizer = Adam(self._actor_vars, name="policy_adam")
         self.value_optimizer = Adam(self._critic_vars, name="value_adam")
         self.entropy_optimizer = Adam([self.log_ent_coef], name="entropy_adam") \
             if self.log_ent_coef is not None else None
-        self._train_steps = TrainStepCache(self._build_train_step)
-        self.params = list(self.policy_tf.named_parameters("model").values()) + \
-            ([self.log_ent_coef] if self.log_ent_coef is not None else [])
-        self.target_params = list(self.target_policy.named_parameters("target").values())
-        if self.replay_buffer is None:
-            self.replay_buffer = ReplayBuffer(self.buffer_size)
+        self._finish_setup()
 
-    def _policies(self) -> list:
-        return [p for p in (self.policy_tf, self.target_policy) if p is not None]
-
-    def _named_parameters(self) -> "OrderedDict[str, tf.Variable]":
-        params = OrderedDict(self.policy_tf.named_parameters("model"))
-        if self.log_ent_coef is not None:
-            params["model/log_ent_coef:0"] = self.log_ent_coef
-        params.update(self.target_policy.named_parameters("target"))
-        return params
+    def _extra_model_parameters(self) -> "OrderedDict[str, tf.Variable]":
+        if self.log_ent_coef is None:
+            return OrderedDict()
+        return OrderedDict([("model/log_ent_coef:0", self.log_ent_coef)])
 
     def _get_save_data(self) -> dict:
         data = super()._get_save_data()
@@ -194,6 +155,10 @@ class SAC(ActorCriticOffPolicyAlgorithm):
         if self.log_ent_coef is not None:
             names += ['ent_coef_loss', 'ent_coef']
         return names
+
+    @property
+    def _train_stat_names(self) -> List[str]:
+        return self.stats_names
 
     # ------------------------------------------------------------------ train step
     def _build_train_step(self, n_steps: int, update_target) -> TrainStep:
@@ -251,13 +216,9 @@ class SAC(ActorCriticOffPolicyAlgorithm):
                 tf.cond(do_target, lambda: _polyak(target_vars, target_source_vars, tau), lambda: tf.constant(False))
             return tf.stack(stats)
 
-        return self._k_step_train_step(one_step, n_steps, update_target, self.stats_names,
-                                       updates=(policy, target_policy), name="sac_train")
-
-    def _run_train(self, flags: list, lr: float) -> np.ndarray:
-        """``len(flags)`` gradient steps in one compiled call; ``flags[k]``: update the target V after step k."""
-        stats = self._call_train(flags, lr)
-        return np.array([stats[name] for name in self.stats_names], np.float32)
+        # flags[k]: update the target V after gradient step k
+        return self._k_step_train_step(one_step, n_steps, update_target, updates=(policy, target_policy),
+                                       name="sac_train")
 
     # ------------------------------------------------------------------ collection
     def _explore_step(self, obs: np.ndarray) -> np.ndarray:
@@ -295,34 +256,14 @@ class SAC(ActorCriticOffPolicyAlgorithm):
                       "is squashed by a tanh before being scaled and outputed.")
         return None
 
-    def predict(self, observation, state=None, mask=None, deterministic=True):
-        """
-        Get the model's action(s) from an observation: ``tanh(mu)`` (deterministic, the default) or
-        ``tanh(mu + std * N(0, 1))``, rescaled to the action space's bounds.
-
-        :param observation: (np.ndarray) the input observation (single or batch)
-        :param state: (np.ndarray) unused
-        :param mask: (np.ndarray) unused
-        :param deterministic: (bool) whether to return the mean action
-        :return: (np.ndarray, None) the action(s) and None
-        """
-        observation, vectorized_env = self._check_obs(observation)
-        actions = self.policy_tf.step(observation, deterministic=deterministic)
-        actions = actions.reshape((-1,) + self.action_space.shape)
-        actions = unscale_action(self.action_space, actions)
-        if not vectorized_env:
-            actions = actions[0]
-        return actions, None
+    def _predict_step(self, observation: np.ndarray, deterministic: bool) -> np.ndarray:
+        # tanh(mu) when deterministic, else tanh(mu + std * N(0, 1))
+        return self.policy_tf.step(observation, deterministic=deterministic)
 
     # ------------------------------------------------------------------ behaviour cloning
-    def _pretrain_output(self, obs):
+    def _deterministic_actor(self, obs):
         mu_, _ = self.policy_tf.actor_mu_log_std(obs)
-        low = tf.constant(self.action_space.low, tf.float32)
-        high = tf.constant(self.action_space.high, tf.float32)
-        return low + 0.5 * (tf.tanh(mu_) + 1.0) * (high - low)
-
-    def _pretrain_variables(self) -> list:
-        return list(self._actor_vars)
+        return tf.tanh(mu_)
 
 
 def sac_value_loss(value_fn, min_qf_pi, ent_logp, sb2_broadcast: bool = False):

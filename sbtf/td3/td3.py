@@ -8,19 +8,15 @@ call. Acting with an Mlp actor is a NumPy forward pass on weights that the train
 from __future__ import annotations
 
 import warnings
-from collections import OrderedDict
 
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.buffers import ReplayBuffer
-from sbtf.common.math_util import unscale_action
 from sbtf.common.fast_call import TrainStep
 from sbtf.common.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
 from sbtf.common.off_policy_algorithm import learn_doc
 from sbtf.common.off_policy_ops import polyak_update
-from sbtf.common.off_policy_train import TrainStepCache
 from sbtf.common.optimizers import Adam
 from sbtf.td3.policies import TD3Policy
 from sbtf.common import model_schema as ms
@@ -75,75 +71,41 @@ class TD3(ActorCriticOffPolicyAlgorithm):
         target_noise_clip=ms.Real(), target_policy_noise=ms.Real(), gamma=ms.Real(), action_noise=ms.Noise(),
         random_exploration=ms.Real(), gradient_steps=ms.Integer(0))
     _supported_action_spaces = (gym.spaces.Box,)
+    _target_policy_attr = "target_policy_tf"
+    _train_stat_names = TRAIN_STATS
+
     def __init__(self, policy, env, gamma=0.99, learning_rate=3e-4, buffer_size=50000, learning_starts=100,
                  train_freq=100, gradient_steps=100, batch_size=128, tau=0.005, policy_delay=2, action_noise=None,
                  target_policy_noise=0.2, target_noise_clip=0.5, random_exploration=0.0, verbose=0,
                  tensorboard_log=None, _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False,
                  seed=None, n_cpu_tf_sess=None):
-        super().__init__(policy=policy, env=env, replay_buffer=None, verbose=verbose, policy_base=TD3Policy,
-                         requires_vec_env=False, policy_kwargs=policy_kwargs, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
-        self.buffer_size = buffer_size
-        self.learning_rate = learning_rate
-        self.learning_starts = learning_starts
-        self.train_freq = train_freq
-        self.batch_size = batch_size
-        self.tau = tau
-        self.gradient_steps = gradient_steps
-        self.gamma = gamma
-        self.action_noise = action_noise
-        self.random_exploration = random_exploration
+        super().__init__(policy, env, TD3Policy, gamma=gamma, learning_rate=learning_rate, buffer_size=buffer_size,
+                         learning_starts=learning_starts, train_freq=train_freq, batch_size=batch_size, tau=tau,
+                         gradient_steps=gradient_steps, action_noise=action_noise,
+                         random_exploration=random_exploration, verbose=verbose, tensorboard_log=tensorboard_log,
+                         policy_kwargs=policy_kwargs, full_tensorboard_log=full_tensorboard_log, seed=seed,
+                         n_cpu_tf_sess=n_cpu_tf_sess)
         self.policy_delay = policy_delay
         self.target_noise_clip = target_noise_clip
         self.target_policy_noise = target_policy_noise
-        self.tensorboard_log = tensorboard_log
-        self.full_tensorboard_log = full_tensorboard_log
-
-        self.policy_tf = None
-        self.target_policy_tf = None
-        self.params = None
-        self.target_params = None
-        self._train_steps = None
-        self._learn_t0 = 0
 
         if _init_setup_model:
             self.setup_model()
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
-        policy = self.policy
-        if not (isinstance(policy, type) and issubclass(policy, TD3Policy)):
-            raise ValueError(f"Error: the input policy for the TD3 model must be a subclass of "
-                             f"sbtf.td3.policies.TD3Policy (e.g. 'MlpPolicy'), got {policy!r}.")
-        if self.observation_space is None or self.action_space is None:
-            raise ValueError("Error: TD3 needs an environment (or the spaces of a saved model) to build its networks.")
-        self.set_random_seed(self.seed)
-        self.policy_tf = policy(None, self.observation_space, self.action_space, **self.policy_kwargs)
-        self.target_policy_tf = policy(None, self.observation_space, self.action_space, **self.policy_kwargs)
-        self.policy_tf.make_actor()
-        self.policy_tf.make_critics()
-        self.target_policy_tf.make_actor()
-        self.target_policy_tf.make_critics()
-        self._actor_vars = self.policy_tf.actor_variables()
-        self._critic_vars = self.policy_tf.critic_variables()
+        policy_tf, target_policy = self._build_policies(TD3Policy)
+        for network in (policy_tf, target_policy):
+            network.make_actor()
+            network.make_critics()
+        self._actor_vars = policy_tf.actor_variables()
+        self._critic_vars = policy_tf.critic_variables()
         self._source_vars = self._actor_vars + self._critic_vars
-        self._target_vars = self.target_policy_tf.actor_variables() + self.target_policy_tf.critic_variables()
-        for target, source in zip(self._target_vars, self._source_vars):
-            target.assign(source)
+        self._target_vars = target_policy.actor_variables() + target_policy.critic_variables()
+        self._init_targets(self._target_vars, self._source_vars)
         self.policy_optimizer = Adam(self._actor_vars, name="policy_adam")
         self.qvalues_optimizer = Adam(self._critic_vars, name="qvalues_adam")
-        self._train_steps = TrainStepCache(self._build_train_step)
-        self.params = list(self.policy_tf.named_parameters("model").values())
-        self.target_params = list(self.target_policy_tf.named_parameters("target").values())
-        if self.replay_buffer is None:
-            self.replay_buffer = ReplayBuffer(self.buffer_size)
-
-    def _policies(self) -> list:
-        return [p for p in (self.policy_tf, self.target_policy_tf) if p is not None]
-
-    def _named_parameters(self) -> "OrderedDict[str, tf.Variable]":
-        params = OrderedDict(self.policy_tf.named_parameters("model"))
-        params.update(self.target_policy_tf.named_parameters("target"))
-        return params
+        self._finish_setup()
 
     # ------------------------------------------------------------------ train step
     def _build_train_step(self, n_steps: int, update_policy) -> TrainStep:
@@ -198,13 +160,9 @@ class TD3(ActorCriticOffPolicyAlgorithm):
             polyak_update(target_vars, source_vars, tau)
             return policy_loss
 
-        return self._k_step_train_step(one_step, n_steps, update_policy, TRAIN_STATS,
-                                       updates=(policy, target_policy), name="td3_train")
-
-    def _run_train(self, flags: list, lr: float) -> np.ndarray:
-        """``len(flags)`` gradient steps in one compiled call; ``flags[k]``: update the actor and targets too."""
-        stats = self._call_train(flags, lr)
-        return np.array([stats[name] for name in TRAIN_STATS], np.float32)
+        # flags[k]: update the actor and the targets too after gradient step k
+        return self._k_step_train_step(one_step, n_steps, update_policy, updates=(policy, target_policy),
+                                       name="td3_train")
 
     # ------------------------------------------------------------------ collection
     def _explore_step(self, obs: np.ndarray) -> np.ndarray:
@@ -244,36 +202,16 @@ class TD3(ActorCriticOffPolicyAlgorithm):
         warnings.warn("Warning: action probability is meaningless for TD3. Returning None")
         return None
 
-    def predict(self, observation, state=None, mask=None, deterministic=True):
-        """
-        Get the model's action(s) from an observation: the actor's action, plus ``action_noise`` (clipped to
-        [-1, 1]) when not deterministic and noise is set, rescaled to the action space's bounds.
-
-        :param observation: (np.ndarray) the input observation (single or batch)
-        :param state: (np.ndarray) unused
-        :param mask: (np.ndarray) unused
-        :param deterministic: (bool) whether to leave the action noise out
-        :return: (np.ndarray, None) the action(s) and None
-        """
-        observation, vectorized_env = self._check_obs(observation)
+    def _predict_step(self, observation: np.ndarray, deterministic: bool) -> np.ndarray:
+        # the actor's action, plus action_noise (clipped to [-1, 1]) when not deterministic and noise is set
         actions = self.policy_tf.step(observation)
         if self.action_noise is not None and not deterministic:
             actions = np.clip(actions + self.action_noise(), -1, 1)
-        actions = actions.reshape((-1,) + self.action_space.shape)
-        actions = unscale_action(self.action_space, actions)
-        if not vectorized_env:
-            actions = actions[0]
-        return actions, None
+        return actions
 
     # ------------------------------------------------------------------ behaviour cloning
-    def _pretrain_output(self, obs):
-        action = self.policy_tf.actor(obs)
-        low = tf.constant(self.action_space.low, tf.float32)
-        high = tf.constant(self.action_space.high, tf.float32)
-        return low + 0.5 * (action + 1.0) * (high - low)
-
-    def _pretrain_variables(self) -> list:
-        return list(self._actor_vars)
+    def _deterministic_actor(self, obs):
+        return self.policy_tf.actor(obs)
 
 
 __all__ = ["TD3"]
