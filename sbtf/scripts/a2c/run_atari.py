@@ -12,9 +12,10 @@ from typing import List, Optional
 
 from sbtf import logger
 from sbtf.a2c import A2C
-from sbtf.common.cmd_util import atari_arg_parser, make_atari_env
+from sbtf.common.cmd_util import make_atari_env
 from sbtf.common.policies import CnnLnLstmPolicy, CnnLstmPolicy, CnnPolicy
 from sbtf.common.vec_env import VecFrameStack
+from sbtf.scripts._helpers import atari_policy_arg_parser, policy_choice
 
 #: the ``--policy`` choices
 POLICIES = {"cnn": CnnPolicy, "lstm": CnnLstmPolicy, "lnlstm": CnnLnLstmPolicy}
@@ -31,21 +32,15 @@ def train(env_id: str, num_timesteps: int, seed: int, policy: str, lr_schedule: 
     :param lr_schedule: (str) the learning rate schedule ('constant', 'linear', ...)
     :param num_env: (int) the number of envs
     """
-    if policy not in POLICIES:
-        raise ValueError("Error: policy {} not implemented (choose from {})".format(policy, ", ".join(POLICIES)))
     env = VecFrameStack(make_atari_env(env_id, num_env, seed), 4)
-    model = A2C(POLICIES[policy], env, lr_schedule=lr_schedule, seed=seed)
+    model = A2C(policy_choice(POLICIES, policy), env, lr_schedule=lr_schedule, seed=seed)
     model.learn(total_timesteps=int(num_timesteps * 1.1))
     env.close()
 
 
 def main(argv: Optional[List[str]] = None) -> None:
     """Parse the flags (``--env``, ``--seed``, ``--num-timesteps``, ``--policy``, ``--lr_schedule``) and train."""
-    parser = atari_arg_parser()
-    parser.add_argument("--policy", choices=list(POLICIES), default="cnn", help="Policy architecture")
-    parser.add_argument("--lr_schedule", choices=["constant", "linear"], default="constant",
-                        help="Learning rate schedule")
-    args = parser.parse_args(argv)
+    args = atari_policy_arg_parser(POLICIES, lr_schedule=True).parse_args(argv)
     logger.configure()
     train(args.env, num_timesteps=args.num_timesteps, seed=args.seed, policy=args.policy,
           lr_schedule=args.lr_schedule, num_env=16)

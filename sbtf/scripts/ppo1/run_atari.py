@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from sbtf.common.cmd_util import atari_arg_parser
 from sbtf.common.policies import CnnPolicy
 from sbtf.ppo1 import PPO1
-from sbtf.scripts._mpi_atari import configure_logger_per_rank, make_rank_atari_env
+from sbtf.scripts._helpers import mpi_atari_env, train_with_atari_flags
 
 
 def train(env_id: str, num_timesteps: int, seed: int) -> None:
@@ -24,8 +23,7 @@ def train(env_id: str, num_timesteps: int, seed: int) -> None:
     :param num_timesteps: (int) the number of timesteps
     :param seed: (int) the base seed
     """
-    rank = configure_logger_per_rank()
-    env = make_rank_atari_env(env_id, seed, rank)
+    env = mpi_atari_env(env_id, seed)
     model = PPO1(CnnPolicy, env, timesteps_per_actorbatch=256, clip_param=0.2, entcoeff=0.01, optim_epochs=4,
                  optim_stepsize=1e-3, optim_batchsize=64, gamma=0.99, lam=0.95, schedule="linear", verbose=2)
     model.learn(total_timesteps=num_timesteps)
@@ -34,8 +32,7 @@ def train(env_id: str, num_timesteps: int, seed: int) -> None:
 
 def main(argv: Optional[List[str]] = None) -> None:
     """Parse the flags (``--env``, ``--seed``, ``--num-timesteps``) and train."""
-    args = atari_arg_parser().parse_args(argv)
-    train(args.env, num_timesteps=args.num_timesteps, seed=args.seed)
+    train_with_atari_flags(train, argv)
 
 
 if __name__ == "__main__":

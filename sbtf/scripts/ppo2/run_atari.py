@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import List, Optional
 
 from sbtf import logger
-from sbtf.common.cmd_util import atari_arg_parser, make_atari_env
+from sbtf.common.cmd_util import make_atari_env
 from sbtf.common.policies import CnnLnLstmPolicy, CnnLstmPolicy, CnnPolicy, MlpPolicy
 from sbtf.common.vec_env import VecFrameStack
 from sbtf.ppo2 import PPO2
+from sbtf.scripts._helpers import atari_policy_arg_parser, policy_choice
 
 #: the ``--policy`` choices
 POLICIES = {"cnn": CnnPolicy, "lstm": CnnLstmPolicy, "lnlstm": CnnLnLstmPolicy, "mlp": MlpPolicy}
@@ -33,10 +34,8 @@ def train(env_id: str, num_timesteps: int, seed: int, policy: str, n_envs: int =
     :param nminibatches: (int) minibatches per update (recurrent policies: n_envs must be a multiple of it)
     :param n_steps: (int) steps per env and update
     """
-    if policy not in POLICIES:
-        raise ValueError("Error: policy {} not implemented (choose from {})".format(policy, ", ".join(POLICIES)))
     env = VecFrameStack(make_atari_env(env_id, n_envs, seed), 4)
-    model = PPO2(policy=POLICIES[policy], env=env, n_steps=n_steps, nminibatches=nminibatches, lam=0.95, gamma=0.99,
+    model = PPO2(policy=policy_choice(POLICIES, policy), env=env, n_steps=n_steps, nminibatches=nminibatches, lam=0.95, gamma=0.99,
                  noptepochs=4, ent_coef=.01, learning_rate=lambda f: f * 2.5e-4, cliprange=lambda f: f * 0.1,
                  verbose=1)
     model.learn(total_timesteps=num_timesteps)
@@ -45,9 +44,7 @@ def train(env_id: str, num_timesteps: int, seed: int, policy: str, n_envs: int =
 
 def main(argv: Optional[List[str]] = None) -> None:
     """Parse the flags (``--env``, ``--seed``, ``--num-timesteps``, ``--policy``) and train."""
-    parser = atari_arg_parser()
-    parser.add_argument("--policy", help="Policy architecture", choices=list(POLICIES), default="cnn")
-    args = parser.parse_args(argv)
+    args = atari_policy_arg_parser(POLICIES).parse_args(argv)
     logger.configure()
     train(args.env, num_timesteps=args.num_timesteps, seed=args.seed, policy=args.policy)
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from sbtf.common.cmd_util import atari_arg_parser
 from sbtf.common.policies import CnnPolicy
-from sbtf.scripts._mpi_atari import configure_logger_per_rank, make_rank_atari_env
+from sbtf.scripts._helpers import mpi_atari_env, train_with_atari_flags
 from sbtf.trpo_mpi import TRPO
 
 
@@ -24,8 +23,7 @@ def train(env_id: str, num_timesteps: int, seed: int) -> None:
     :param num_timesteps: (int) the number of timesteps
     :param seed: (int) the base seed
     """
-    rank = configure_logger_per_rank()
-    env = make_rank_atari_env(env_id, seed, rank)
+    env = mpi_atari_env(env_id, seed)
     model = TRPO(CnnPolicy, env, timesteps_per_batch=512, max_kl=0.001, cg_iters=10, cg_damping=1e-3, entcoeff=0.0,
                  gamma=0.98, lam=1, vf_iters=3, vf_stepsize=1e-4)
     model.learn(total_timesteps=int(num_timesteps * 1.1))
@@ -34,8 +32,7 @@ def train(env_id: str, num_timesteps: int, seed: int) -> None:
 
 def main(argv: Optional[List[str]] = None) -> None:
     """Parse the flags (``--env``, ``--seed``, ``--num-timesteps``) and train."""
-    args = atari_arg_parser().parse_args(argv)
-    train(args.env, num_timesteps=args.num_timesteps, seed=args.seed)
+    train_with_atari_flags(train, argv)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import numpy as np
 from sbtf.bench import Monitor
 from sbtf.common.callbacks import BaseCallback
 from sbtf.deepq import DQN, MlpPolicy
+from sbtf.scripts._helpers import max_timesteps_args
 
 #: where the model is saved (in the working directory), as in SB2
 MODEL_PATH = "cartpole_model.zip"
@@ -48,9 +49,7 @@ def main(args: argparse.Namespace) -> None:
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """The flags: ``--max-timesteps`` (default 100000)."""
-    parser = argparse.ArgumentParser(description="Train DQN on cartpole")
-    parser.add_argument("--max-timesteps", default=100000, type=int, help="Maximum number of timesteps")
-    return parser.parse_args(argv)
+    return max_timesteps_args("Train DQN on cartpole", argv)
 
 
 if __name__ == "__main__":

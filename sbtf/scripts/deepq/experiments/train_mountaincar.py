@@ -11,6 +11,7 @@ from typing import List, Optional
 import gymnasium
 
 from sbtf.deepq import DQN
+from sbtf.scripts._helpers import max_timesteps_args
 
 #: where the model is saved (in the working directory), as in SB2
 MODEL_PATH = "mountaincar_model.zip"
@@ -33,9 +34,7 @@ def main(args: argparse.Namespace) -> None:
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """The flags: ``--max-timesteps`` (default 100000)."""
-    parser = argparse.ArgumentParser(description="Train DQN on MountainCar")
-    parser.add_argument("--max-timesteps", default=100000, type=int, help="Maximum number of timesteps")
-    return parser.parse_args(argv)
+    return max_timesteps_args("Train DQN on MountainCar", argv)
 
 
 if __name__ == "__main__":
