@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Dict
 
-import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
@@ -88,16 +87,9 @@ class A2C(NStepActorCriticRLModel):
 
     def _make_train_step(self) -> TrainStep:
         policy = self.policy_tf
-        pdtype = policy.pdtype
-        n_batch = self.n_batch
-        act_dtype = tf.float32 if isinstance(self.action_space, gym.spaces.Box) else pdtype.sample_dtype()
-        vec = tf.TensorSpec((n_batch,), tf.float32)
-        state_size = policy.state_size if policy.recurrent else 1
-        n_state = self.n_envs if policy.recurrent else 1
-        inputs = {"obs": policy.obs_signature(n_batch),
-                  "actions": tf.TensorSpec((n_batch,) + tuple(pdtype.sample_shape()), act_dtype),
-                  "returns": vec, "values": vec, "masks": vec,
-                  "states": tf.TensorSpec((n_state, state_size), tf.float32), "lr": tf.TensorSpec((), tf.float32)}
+        inputs = self._rollout_inputs(self.n_batch, ("returns", "values", "masks"),
+                                      n_states=self.n_envs if policy.recurrent else 1)
+        inputs["lr"] = tf.TensorSpec((), tf.float32)
 
         def train_step(obs, actions, returns, values, masks, states, lr):
             advs = returns - values

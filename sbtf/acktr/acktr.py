@@ -65,6 +65,8 @@ class ACKTR(NStepActorCriticRLModel):
         kfac_clip=ms.Real(), lr_schedule=ms.AnyOf(ms.Text(), ms.Schedule()), kfac_update=ms.Integer(1),
         async_eigen_decomp=ms.Flag())
 
+    _generator_attrs = ("_fisher_gen",)
+
     def __init__(self, policy, env, gamma=0.99, nprocs=None, n_steps=20, ent_coef=0.01, vf_coef=0.25,
                  vf_fisher_coef=1.0, learning_rate=0.25, max_grad_norm=0.5, kfac_clip=0.001, lr_schedule="linear",
                  verbose=0, tensorboard_log=None, _init_setup_model=True, async_eigen_decomp=False, kfac_update=1,
@@ -107,27 +109,15 @@ class ACKTR(NStepActorCriticRLModel):
                                        clip_kl=self.kfac_clip, momentum=0.9, kfac_update=self.kfac_update,
                                        epsilon=0.01, stats_decay=0.99, async_eigen_decomp=self.async_eigen_decomp,
                                        cold_iter=10, max_grad_norm=self.max_grad_norm, verbose=self.verbose)
-            self._fisher_gen = tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
+            self._fisher_gen = self._new_generator()
             self._train_step = self._make_train_step()  # traced on the first update, not at load
-
-    def _reseed_policy(self, seed: int) -> None:
-        super()._reseed_policy(seed)
-        if self._fisher_gen is not None:
-            self._fisher_gen.reset_from_seed(seed)
 
     # ------------------------------------------------------------------ train step
     def _make_train_step(self) -> TrainStep:
         policy = self.policy_tf
-        pdtype = policy.pdtype
-        n_batch = self.n_batch
-        act_dtype = tf.float32 if isinstance(self.action_space, gym.spaces.Box) else pdtype.sample_dtype()
-        vec = tf.TensorSpec((n_batch,), tf.float32)
-        state_size = policy.state_size if policy.recurrent else 1
-        n_state = self.n_envs if policy.recurrent else 1
-        inputs = {"obs": policy.obs_signature(n_batch),
-                  "actions": tf.TensorSpec((n_batch,) + tuple(pdtype.sample_shape()), act_dtype),
-                  "advs": vec, "returns": vec, "masks": vec,
-                  "states": tf.TensorSpec((n_state, state_size), tf.float32), "lr": tf.TensorSpec((), tf.float32)}
+        inputs = self._rollout_inputs(self.n_batch, ("advs", "returns", "masks"),
+                                      n_states=self.n_envs if policy.recurrent else 1)
+        inputs["lr"] = tf.TensorSpec((), tf.float32)
         optim = self.optim
         variables = self._variables
 

@@ -316,11 +316,23 @@ class BaseRLModel(ABC):
         if self.policy_tf is not None:
             self._reseed_policy(seed)
 
+    #: attributes holding the model's own TF random generators (``_new_generator``), reset by ``set_random_seed``
+    _generator_attrs: Tuple[str, ...] = ()
+
+    @staticmethod
+    def _new_generator() -> tf.random.Generator:
+        """A TF random generator seeded from NumPy's global generator (name its attribute in ``_generator_attrs``)."""
+        return tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
+
     def _reseed_policy(self, seed: int) -> None:
         for policy in self._policies():
             policy.np_random = np.random.default_rng(seed)
             if hasattr(policy, "_tf_gen"):
                 policy._tf_gen.reset_from_seed(seed)
+        for attr in self._generator_attrs:
+            generator = getattr(self, attr, None)
+            if generator is not None:
+                generator.reset_from_seed(seed)
 
     def _policies(self) -> list:
         return [self.policy_tf] if self.policy_tf is not None else []

@@ -1,5 +1,6 @@
 """
-Feed-forward actor and critics with SB2's names, shared by the SAC and TD3 policies.
+Feed-forward actor and critics with SB2's names, shared by the SAC and TD3 policies; the argument checks, the scoped
+CNN and the actor/critic parameter order that the DDPG (and, for the first two, DQN) policies share with them.
 
 The actor (``<scope>/[c1..c3, fc1]``, ``<scope>/fc{i}`` [+ ``LayerNorm{_i}``], heads) and the critics
 (``<scope>/[c1..c3, fc1]``, one ``SB2Mlp`` + dense head per critic) are written once against a backend ``ops``
@@ -8,8 +9,7 @@ when every layer on the actor has a NumPy form, else one compiled TF call).
 """
 from __future__ import annotations
 
-from collections import OrderedDict
-from typing import Any, Sequence, Tuple
+from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -18,7 +18,69 @@ from sbtf.common.network_ops import TF_OPS
 from sbtf.common.tf_layers import Dense, SB2Mlp
 
 
-class ActorCriticNetworks:
+def feed_forward_layer_sizes(obs_shape: Tuple[int, ...], layers, feature_extraction: str, cnn_kwargs: dict,
+                             min_layers: int = 1) -> List[int]:
+    """
+    Check the arguments of an off-policy ``FeedForwardPolicy`` (SB2's errors) and return its hidden layer sizes.
+
+    :param obs_shape: the policy's observation shape (a CNN needs images, (H, W, C))
+    :param layers: hidden layer sizes, None for SB2's default [64, 64]
+    :param feature_extraction: "cnn" or "mlp"
+    :param cnn_kwargs: the extra keywords, only valid for the CNN extractor
+    :param min_layers: how many hidden layers the policy needs at least (DQN's Q-network may have none)
+    """
+    if feature_extraction not in ("cnn", "mlp"):
+        raise ValueError(f"Error: feature_extraction must be 'cnn' or 'mlp', got {feature_extraction!r}")
+    if feature_extraction == "mlp" and cnn_kwargs:
+        raise ValueError(f"Unknown keywords for policy: {cnn_kwargs}")
+    if layers is None:
+        layers = [64, 64]
+    if len(layers) < min_layers:
+        raise ValueError("Error: must have at least one hidden layer for the policy.")
+    if feature_extraction == "cnn" and len(obs_shape) != 3:
+        raise ValueError(f"Error: CnnPolicy needs image observations (H, W, C), got shape {obs_shape}; use "
+                         "MlpPolicy for vector observations.")
+    return [int(n) for n in layers]
+
+
+def scoped_cnn(cnn_extractor, cnn_kwargs: dict, scope: str) -> Tuple[Any, list]:
+    """A new CNN feature extractor whose SB2-named layers live under ``scope``; (the layer, its named layers)."""
+    cnn = cnn_extractor(**cnn_kwargs)
+    layers = cnn.sb2_layers() if hasattr(cnn, "sb2_layers") else []
+    for layer in layers:
+        layer.scope = f"{scope}/{layer.scope}"
+    return cnn, layers
+
+
+def _variables(layers: Sequence) -> list:
+    return [var for layer in layers for _, var in layer.named_variables()]
+
+
+class ActorCriticLayers:
+    """
+    Mixin for ``BasePolicy`` subclasses with an actor and critics (SAC, TD3, DDPG): their SB2-named layers in
+    ``_actor_named`` and ``_critic_named``, listed actor first whatever the building order (``named_parameters``).
+    """
+
+    def _make_cnn(self, scope: str, named: list):
+        """The CNN of a network under ``scope`` (None for Mlp policies); its named layers are appended to ``named``."""
+        if self.feature_extraction != "cnn":
+            return None
+        cnn, layers = scoped_cnn(self.cnn_extractor, self.cnn_kwargs, scope)
+        named.extend(layers)
+        return cnn
+
+    def _parameter_layers(self) -> list:
+        return list(self._actor_named) + list(self._critic_named)
+
+    def actor_variables(self) -> list:
+        return _variables(self._actor_named)
+
+    def critic_variables(self) -> list:
+        return _variables(self._critic_named)
+
+
+class ActorCriticNetworks(ActorCriticLayers):
     """
     Mixin for ``BasePolicy`` subclasses (SAC's and TD3's feed-forward policies): builds SB2's actor and critics with
     SB2's variable names, lists them in SB2 order (``named_parameters``) and acts through an acting path over the
@@ -27,18 +89,8 @@ class ActorCriticNetworks:
 
     def _init_networks(self, layers, cnn_extractor, feature_extraction: str, layer_norm: bool, act_fun,
                        cnn_kwargs: dict) -> None:
-        if feature_extraction not in ("cnn", "mlp"):
-            raise ValueError(f"Error: feature_extraction must be 'cnn' or 'mlp', got {feature_extraction!r}")
-        if feature_extraction == "mlp" and cnn_kwargs:
-            raise ValueError(f"Unknown keywords for policy: {cnn_kwargs}")
-        if layers is None:
-            layers = [64, 64]
-        if len(layers) < 1:
-            raise ValueError("Error: must have at least one hidden layer for the policy.")
-        if feature_extraction == "cnn" and len(self.obs_shape) != 3:
-            raise ValueError(f"Error: CnnPolicy needs image observations (H, W, C), got shape {self.obs_shape}; use "
-                             "MlpPolicy for vector observations.")
-        self.layer_sizes = [int(n) for n in layers]
+        self.layer_sizes = feed_forward_layer_sizes(
+            self.obs_shape, layers, feature_extraction, cnn_kwargs)
         self.feature_extraction = feature_extraction
         self.layer_norm = bool(layer_norm)
         self.activ_fn = act_fun
@@ -54,18 +106,7 @@ class ActorCriticNetworks:
         self.critic_cnn = None
         self.critic_mlps: dict = {}
         self.critic_heads: dict = {}
-        self._acting = None
         self._dummy_obs = tf.zeros((1,) + self.obs_shape, tf.as_dtype(self.obs_dtype))
-
-    def _make_cnn(self, scope: str, named: list):
-        if self.feature_extraction != "cnn":
-            return None
-        cnn = self.cnn_extractor(**self.cnn_kwargs)
-        layers = cnn.sb2_layers() if hasattr(cnn, "sb2_layers") else []
-        for layer in layers:
-            layer.scope = f"{scope}/{layer.scope}"
-        named.extend(layers)
-        return cnn
 
     def features(self, obs, cnn, ops=TF_OPS):
         """Pre-processed, flattened observations, or CNN features (in the backend ``ops``)."""
@@ -125,24 +166,7 @@ class ActorCriticNetworks:
     def critic_features(self, obs):
         return self.features(obs, self.critic_cnn)
 
-    # ------------------------------------------------------------------ parameters
-    def named_parameters(self, prefix: str = "model") -> "OrderedDict[str, tf.Variable]":
-        params = OrderedDict()
-        for layer in list(self._actor_named) + list(self._critic_named):
-            for name, var in layer.named_variables():
-                params[f"{prefix}/{name}:0"] = var
-        return params
-
-    def actor_variables(self) -> list:
-        return [var for layer in self._actor_named for _, var in layer.named_variables()]
-
-    def critic_variables(self) -> list:
-        return [var for layer in self._critic_named for _, var in layer.named_variables()]
-
     # ------------------------------------------------------------------ acting path
-    def acting_paths(self) -> list:
-        return [] if self._acting is None else [self._acting]
-
     def acting_variables(self) -> list:
         """The variables the NumPy acting copies mirror (the actor's), in order; see ``set_numpy_weights``."""
         if self._acting is not None and self._acting.uses_numpy:
@@ -159,8 +183,5 @@ class ActorCriticNetworks:
         """Run acting function ``name`` on a batch of raw observations (NumPy or one compiled TF call)."""
         return self._acting(name, self._prepare_obs(obs))
 
-    def _prepare_obs(self, obs) -> np.ndarray:
-        return np.asarray(obs).astype(self.obs_dtype, copy=False).reshape((-1,) + self.obs_shape)
 
-
-__all__ = ["ActorCriticNetworks"]
+__all__ = ["ActorCriticLayers", "ActorCriticNetworks", "feed_forward_layer_sizes", "scoped_cnn"]

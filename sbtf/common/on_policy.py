@@ -20,9 +20,11 @@ import time
 import warnings
 from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence
 
+import gymnasium as gym
 import numpy as np
+import tensorflow as tf
 
 from sbtf.common.base_class import ActorCriticRLModel, TensorboardLogger
 from sbtf.common.policies import ActorCriticPolicy
@@ -301,6 +303,24 @@ class NStepActorCriticRLModel(OnPolicyAlgorithm):
         else:
             flat, vpred, _, _ = policy.forward(obs)
         return policy.proba_distribution_from_flat(flat), vpred
+
+    def _rollout_inputs(self, n_batch: int, vectors: Sequence[str], n_states: Optional[int] = None) -> dict:
+        """
+        Train-step input specs of ``n_batch`` rollout samples: ``obs``, ``actions`` (float32 for Box action spaces,
+        else the distribution's sample dtype), a float32 vector per name of ``vectors`` and, when ``n_states`` is
+        given, ``states`` of shape ``(n_states, state_size)`` (``(n_states, 1)`` for a feed-forward policy).
+        """
+        policy = self.policy_tf
+        pdtype = policy.pdtype
+        act_dtype = tf.float32 if isinstance(self.action_space, gym.spaces.Box) else pdtype.sample_dtype()
+        vec = tf.TensorSpec((n_batch,), tf.float32)
+        inputs = {"obs": policy.obs_signature(n_batch),
+                  "actions": tf.TensorSpec((n_batch,) + tuple(pdtype.sample_shape()), act_dtype)}
+        inputs.update((name, vec) for name in vectors)
+        if n_states is not None:
+            state_size = policy.state_size if policy.recurrent else 1
+            inputs["states"] = tf.TensorSpec((n_states, state_size), tf.float32)
+        return inputs
 
     def _state_input(self, states: Optional[np.ndarray]) -> np.ndarray:
         """The train step's ``states`` input: the rollout's start states, or a (1, 1) placeholder (feed-forward)."""

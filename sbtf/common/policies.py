@@ -104,6 +104,7 @@ class BasePolicy(keras.Model):
         self.sess = sess
         self.reuse = reuse
         self._ordered_layers: list[SB2Layer] = []
+        self._acting: Optional[ActingPath] = None  # set by subclasses whose network has an acting form
         self.obs_dtype = obs_input_dtype(ob_space)
         self.obs_shape = obs_input_shape(ob_space)
         self.np_random = np.random.default_rng(np.random.randint(0, 2 ** 31 - 1))
@@ -121,10 +122,14 @@ class BasePolicy(keras.Model):
     def _register(self, *layers: SB2Layer) -> None:
         self._ordered_layers.extend(layers)
 
+    def _parameter_layers(self) -> list:
+        """The SB2-named layers in SB2's parameter order (by default, in the order ``_register`` got them)."""
+        return self._ordered_layers
+
     def named_parameters(self, prefix: str = "model") -> "OrderedDict[str, tf.Variable]":
         """Ordered ``{SB2 name: variable}``, e.g. ``model/pi_fc0/w:0``."""
         params: OrderedDict[str, tf.Variable] = OrderedDict()
-        for layer in self._ordered_layers:
+        for layer in self._parameter_layers():
             for name, var in layer.named_variables():
                 params[f"{prefix}/{name}:0"] = var
         return params
@@ -135,7 +140,11 @@ class BasePolicy(keras.Model):
     # --- acting path -----------------------------------------------------------------------
     def acting_paths(self) -> list:
         """The policy's acting paths (``sbtf.common.acting.ActingPath``); none for a policy that does not act."""
-        return []
+        return [] if self._acting is None else [self._acting]
+
+    def _prepare_obs(self, obs) -> np.ndarray:
+        """A batch of raw observations as the policy's input dtype and shape (NumPy)."""
+        return np.asarray(obs).astype(self.obs_dtype, copy=False).reshape((-1,) + self.obs_shape)
 
     def _new_acting_path(self, functions: dict, numpy_allowed: bool = True,
                          install_from_train_steps: bool = True) -> ActingPath:
@@ -210,7 +219,6 @@ class ActorCriticPolicy(BasePolicy):
         self.pi_head = None
         self.q_head = None
         self.vf_head = None
-        self._acting: Optional[ActingPath] = None  # set by subclasses whose network has an acting form
         self._tf_step_fns: dict = {}
         self._tf_gen = tf.random.Generator.from_seed(int(self.np_random.integers(0, 2 ** 31 - 1)))
 
@@ -251,9 +259,6 @@ class ActorCriticPolicy(BasePolicy):
         self.mark_weights_changed()
 
     # --- acting ---------------------------------------------------------------------------
-    def _prepare_obs(self, obs) -> np.ndarray:
-        return np.asarray(obs).astype(self.obs_dtype, copy=False).reshape((-1,) + self.obs_shape)
-
     def _tf_step_fn(self, deterministic: bool):
         """A compiled ``(obs, state, mask) -> (actions, values, state, neglogp, flat)`` for TF-path acting."""
         key = bool(deterministic)
@@ -285,9 +290,6 @@ class ActorCriticPolicy(BasePolicy):
         action, value, new_state, neglogp, flat = self._tf_step_fn(deterministic)(obs, state, mask)
         return action.numpy(), value.numpy(), (new_state.numpy() if self.recurrent else None), neglogp.numpy(), \
             flat.numpy()
-
-    def acting_paths(self) -> list:
-        return [] if self._acting is None else [self._acting]
 
     def _numpy_ops(self):
         """The NumPy backend of the acting path on fresh weights, or None when the policy acts through TF."""

@@ -15,7 +15,6 @@ weights for Mlp policies (``actor_np`` / ``critic_np`` on normalised observation
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Callable, Sequence
 
 import gymnasium as gym
@@ -25,6 +24,7 @@ import tensorflow as tf
 from sbtf.common.input import check_obs_space, preprocess_obs_np
 from sbtf.common.policies import BasePolicy, make_actor_critic_policies, nature_cnn, register_policy_base
 from sbtf.common.network_ops import TF_OPS
+from sbtf.common.off_policy_networks import ActorCriticLayers, feed_forward_layer_sizes
 from sbtf.common.tf_layers import Dense, LayerNorm, sb2_layer_norm_scope
 
 
@@ -120,7 +120,7 @@ class DDPGPolicy(BasePolicy):
         raise NotImplementedError
 
 
-class FeedForwardPolicy(DDPGPolicy):
+class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
     """
     Policy object that implements a DDPG-like actor critic, using a feed forward neural network.
 
@@ -144,18 +144,7 @@ class FeedForwardPolicy(DDPGPolicy):
                  act_fun=tf.nn.relu, **kwargs):
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
                          scale=(feature_extraction == "cnn"))
-        if feature_extraction not in ("cnn", "mlp"):
-            raise ValueError(f"Error: feature_extraction must be 'cnn' or 'mlp', got {feature_extraction!r}")
-        if feature_extraction == "mlp" and kwargs:
-            raise ValueError(f"Unknown keywords for policy: {kwargs}")
-        if layers is None:
-            layers = [64, 64]
-        if len(layers) < 1:
-            raise ValueError("Error: must have at least one hidden layer for the policy.")
-        if feature_extraction == "cnn" and len(self.obs_shape) != 3:
-            raise ValueError(f"Error: CnnPolicy needs image observations (H, W, C), got shape {self.obs_shape}; use "
-                             "MlpPolicy for vector observations.")
-        self.layer_sizes = [int(n) for n in layers]
+        self.layer_sizes = feed_forward_layer_sizes(self.obs_shape, layers, feature_extraction, kwargs)
         self.feature_extraction = feature_extraction
         self.cnn_kwargs = kwargs
         self.cnn_extractor = cnn_extractor
@@ -183,16 +172,6 @@ class FeedForwardPolicy(DDPGPolicy):
         self._critic_path = None
 
     # ------------------------------------------------------------------ construction
-    def _make_cnn(self, scope: str, named: list):
-        if self.feature_extraction != "cnn":
-            return None
-        cnn = self.cnn_extractor(**self.cnn_kwargs)
-        layers = cnn.sb2_layers() if hasattr(cnn, "sb2_layers") else []
-        for layer in layers:
-            layer.scope = f"{scope}/{layer.scope}"
-        named.extend(layers)
-        return cnn
-
     def _dummy_input(self):
         return self.preprocess(tf.zeros((1,) + self.obs_shape, tf.as_dtype(self.obs_dtype)))
 
@@ -202,18 +181,22 @@ class FeedForwardPolicy(DDPGPolicy):
             return ops.layer(cnn, norm_obs)
         return ops.flatten(norm_obs)
 
+    def _make_hidden(self, scope: str, dense_layers: list, norms: list, named: list) -> None:
+        """Create the hidden stack ``<scope>/fc{i}`` [+ ``<scope>/LayerNorm{_i}``] into the given lists."""
+        for i, size in enumerate(self.layer_sizes):
+            dense = Dense(f"{scope}/fc{i}", size)
+            dense_layers.append(dense)
+            named.append(dense)
+            if self.layer_norm:
+                norm = LayerNorm(f"{scope}/{sb2_layer_norm_scope(i)}")
+                norms.append(norm)
+                named.append(norm)
+
     def make_actor(self, obs=None, reuse=False, scope="pi"):
         if self.actor_out is None:
             self.actor_scope = scope
             self.actor_cnn = self._make_cnn(scope, self._actor_named)
-            for i, size in enumerate(self.layer_sizes):
-                dense = Dense(f"{scope}/fc{i}", size)
-                self.actor_dense.append(dense)
-                self._actor_named.append(dense)
-                if self.layer_norm:
-                    norm = LayerNorm(f"{scope}/{sb2_layer_norm_scope(i)}")
-                    self.actor_norms.append(norm)
-                    self._actor_named.append(norm)
+            self._make_hidden(scope, self.actor_dense, self.actor_norms, self._actor_named)
             self.actor_out = Dense(f"{scope}/{scope}", self.n_act, kernel_initializer=_uniform_init(3e-3))
             self._actor_named.append(self.actor_out)
             self.actor(self._dummy_input())
@@ -228,14 +211,7 @@ class FeedForwardPolicy(DDPGPolicy):
         if self.critic_out is None:
             self.critic_scope = scope
             self.critic_cnn = self._make_cnn(scope, self._critic_named)
-            for i, size in enumerate(self.layer_sizes):
-                dense = Dense(f"{scope}/fc{i}", size)
-                self.critic_dense.append(dense)
-                self._critic_named.append(dense)
-                if self.layer_norm:
-                    norm = LayerNorm(f"{scope}/{sb2_layer_norm_scope(i)}")
-                    self.critic_norms.append(norm)
-                    self._critic_named.append(norm)
+            self._make_hidden(scope, self.critic_dense, self.critic_norms, self._critic_named)
             self.critic_out = Dense(f"{scope}/qf_output", 1, kernel_initializer=_uniform_init(3e-3))
             self._critic_named.append(self.critic_out)
             self.critic(self._dummy_input(), tf.zeros((1, self.n_act), tf.float32))
@@ -247,28 +223,27 @@ class FeedForwardPolicy(DDPGPolicy):
         return self.qvalue_fn
 
     # ------------------------------------------------------------------ maths (normalised observations in)
-    def actor_network(self, ops, norm_obs):
-        """The deterministic action in [-1, 1] for a batch of normalised observations, in the backend ``ops``."""
+    def _hidden(self, ops, x, dense_layers: list, norms: list, action=None):
+        """The hidden stack (dense [+ LayerNorm] + activation); ``action`` is concatenated after the first layer."""
         act = ops.activation(self.act_fun)
-        x = self._features(ops, norm_obs, self.actor_cnn)
-        for i, dense in enumerate(self.actor_dense):
+        for i, dense in enumerate(dense_layers):
             x = ops.layer(dense, x)
             if self.layer_norm:
-                x = ops.layer(self.actor_norms[i], x)
+                x = ops.layer(norms[i], x)
             x = act(x)
+            if i == 0 and action is not None:
+                x = ops.concat([x, ops.as_float(action)])
+        return x
+
+    def actor_network(self, ops, norm_obs):
+        """The deterministic action in [-1, 1] for a batch of normalised observations, in the backend ``ops``."""
+        x = self._hidden(ops, self._features(ops, norm_obs, self.actor_cnn), self.actor_dense, self.actor_norms)
         return ops.tanh(ops.layer(self.actor_out, x))
 
     def critic_network(self, ops, norm_obs, action):
         """The critic's (normalised) Q-value, shape (batch, 1), of normalised observations and [-1, 1] actions."""
-        act = ops.activation(self.act_fun)
-        x = self._features(ops, norm_obs, self.critic_cnn)
-        for i, dense in enumerate(self.critic_dense):
-            x = ops.layer(dense, x)
-            if self.layer_norm:
-                x = ops.layer(self.critic_norms[i], x)
-            x = act(x)
-            if i == 0:
-                x = ops.concat([x, ops.as_float(action)])
+        x = self._hidden(ops, self._features(ops, norm_obs, self.critic_cnn), self.critic_dense, self.critic_norms,
+                         action)
         return ops.layer(self.critic_out, x)
 
     def actor(self, norm_obs):
@@ -312,19 +287,6 @@ class FeedForwardPolicy(DDPGPolicy):
                                                                                                   copy=False)
 
     # ------------------------------------------------------------------ parameters
-    def named_parameters(self, prefix: str = "model") -> "OrderedDict[str, tf.Variable]":
-        params = OrderedDict()
-        for layer in list(self._actor_named) + list(self._critic_named):
-            for name, var in layer.named_variables():
-                params[f"{prefix}/{name}:0"] = var
-        return params
-
-    def actor_variables(self) -> list:
-        return [var for layer in self._actor_named for _, var in layer.named_variables()]
-
-    def critic_variables(self) -> list:
-        return [var for layer in self._critic_named for _, var in layer.named_variables()]
-
     def perturbable_mask(self) -> list:
         """For each actor variable: whether parameter noise perturbs it (SB2: all trainable ones but LayerNorm)."""
         return [not isinstance(layer, LayerNorm) for layer in self._actor_named for _ in layer.named_variables()]
@@ -374,9 +336,6 @@ class FeedForwardPolicy(DDPGPolicy):
         if ops is None:
             raise ValueError("Error: this policy acts through TF (no NumPy form of its layers)")
         return ops
-
-    def _prepare_obs(self, obs) -> np.ndarray:
-        return np.asarray(obs).astype(self.obs_dtype, copy=False).reshape((-1,) + self.obs_shape)
 
     def actor_from_obs(self, obs) -> np.ndarray:
         """Actions in [-1, 1] for a batch of raw observations (normalisation included), NumPy or one TF call."""

@@ -26,6 +26,7 @@ from sbtf.common.distributions import softmax_np
 from sbtf.common.input import check_obs_space
 from sbtf.common.policies import BasePolicy, nature_cnn, register_policy_base
 from sbtf.common.network_ops import TF_OPS, NumpyOps
+from sbtf.common.off_policy_networks import feed_forward_layer_sizes, scoped_cnn
 from sbtf.common.tf_layers import FullyConnected, SB2Mlp, sb2_fully_connected_scope
 
 
@@ -73,12 +74,6 @@ class DQNPolicy(BasePolicy):
 
     def call(self, inputs, training=None):
         return self.q_values(inputs)
-
-    def _prepare_obs(self, obs) -> np.ndarray:
-        return np.asarray(obs).astype(self.obs_dtype, copy=False).reshape((-1,) + self.obs_shape)
-
-    def acting_paths(self) -> list:
-        return [self._acting]
 
     def q_values_np(self, obs, weights: Optional[dict] = None) -> np.ndarray:
         """
@@ -183,46 +178,32 @@ class FeedForwardPolicy(DQNPolicy):
                  dueling=True, act_fun=tf.nn.relu, **kwargs):
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
                          scale=(feature_extraction == "cnn"), obs_phs=obs_phs, dueling=dueling)
-        if feature_extraction not in ("cnn", "mlp"):
-            raise ValueError(f"Error: feature_extraction must be 'cnn' or 'mlp', got {feature_extraction!r}")
-        if feature_extraction == "mlp" and kwargs:
-            raise ValueError(f"Unknown keywords for policy: {kwargs}")
-        if layers is None:
-            layers = [64, 64]
-        self.layer_sizes = [int(n) for n in layers]
+        self.layer_sizes = feed_forward_layer_sizes(self.obs_shape, layers, feature_extraction, kwargs, min_layers=0)
         self.feature_extraction = feature_extraction
         self.layer_norm = bool(layer_norm)
         self.act_fun = act_fun
         self.cnn_kwargs = kwargs
-        self._named_layers: list = []
 
         self.cnn = None
         if feature_extraction == "cnn":
-            if len(self.obs_shape) != 3:
-                raise ValueError(f"Error: CnnPolicy needs image observations (H, W, C), got shape {self.obs_shape}; "
-                                 "use MlpPolicy for vector observations.")
-            self.cnn = cnn_extractor(**kwargs)
-            cnn_layers = self.cnn.sb2_layers() if hasattr(self.cnn, "sb2_layers") else []
-            for layer in cnn_layers:
-                layer.scope = f"action_value/{layer.scope}"
-            self._named_layers.extend(cnn_layers)
+            self.cnn, cnn_layers = scoped_cnn(cnn_extractor, kwargs, "action_value")
+            self._register(*cnn_layers)
             self.action_hidden = None
             self.action_out = FullyConnected("action_value/fully_connected", self.n_actions)
         else:
             self.action_hidden = SB2Mlp("action_value", self.layer_sizes, act_fun, layer_norm=self.layer_norm,
                                         style="fully_connected")
-            self._named_layers.extend(self.action_hidden.sb2_layers())
+            self._register(*self.action_hidden.sb2_layers())
             self.action_out = FullyConnected(f"action_value/{sb2_fully_connected_scope(len(self.layer_sizes))}",
                                              self.n_actions)
-        self._named_layers.append(self.action_out)
+        self._register(self.action_out)
         self.state_hidden = None
         self.state_out = None
         if self.dueling:
             self.state_hidden = SB2Mlp("state_value", self.layer_sizes, act_fun, layer_norm=self.layer_norm,
                                        style="fully_connected")
             self.state_out = FullyConnected(f"state_value/{sb2_fully_connected_scope(len(self.layer_sizes))}", 1)
-            self._named_layers.extend(self.state_hidden.sb2_layers())
-            self._named_layers.append(self.state_out)
+            self._register(*self.state_hidden.sb2_layers(), self.state_out)
         # create the variables
         self(tf.zeros((1,) + self.obs_shape, tf.as_dtype(self.obs_dtype)))
         # NumPy acting runs ``q_network``; a subclass that replaces the TF maths (``q_values``) acts through TF
@@ -231,14 +212,6 @@ class FeedForwardPolicy(DQNPolicy):
         self.weights_changed()
 
     # ------------------------------------------------------------------ TF
-    def named_parameters(self, prefix: str = "model") -> "OrderedDict[str, tf.Variable]":
-        """Ordered ``{SB2 name: variable}``, e.g. ``model/action_value/fully_connected/weights:0``."""
-        params: OrderedDict = OrderedDict()
-        for layer in self._named_layers:
-            for name, var in layer.named_variables():
-                params[f"{prefix}/{name}:0"] = var
-        return params
-
     def q_network(self, ops, obs):
         """The Q-values ``(batch, n_actions)`` of a batch of raw observations in the backend ``ops``."""
         x = ops.preprocess(obs, self.ob_space, self.scale)
@@ -264,7 +237,7 @@ class FeedForwardPolicy(DQNPolicy):
         """The variables the NumPy acting copies mirror, in ``numpy_weights`` order; see ``set_numpy_weights``."""
         if self._acting.uses_numpy:
             return list(self._acting.variables)
-        return [var for layer in self._named_layers for _, var in layer.named_variables()]
+        return list(self.named_parameters().values())
 
     def set_numpy_weights(self, arrays: list) -> None:
         """Install fresh NumPy copies of ``acting_variables()`` (e.g. returned by a train step) at the current weight

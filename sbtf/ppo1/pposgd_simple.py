@@ -63,6 +63,8 @@ class PPO1(MpiActorCriticRLModel):
         optim_epochs=ms.Integer(1), optim_stepsize=ms.Schedule(), optim_batchsize=ms.Integer(1), lam=ms.Real(),
         adam_epsilon=ms.Real(), schedule=ms.AnyOf(ms.Text(), ms.Schedule()))
 
+    _generator_attrs = ("_shuffle_gen",)
+
     def __init__(self, policy, env, gamma=0.99, timesteps_per_actorbatch=256, clip_param=0.2, entcoeff=0.01,
                  optim_epochs=4, optim_stepsize=1e-3, optim_batchsize=64, lam=0.95, adam_epsilon=1e-5,
                  schedule='linear', verbose=0, tensorboard_log=None, _init_setup_model=True,
@@ -96,13 +98,8 @@ class PPO1(MpiActorCriticRLModel):
             self.params = self.get_parameter_list()
             self._variables = list(self.policy_pi.named_parameters().values())
             self.adam = MpiAdam(self._variables, epsilon=self.adam_epsilon, comm=self.comm)
-            self._shuffle_gen = tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
+            self._shuffle_gen = self._new_generator()
             self._train_step = self._make_train_step()  # traced on the first update, not at load
-
-    def _reseed_policy(self, seed: int) -> None:
-        super()._reseed_policy(seed)
-        if getattr(self, "_shuffle_gen", None) is not None:
-            self._shuffle_gen.reset_from_seed(seed)
 
     def _batch_size(self) -> int:
         n = int(self.timesteps_per_actorbatch)

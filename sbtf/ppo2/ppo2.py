@@ -11,7 +11,6 @@ import time
 import warnings
 from typing import Dict
 
-import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
@@ -65,6 +64,8 @@ class PPO2(NStepActorCriticRLModel):
         max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(), lam=ms.Real(), nminibatches=ms.Integer(1),
         noptepochs=ms.Integer(1), cliprange=ms.Schedule(), cliprange_vf=ms.Nullable(ms.Schedule()))
 
+    _generator_attrs = ("_shuffle_gen",)
+
     def __init__(self, policy, env, gamma=0.99, n_steps=128, ent_coef=0.01, learning_rate=2.5e-4, vf_coef=0.5,
                  max_grad_norm=0.5, lam=0.95, nminibatches=4, noptepochs=4, cliprange=0.2, cliprange_vf=None,
                  verbose=0, tensorboard_log=None, _init_setup_model=True, policy_kwargs=None,
@@ -101,13 +102,8 @@ class PPO2(NStepActorCriticRLModel):
                               f"{self.n_batch % self.nminibatches} samples per epoch are left out.")
             self._setup_policy(1, None)
             self.optimizer = Adam(self._variables, epsilon=1e-5)
-            self._shuffle_gen = tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
+            self._shuffle_gen = self._new_generator()
             self._train_step = self._make_train_step()  # traced on the first update, not at load
-
-    def _reseed_policy(self, seed: int) -> None:
-        super()._reseed_policy(seed)
-        if getattr(self, "_shuffle_gen", None) is not None:
-            self._shuffle_gen.reset_from_seed(seed)
 
     # ------------------------------------------------------------------ losses
     def _minibatch_loss(self, obs, returns, masks, actions, values, neglogpacs, states, cliprange, cliprange_vf,
@@ -153,19 +149,14 @@ class PPO2(NStepActorCriticRLModel):
 
     def _make_train_step(self) -> TrainStep:
         policy = self.policy_tf
-        pdtype = policy.pdtype
-        act_shape = tuple(pdtype.sample_shape())
-        act_dtype = pdtype.sample_dtype() if not isinstance(self.action_space, gym.spaces.Box) else tf.float32
         scalar = tf.TensorSpec((), tf.float32)
         schedules = {"lr": scalar, "cliprange": scalar, "cliprange_vf": scalar}
 
         if policy.recurrent:
             envs_per_batch = self.n_envs // self.nminibatches
             n_mb = envs_per_batch * self.n_steps
-            vec = tf.TensorSpec((n_mb,), tf.float32)
-            inputs = {"obs": policy.obs_signature(n_mb), "returns": vec, "masks": vec,
-                      "actions": tf.TensorSpec((n_mb,) + act_shape, act_dtype), "values": vec, "neglogpacs": vec,
-                      "states": tf.TensorSpec((envs_per_batch, policy.state_size), tf.float32), **schedules}
+            inputs = {**self._rollout_inputs(n_mb, ("returns", "masks", "values", "neglogpacs"),
+                                             n_states=envs_per_batch), **schedules}
 
             def train_minibatch(obs, returns, masks, actions, values, neglogpacs, states, lr, cliprange,
                                 cliprange_vf):
@@ -179,10 +170,7 @@ class PPO2(NStepActorCriticRLModel):
         nminibatches = int(self.nminibatches)
         batch_size = n_batch // nminibatches
         noptepochs = int(self.noptepochs)
-        vec = tf.TensorSpec((n_batch,), tf.float32)
-        inputs = {"obs": policy.obs_signature(n_batch), "returns": vec,
-                  "actions": tf.TensorSpec((n_batch,) + act_shape, act_dtype), "values": vec, "neglogpacs": vec,
-                  **schedules}
+        inputs = {**self._rollout_inputs(n_batch, ("returns", "values", "neglogpacs")), **schedules}
 
         def train_epochs(obs, returns, actions, values, neglogpacs, lr, cliprange, cliprange_vf):
             """Every epoch's shuffled minibatch Adam steps, in one call; the mean statistics over the minibatches.

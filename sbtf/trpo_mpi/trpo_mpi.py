@@ -76,6 +76,8 @@ class TRPO(MpiActorCriticRLModel):
         hidden_size_adversary=ms.Integer(1), adversary_entcoeff=ms.Real(), expert_dataset=ms.Opaque(),
         g_step=ms.Integer(0), d_step=ms.Integer(0), d_stepsize=ms.Real(), using_gail=ms.Flag())
 
+    _generator_attrs = ("_shuffle_gen",)
+
     def __init__(self, policy, env, gamma=0.99, timesteps_per_batch=1024, max_kl=0.01, cg_iters=10, lam=0.98,
                  entcoeff=0.0, cg_damping=1e-2, vf_stepsize=3e-4, vf_iters=3, verbose=0, tensorboard_log=None,
                  _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False,
@@ -136,15 +138,10 @@ class TRPO(MpiActorCriticRLModel):
             if self.using_gail:
                 self.d_adam = MpiAdam(self.reward_giver.get_trainable_variables(), comm=self.comm)
             self.params = self.get_parameter_list()
-            self._shuffle_gen = tf.random.Generator.from_seed(int(np.random.randint(0, 2 ** 31 - 1)))
+            self._shuffle_gen = self._new_generator()
             self.allmean = lambda arr: allreduce_mean(np.asarray(arr), self.comm)
             self.timed = self._timed
             self._build_functions()
-
-    def _reseed_policy(self, seed: int) -> None:
-        super()._reseed_policy(seed)
-        if getattr(self, "_shuffle_gen", None) is not None:
-            self._shuffle_gen.reset_from_seed(seed)
 
     def _named_parameters(self):
         params = self.policy_pi.named_parameters()
