@@ -460,7 +460,7 @@ class BaseRLModel(ABC):
 
     def _on_parameters_loaded(self) -> None:
         for policy in self._policies():
-            policy.mark_weights_changed()
+            policy.weights_changed()
 
     # ------------------------------------------------------------------ save / load
     def _get_save_data(self) -> dict:
