@@ -93,6 +93,31 @@ def test_replay_buffer_ring_and_sb2_api():
     assert np.allclose(actions[:, 0], rews) and np.allclose(dones, (rews % 2 == 0))
 
 
+
+def test_sample_batch_names_the_same_draw_as_sample():
+    from sbtf.common.buffers import ReplayBatch
+
+    buffer = ReplayBuffer(8)
+    _fill(buffer, 6)
+    np.random.seed(3)
+    obs, actions, rewards, next_obs, dones = buffer.sample(16)
+    np.random.seed(3)
+    batch = buffer.sample_batch(16)
+    assert isinstance(batch, ReplayBatch) and len(batch) == 16
+    for named, positional in ((batch.observations, obs), (batch.actions, actions), (batch.rewards, rewards),
+                              (batch.next_observations, next_obs), (batch.dones, dones)):
+        np.testing.assert_array_equal(named, positional)
+    assert batch.weights is None and batch.indexes is None
+    prioritized = PrioritizedReplayBuffer(8, alpha=0.6)
+    _fill(prioritized, 6)
+    np.random.seed(4)
+    *_, weights, idxes = prioritized.sample(5, beta=0.4)
+    np.random.seed(4)
+    named = prioritized.sample_batch(5, beta=0.4)
+    np.testing.assert_array_equal(named.weights, weights)
+    np.testing.assert_array_equal(named.indexes, idxes)
+
+
 def test_replay_buffer_extend_wraps_and_keeps_uint8():
     buffer = ReplayBuffer(6)
     images = np.arange(4 * 2 * 2 * 1, dtype=np.uint8).reshape(4, 2, 2, 1)

@@ -113,6 +113,29 @@ def test_mpi_running_mean_std_matches_numpy():
         "adversary/obfilter/runningsum:0", "adversary/obfilter/runningsumsq:0", "adversary/obfilter/count:0"]
 
 
+
+def test_deferred_running_mean_std_writes_variables_on_flush():
+    """DDPG's mode: the sums live in NumPy between flushes; pull() re-reads the variables (in-graph update, load)."""
+    from sbtf.common.mpi_running_mean_std import RunningMeanStd
+
+    rng = np.random.default_rng(2)
+    data = rng.normal(size=(30, 2))
+    deferred = RunningMeanStd(shape=(2,), name="obs_rms", deferred=True)
+    direct = RunningMeanStd(shape=(2,), name="obs_rms")
+    for rows in np.split(data, 3):
+        deferred.update(rows)
+        direct.update(rows)
+    np.testing.assert_allclose(deferred.mean_np(), direct.mean_np(), rtol=1e-6)
+    np.testing.assert_allclose(deferred.std_np(), direct.std_np(), rtol=1e-6)
+    np.testing.assert_allclose(deferred.mean.numpy(), np.zeros(2))  # not flushed yet
+    deferred.flush()
+    np.testing.assert_allclose(deferred.mean.numpy(), direct.mean.numpy(), rtol=1e-6)
+    deferred.update_tf(np.ones((10, 2)))  # an in-graph update, then pull
+    deferred.pull()
+    assert deferred.count == pytest.approx(1e-2 + 40)
+    np.testing.assert_allclose(deferred.mean_np(), deferred.mean.numpy(), rtol=1e-6)
+
+
 def test_mpi_adam_matches_plain_adam_in_one_process():
     import tensorflow as tf
 

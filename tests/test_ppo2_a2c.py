@@ -39,8 +39,9 @@ def test_ppo2_reaches_zoo_level_on_cartpole():
 
 @pytest.mark.slow
 def test_a2c_reaches_zoo_level_on_cartpole():
+    # rl-baselines-zoo: A2C on CartPole-v1 with 8 envs, ent_coef 0, 5e5 steps; seed 0 reaches 500 after 2e5 (1e5: 272)
     model = A2C("MlpPolicy", cartpole_vec(), seed=0, ent_coef=0.0, vf_coef=0.5)
-    model.learn(150000)
+    model.learn(200000)
     assert evaluate(model, "CartPole-v1", n_episodes=10) >= 475
 
 

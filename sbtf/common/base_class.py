@@ -1,8 +1,8 @@
 """Model base classes with the stable-baselines 2.x API.
 
 ``BaseRLModel`` owns what every algorithm shares: the environment, seeding, callbacks,
-saving/loading (sbtf format, see ``save_util``; stable-baselines 2.x files through
-``sbtf_converters.legacy``), parameters by SB2 name, ``predict`` rules, ``pretrain`` (behaviour
+saving/loading (sbtf format, see ``save_util``; stable-baselines 2.x files and exports through the
+plugins registered in ``sbtf.common.formats``), parameters by SB2 name, ``predict`` rules, ``pretrain`` (behaviour
 cloning) and TensorBoard logging.
 """
 from __future__ import annotations
@@ -472,7 +472,7 @@ class BaseRLModel(ABC):
 
     def _on_parameters_loaded(self) -> None:
         for policy in self._policies():
-            policy.mark_weights_changed()
+            policy.weights_changed()
 
     # ------------------------------------------------------------------ save / load
     def _get_save_data(self) -> dict:

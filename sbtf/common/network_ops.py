@@ -3,8 +3,9 @@ The two backends a network is written against: TensorFlow (:data:`TF_OPS`) and N
 
 A policy writes each network once, as a function of a backend ``ops``: layers are called as ``ops.layer(layer, x)``,
 activations are ``ops.activation(fn)``, and the few array operations a network needs (``concat``, ``tanh``, ``clip``,
-``flatten``, ...) are methods of ``ops``. With :data:`TF_OPS` the function is the TensorFlow maths (training, export,
-the compiled acting call); with a :class:`NumpyOps` bound to NumPy copies of the weights it runs in NumPy.
+``flatten``, ``one_hot``, ``standardize`` by running statistics, ...) are methods of ``ops``. With :data:`TF_OPS` the
+function is the TensorFlow maths (training, export, the compiled acting call); with a :class:`NumpyOps` bound to NumPy
+copies of the weights it runs in NumPy.
 
 A layer offers a NumPy form with ``numpy_call(weights, x)`` (``weights``: NumPy arrays of ``layer.weights`` in that
 order); a layer made of other layers offers ``ops_call(x, ops)``. A layer with neither, or an activation without a
@@ -128,11 +129,22 @@ class TFOps:
 
     tanh = staticmethod(tf.tanh)
     exp = staticmethod(tf.exp)
+    log = staticmethod(tf.math.log)
     clip = staticmethod(tf.clip_by_value)
 
     @staticmethod
     def as_float(x):
         return tf.cast(x, tf.float32)
+
+    @staticmethod
+    def one_hot(indices, depth: int):
+        """Float32 one-hot rows, shape (n, depth), of integer ``indices`` (any shape, flattened)."""
+        return tf.one_hot(tf.cast(tf.reshape(indices, (-1,)), tf.int32), depth, dtype=tf.float32)
+
+    @staticmethod
+    def standardize(x, stats):
+        """``(x - stats.mean) / stats.std`` with running statistics (e.g. a ``RunningMeanStd``) as they are now."""
+        return (x - stats.mean) / stats.std
 
 
 #: the TensorFlow backend (stateless: one instance serves every network)
@@ -201,11 +213,24 @@ class NumpyOps:
 
     tanh = staticmethod(np.tanh)
     exp = staticmethod(np.exp)
+    log = staticmethod(np.log)
     clip = staticmethod(np.clip)
 
     @staticmethod
     def as_float(x) -> np.ndarray:
         return np.asarray(x, dtype=np.float32)
+
+    @staticmethod
+    def one_hot(indices, depth: int) -> np.ndarray:
+        rows = np.asarray(indices).reshape(-1).astype(np.intp, copy=False)
+        out = np.zeros((len(rows), depth), np.float32)
+        out[np.arange(len(rows)), rows] = 1.0
+        return out
+
+    @staticmethod
+    def standardize(x: np.ndarray, stats) -> np.ndarray:
+        """The statistics are read from ``stats.mean_np()`` / ``stats.std_np()`` (not weights: no weight version)."""
+        return (x - stats.mean_np()) / stats.std_np()
 
 
 __all__ = ["NoNumpyForm", "TFOps", "TF_OPS", "NumpyOps", "activation_name", "get_activation", "numpy_activation"]

@@ -5,7 +5,8 @@ Where things live:
 
 * ``sbtf.common.off_policy_algorithm``: ``OffPolicyAlgorithm``, the one learn loop of DQN, SAC, TD3 and DDPG;
 * ``sbtf.common.off_policy_actor_critic``: ``ActorCriticOffPolicyAlgorithm`` (what SAC and TD3 share);
-* ``sbtf.common.off_policy_train``: ``TrainFunctionCache`` (the compiled K-gradient-step train functions);
+* ``sbtf.common.off_policy_train``: ``TrainStepCache`` (the K-gradient-step ``TrainStep`` per variant) and the
+  former ``TrainFunctionCache``;
 * ``sbtf.common.off_policy_ops``: in-graph helpers (target updates, Huber loss, stateless seeds);
 * ``sbtf.common.optimizers.Adam``: TF1's Adam with the fused ``ResourceApplyAdam`` kernel (``FusedAdam`` here is
   that class, under its former name).

@@ -8,7 +8,12 @@ Bernoulli entropy of the logits. The policy's reward is ``-log(1 - sigmoid(logit
 
 Variables carry SB2's names: ``adversary/fully_connected/weights:0`` (obs_dim + act_dim, H), ``/biases:0`` (H,),
 ``adversary/fully_connected_1/...`` (H, H), ``adversary/fully_connected_2/...`` (H, 1).
-The reward used during rollouts is computed in NumPy on cached weights (no TensorFlow call per step).
+The network is written once, as a function of a backend ``ops`` (:meth:`TransitionClassifier.logits`): in TF for the
+losses, and through an ``ActingPath`` (``sbtf.common.acting``) for the reward used during rollouts, which then runs in
+NumPy on copies of the weights (no TensorFlow call per step). The copies carry the classifier's weight version:
+``apply_gradient`` and ``weights_changed()`` mark them stale, and the next ``get_reward`` refreshes them with one
+compiled read. The observation statistics are read by the backend itself (``ops.standardize``), so they need no
+version of their own.
 """
 from __future__ import annotations
 
@@ -18,7 +23,9 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
+from sbtf.common.acting import ActingPath, WeightVersion
 from sbtf.common.mpi_running_mean_std import RunningMeanStd
+from sbtf.common.network_ops import TF_OPS
 from sbtf.common.tf_layers import FullyConnected, sb2_fully_connected_scope
 from sbtf.common.tf_util import flatgrad
 
@@ -89,16 +96,18 @@ class TransitionClassifier(tf.Module):
             layer.build((None, in_dim))
             in_dim = units
             self.layers_.append(layer)
-        self._weights_version = 0
-        self._np_cache_key = None
-        self._np_cache = None
 
         obs_spec = tf.TensorSpec((None,) + self.observation_shape, tf.float32)
         act_spec = tf.TensorSpec((None,), tf.int64) if self.discrete_actions else \
             tf.TensorSpec((None, self.n_actions), tf.float32)
         self._lossandgrad_fn = tf.function(self._lossandgrad, input_signature=[obs_spec, act_spec, obs_spec,
                                                                                 act_spec])
-        self._reward_fn = tf.function(self._reward_tf, input_signature=[obs_spec, act_spec])
+        self._reward_fn = tf.function(lambda obs, actions: self.reward(TF_OPS, obs, actions),
+                                      input_signature=[obs_spec, act_spec])
+        # the rollout reward: NumPy on copies of the weights, refreshed (one compiled read) after they changed
+        self._weight_version = WeightVersion()
+        self.reward_path = ActingPath({"reward": (self.reward, [obs_spec, act_spec])}, self._weight_version,
+                                      parameter_order=self.get_trainable_variables, install_from_train_steps=False)
 
     # ------------------------------------------------------------------ variables
     def get_trainable_variables(self) -> list:
@@ -110,39 +119,59 @@ class TransitionClassifier(tf.Module):
         return OrderedDict((f"{self.scope}/{name}:0", var) for layer in self.layers_
                            for name, var in layer.named_variables())
 
+    def weights_changed(self) -> None:
+        """The weights were changed from outside (load, MPI sync, ``assign``): ``get_reward`` re-reads them."""
+        self._weight_version.bump()
+
     def mark_weights_changed(self) -> None:
-        """Invalidate the NumPy copy of the weights used by ``get_reward`` (call after every update)."""
-        self._weights_version += 1
+        """Alias of ``weights_changed`` (kept for callers written before it)."""
+        self.weights_changed()
 
     def apply_gradient(self, optimizer, flat_grad: np.ndarray, learning_rate: float) -> None:
         """
         One step of ``optimizer`` (an ``MpiAdam`` over :meth:`get_trainable_variables`: the gradient is averaged
-        over the MPI ranks) with this rank's flat gradient; the reward's NumPy weights follow.
+        over the MPI ranks) with this rank's flat gradient; the next ``get_reward`` reads the new weights (once,
+        however many steps were applied since).
         """
         optimizer.update(flat_grad, learning_rate)
-        self.mark_weights_changed()
+        self.weights_changed()
 
-    # ------------------------------------------------------------------ maths (TF)
+    # ------------------------------------------------------------------ maths (written once, backend ``ops``)
+    def logits(self, ops, obs, actions):
+        """
+        The logits of (observation, action) pairs in the backend ``ops`` (``TF_OPS`` or a ``NumpyOps``).
+
+        :param obs: observations, shape ``(n,) + obs_shape``
+        :param actions: actions: indices, shape ``(n,)`` (Discrete), or vectors, shape ``(n, act_dim)`` (Box)
+        :return: logits, shape ``(n, 1)``
+        """
+        obs = ops.as_float(obs)
+        if self.normalize:
+            obs = ops.standardize(obs, self.obs_rms)
+        obs = ops.flatten(obs)
+        if self.discrete_actions:
+            actions = ops.one_hot(actions, self.n_actions)
+        else:
+            actions = ops.flatten(ops.as_float(actions))
+        hidden = ops.concat([obs, actions])  # concatenate the two inputs -> form a transition
+        fc0, fc1, fc2 = self.layers_
+        hidden = ops.tanh(ops.layer(fc0, hidden))
+        hidden = ops.tanh(ops.layer(fc1, hidden))
+        return ops.layer(fc2, hidden)
+
+    def reward(self, ops, obs, actions):
+        """The policy's reward ``-log(1 - sigmoid(logits) + 1e-8)``, shape ``(n, 1)``, in the backend ``ops``."""
+        return -ops.log(1 - ops.activation("sigmoid")(self.logits(ops, obs, actions)) + 1e-8)
+
     def build_graph(self, obs, actions):
         """
-        The logits of (observation, action) pairs.
+        The logits of (observation, action) pairs in TF (SB2's name for :meth:`logits` with ``TF_OPS``).
 
         :param obs: (tf.Tensor) observations, shape ``(n,) + obs_shape``
         :param actions: (tf.Tensor) actions: indices (Discrete) or vectors (Box)
         :return: (tf.Tensor) logits, shape ``(n, 1)``
         """
-        obs = tf.reshape(tf.cast(obs, tf.float32), (-1, self.obs_dim))
-        if self.normalize:
-            obs = (obs - tf.reshape(self.obs_rms.mean, (1, -1))) / tf.reshape(self.obs_rms.std, (1, -1))
-        if self.discrete_actions:
-            actions = tf.one_hot(tf.cast(tf.reshape(actions, (-1,)), tf.int32), self.n_actions, dtype=tf.float32)
-        else:
-            actions = tf.reshape(tf.cast(actions, tf.float32), (-1, self.n_actions))
-        hidden = tf.concat([obs, actions], axis=1)  # concatenate the two inputs -> form a transition
-        fc0, fc1, fc2 = self.layers_
-        hidden = tf.tanh(fc0(hidden))
-        hidden = tf.tanh(fc1(hidden))
-        return fc2(hidden)
+        return self.logits(TF_OPS, obs, actions)
 
     def _losses(self, generator_obs, generator_acs, expert_obs, expert_acs):
         generator_logits = self.build_graph(generator_obs, generator_acs)
@@ -165,9 +194,6 @@ class TransitionClassifier(tf.Module):
         with tf.GradientTape() as tape:
             total_loss, losses = self._losses(generator_obs, generator_acs, expert_obs, expert_acs)
         return losses, flatgrad(tape.gradient(total_loss, variables), variables)
-
-    def _reward_tf(self, obs, actions):
-        return -tf.math.log(1 - tf.nn.sigmoid(self.build_graph(obs, actions)) + 1e-8)
 
     # ------------------------------------------------------------------ NumPy API
     def _prepare(self, obs, actions):
@@ -192,18 +218,6 @@ class TransitionClassifier(tf.Module):
         obs, actions = self._prepare(obs, actions)
         return self._reward_fn(obs, actions).numpy()
 
-    def _numpy_weights(self):
-        key = (self._weights_version, self.obs_rms._version if self.obs_rms is not None else 0)
-        if self._np_cache_key != key:
-            weights = [(layer.kernel.numpy(), layer.bias.numpy()) for layer in self.layers_]
-            if self.normalize:
-                mean, std = self.obs_rms.mean_np().reshape(1, -1), self.obs_rms.std_np().reshape(1, -1)
-            else:
-                mean, std = np.zeros((1, self.obs_dim), np.float32), np.ones((1, self.obs_dim), np.float32)
-            self._np_cache = (weights, mean, std)
-            self._np_cache_key = key
-        return self._np_cache
-
     def get_reward(self, obs, actions) -> np.ndarray:
         """
         Predict the reward using the observation and action: ``-log(1 - sigmoid(logit) + 1e-8)``, shape (n, 1).
@@ -213,17 +227,7 @@ class TransitionClassifier(tf.Module):
         :return: (np.ndarray) the reward
         """
         obs, actions = self._prepare(obs, actions)
-        weights, mean, std = self._numpy_weights()
-        (w0, b0), (w1, b1), (w2, b2) = weights
-        x = (obs.reshape(len(obs), -1) - mean) / std
-        if self.discrete_actions:
-            one_hot = np.zeros((len(actions), self.n_actions), np.float32)
-            one_hot[np.arange(len(actions)), actions] = 1.0
-            actions = one_hot
-        hidden = np.tanh(np.concatenate([x, actions], axis=1) @ w0 + b0)
-        hidden = np.tanh(hidden @ w1 + b1)
-        logits = hidden @ w2 + b2
-        return -np.log(1 - 1.0 / (1.0 + np.exp(-logits)) + 1e-8)
+        return self.reward_path("reward", obs, actions)
 
 
 __all__ = ["TransitionClassifier", "logsigmoid", "logit_bernoulli_entropy"]

@@ -153,7 +153,7 @@ class TRPO(MpiActorCriticRLModel):
     def _on_parameters_loaded(self) -> None:
         super()._on_parameters_loaded()
         if self.reward_giver is not None:
-            self.reward_giver.mark_weights_changed()
+            self.reward_giver.weights_changed()
 
     @contextmanager
     def _timed(self, msg: str):
