@@ -52,12 +52,13 @@ def test_box_entries_are_normalised_and_the_others_pass_through():
 
 def test_terminal_observations_are_normalised_per_entry():
     venv = VecNormalize(DummyVecEnv([PositionEnv]))
+    venv.seed(0)
     venv.reset()
-    for _ in range(4):
+    for _ in range(40):  # ten episodes: enough samples for stable statistics (4 samples can give a tiny variance)
         _, _, dones, infos = venv.step(np.zeros(1, dtype=np.int64))
     assert dones[0]
     terminal = infos[0]["terminal_observation"]
-    assert terminal["pos"].dtype == np.float32 and abs(float(terminal["pos"][0])) < 5  # raw values are near 5
+    assert terminal["pos"].dtype == np.float32 and abs(float(terminal["pos"][0])) < 4  # raw values are near 5
     assert terminal["flag"] == 4 % 3
 
 
