@@ -86,7 +86,7 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
     def _use_xla(self, policy) -> bool:
         if self.jit_compile in (True, False):
             return bool(self.jit_compile)
-        sizes = list(getattr(policy, "layer_sizes", [])) or [0]
+        sizes = list(getattr(policy, "layer_sizes", [])) + list(getattr(policy, "qf_layer_sizes", [])) or [0]
         return getattr(policy, "feature_extraction", "mlp") == "mlp" and max(sizes) <= self.xla_max_layer
 
     @property

@@ -24,7 +24,7 @@ import tensorflow as tf
 from sbtf.common.input import check_obs_space, preprocess_obs_np
 from sbtf.common.policies import BasePolicy, make_actor_critic_policies, nature_cnn, register_policy_base
 from sbtf.common.network_ops import TF_OPS
-from sbtf.common.off_policy_networks import ActorCriticLayers, feed_forward_layer_sizes
+from sbtf.common.off_policy_networks import ActorCriticLayers, image_scaling, resolve_off_policy_arch
 from sbtf.common.tf_layers import Dense, LayerNorm, sb2_layer_norm_scope
 
 
@@ -136,21 +136,41 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
     :param feature_extraction: (str) The feature extraction type ("cnn" or "mlp")
     :param layer_norm: (bool) enable layer normalisation
     :param act_fun: (tf.func) the activation function to use in the neural network.
+    :param net_arch: ([int] or dict) SB3's layer sizes: ``[400, 300]`` for the actor and the critic, or
+        ``dict(pi=[...], qf=[...])``; instead of ``layers`` (the critic needs one hidden layer: the action joins after
+        it, as in SB2)
+    :param activation_fn: SB3's name of ``act_fun`` (a TF/Keras function, a name, or a Keras layer class)
+    :param n_critics: (int) DDPG has one critic (SB3 passes ``n_critics=1``); only 1 is accepted
+    :param share_features_extractor: (bool) the critic uses the actor's feature extractor (SB3's default False)
+    :param normalize_images: (bool) rescale image observations to [0, 1] (None: SB2's rule, CNN policies do)
     :param kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
     """
 
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
                  layers=None, cnn_extractor=nature_cnn, feature_extraction="cnn", layer_norm=False,
-                 act_fun=tf.nn.relu, **kwargs):
+                 act_fun=tf.nn.relu, net_arch=None, activation_fn=None, n_critics=1, share_features_extractor=False,
+                 normalize_images=None, **kwargs):
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
-                         scale=(feature_extraction == "cnn"))
-        self.layer_sizes = feed_forward_layer_sizes(self.obs_shape, layers, feature_extraction, kwargs)
+                         scale=image_scaling(ob_space, feature_extraction, normalize_images))
+        if n_critics != 1:
+            raise ValueError(f"Error: DDPG has one critic; n_critics={n_critics!r} needs TD3 (or SAC).")
+        arch = resolve_off_policy_arch(
+            "DDPG", type(self), self.obs_shape, layers=layers, net_arch=net_arch,
+            feature_extraction=feature_extraction, act_fun=act_fun, activation_fn=activation_fn, n_critics=1,
+            share_features_extractor=share_features_extractor, cnn_extractor=cnn_extractor, cnn_kwargs=kwargs)
+        if not arch.critic_sizes:
+            raise ValueError("Error: DDPG's critic needs at least one hidden layer (the action joins after the first).")
+        self.layer_sizes = arch.actor_sizes
+        self.qf_layer_sizes = arch.critic_sizes
+        self.net_arch = net_arch
+        self.normalize_images = normalize_images
+        self.share_features_extractor = arch.share_features_extractor
         self.feature_extraction = feature_extraction
         self.cnn_kwargs = kwargs
         self.cnn_extractor = cnn_extractor
         self.layer_norm = bool(layer_norm)
-        self.activ = act_fun
-        self.act_fun = act_fun
+        self.activ = arch.act_fun
+        self.act_fun = arch.act_fun
         self.n_act = int(np.prod(self.ac_space.shape))
         # the observation normalisation of the owning model (set_obs_normalization); kept out of Keras tracking
         self.__dict__["_norm"] = None
@@ -181,9 +201,9 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
             return ops.layer(cnn, norm_obs)
         return ops.flatten(norm_obs)
 
-    def _make_hidden(self, scope: str, dense_layers: list, norms: list, named: list) -> None:
+    def _make_hidden(self, scope: str, dense_layers: list, norms: list, named: list, sizes: Sequence[int]) -> None:
         """Create the hidden stack ``<scope>/fc{i}`` [+ ``<scope>/LayerNorm{_i}``] into the given lists."""
-        for i, size in enumerate(self.layer_sizes):
+        for i, size in enumerate(sizes):
             dense = Dense(f"{scope}/fc{i}", size)
             dense_layers.append(dense)
             named.append(dense)
@@ -195,8 +215,8 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
     def make_actor(self, obs=None, reuse=False, scope="pi"):
         if self.actor_out is None:
             self.actor_scope = scope
-            self.actor_cnn = self._make_cnn(scope, self._actor_named)
-            self._make_hidden(scope, self.actor_dense, self.actor_norms, self._actor_named)
+            self._actor_extractor(scope)
+            self._make_hidden(scope, self.actor_dense, self.actor_norms, self._actor_named, self.layer_sizes)
             self.actor_out = Dense(f"{scope}/{scope}", self.n_act, kernel_initializer=_uniform_init(3e-3))
             self._actor_named.append(self.actor_out)
             self.actor(self._dummy_input())
@@ -210,8 +230,8 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
     def make_critic(self, obs=None, action=None, reuse=False, scope="qf"):
         if self.critic_out is None:
             self.critic_scope = scope
-            self.critic_cnn = self._make_cnn(scope, self._critic_named)
-            self._make_hidden(scope, self.critic_dense, self.critic_norms, self._critic_named)
+            self.critic_cnn = self._critic_extractor(scope)
+            self._make_hidden(scope, self.critic_dense, self.critic_norms, self._critic_named, self.qf_layer_sizes)
             self.critic_out = Dense(f"{scope}/qf_output", 1, kernel_initializer=_uniform_init(3e-3))
             self._critic_named.append(self.critic_out)
             self.critic(self._dummy_input(), tf.zeros((1, self.n_act), tf.float32))
@@ -242,8 +262,10 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
 
     def critic_network(self, ops, norm_obs, action):
         """The critic's (normalised) Q-value, shape (batch, 1), of normalised observations and [-1, 1] actions."""
-        x = self._hidden(ops, self._features(ops, norm_obs, self.critic_cnn), self.critic_dense, self.critic_norms,
-                         action)
+        features = self._features(ops, norm_obs, self.critic_cnn)
+        if self.share_features_extractor and self.critic_cnn is not None and not ops.is_numpy:
+            features = tf.stop_gradient(features)  # the actor's extractor, trained by the actor's loss only
+        x = self._hidden(ops, features, self.critic_dense, self.critic_norms, action)
         return ops.layer(self.critic_out, x)
 
     def actor(self, norm_obs):

@@ -26,7 +26,7 @@ from sbtf.common.distributions import softmax_np
 from sbtf.common.input import check_obs_space
 from sbtf.common.policies import BasePolicy, nature_cnn, register_policy_base
 from sbtf.common.network_ops import TF_OPS, NumpyOps
-from sbtf.common.off_policy_networks import feed_forward_layer_sizes, scoped_cnn
+from sbtf.common.off_policy_networks import feed_forward_layer_sizes, image_scaling, resolve_activation, scoped_cnn
 from sbtf.common.tf_layers import FullyConnected, SB2Mlp, sb2_fully_connected_scope
 
 
@@ -170,17 +170,27 @@ class FeedForwardPolicy(DQNPolicy):
     :param layer_norm: (bool) enable layer normalisation
     :param dueling: (bool) if true double the output MLP to compute a baseline for action scores
     :param act_fun: (tf.func) the activation function to use in the neural network.
+    :param net_arch: ([int]) SB3's name of ``layers``: the hidden layer sizes of the Q-network (give one of them)
+    :param activation_fn: SB3's name of ``act_fun`` (a TF/Keras function, a name, or a Keras layer class)
+    :param normalize_images: (bool) rescale image observations to [0, 1] (None: SB2's rule, CNN policies do)
     :param kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
     """
 
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
                  layers=None, cnn_extractor=nature_cnn, feature_extraction="cnn", obs_phs=None, layer_norm=False,
-                 dueling=True, act_fun=tf.nn.relu, **kwargs):
+                 dueling=True, act_fun=tf.nn.relu, net_arch=None, activation_fn=None, normalize_images=None,
+                 **kwargs):
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
-                         scale=(feature_extraction == "cnn"), obs_phs=obs_phs, dueling=dueling)
-        self.layer_sizes = feed_forward_layer_sizes(self.obs_shape, layers, feature_extraction, kwargs, min_layers=0)
+                         scale=image_scaling(ob_space, feature_extraction, normalize_images), obs_phs=obs_phs,
+                         dueling=dueling)
+        self.layer_sizes = feed_forward_layer_sizes(self.obs_shape, layers, feature_extraction, kwargs, min_layers=0,
+                                                    algo="DQN", policy_cls=type(self), cnn_extractor=cnn_extractor,
+                                                    net_arch=net_arch)
+        self.net_arch = net_arch
+        self.normalize_images = normalize_images
         self.feature_extraction = feature_extraction
         self.layer_norm = bool(layer_norm)
+        act_fun = resolve_activation(act_fun, activation_fn)
         self.act_fun = act_fun
         self.cnn_kwargs = kwargs
 

@@ -128,9 +128,9 @@ class SAC(ActorCriticOffPolicyAlgorithm):
 
         self._actor_vars = self.policy_tf.actor_variables()
         self._critic_vars = self.policy_tf.critic_variables()
-        self._target_vars = self.target_policy.critic_variables()
-        # SB2 pairs target/values_fn with model/values_fn in creation order: the shared CNN, then vf
-        self._target_source_vars = self._critic_vars[:len(self._target_vars)]
+        # SB2 pairs target/values_fn with model/values_fn in creation order: the critics' CNN, then vf
+        self._target_vars = self.target_policy.critic_network_variables(["vf"])
+        self._target_source_vars = self.policy_tf.critic_network_variables(["vf"])
         self._init_targets(self._target_vars, self._target_source_vars)
         self.policy_optimizer = Adam(self._actor_vars, name="policy_adam")
         self.value_optimizer = Adam(self._critic_vars, name="value_adam")
@@ -151,7 +151,8 @@ class SAC(ActorCriticOffPolicyAlgorithm):
 
     @property
     def stats_names(self) -> List[str]:
-        names = ['policy_loss', 'qf1_loss', 'qf2_loss', 'value_loss', 'entropy']
+        qf_names = self.policy_tf.qf_names if self.policy_tf is not None else ["qf1", "qf2"]
+        names = ['policy_loss'] + [f"{name}_loss" for name in qf_names] + ['value_loss', 'entropy']
         if self.log_ent_coef is not None:
             names += ['ent_coef_loss', 'ent_coef']
         return names
@@ -186,26 +187,26 @@ class SAC(ActorCriticOffPolicyAlgorithm):
                 entropy = tf.reduce_mean(gaussian_entropy(log_std))
                 _, policy_out, logp_pi = apply_squashing_func(mu_, pi_, logp_pi)
                 features = policy.critic_features(obs)
-                qf1 = policy.critic("qf1", features, actions)
-                qf2 = policy.critic("qf2", features, actions)
+                qfs = policy.q_values(features, actions)
                 value_fn = policy.critic("vf", features)
-                qf1_pi = policy.critic("qf1", features, policy_out)
-                qf2_pi = policy.critic("qf2", features, policy_out)
+                qfs_pi = policy.q_values(features, policy_out)
                 ent_coef = tf.exp(log_ent_coef) if log_ent_coef is not None else fixed_ent_coef
-                min_qf_pi = tf.minimum(qf1_pi, qf2_pi)
-                qf1_loss = 0.5 * tf.reduce_mean((q_backup - qf1) ** 2)
-                qf2_loss = 0.5 * tf.reduce_mean((q_backup - qf2) ** 2)
+                # the minimum over the critics (SB2: min(qf1_pi, qf2_pi))
+                min_qf_pi = qfs_pi[0]
+                for qf_pi in qfs_pi[1:]:
+                    min_qf_pi = tf.minimum(min_qf_pi, qf_pi)
+                qf_losses = [0.5 * tf.reduce_mean((q_backup - qf) ** 2) for qf in qfs]
                 ent_coef_loss = None
                 if log_ent_coef is not None:
                     ent_coef_loss = -tf.reduce_mean(log_ent_coef * tf.stop_gradient(logp_pi + target_entropy))
                 # SB2: reduce_mean(ent_coef * logp_pi (B,) - qf1_pi (B, 1)), a (B, B) broadcast whose mean is this
-                policy_loss = tf.reduce_mean(ent_coef * logp_pi) - tf.reduce_mean(qf1_pi)
+                policy_loss = tf.reduce_mean(ent_coef * logp_pi) - tf.reduce_mean(qfs_pi[0])
                 value_loss = sac_value_loss(value_fn[:, 0], min_qf_pi[:, 0], ent_coef * logp_pi,
                                             sb2_broadcast=sb2_broadcast)
-                values_losses = qf1_loss + qf2_loss + value_loss
+                values_losses = tf.add_n(qf_losses) + value_loss
             policy_optimizer.apply(tape.gradient(policy_loss, actor_vars), lr)
             value_optimizer.apply(tape.gradient(values_losses, critic_vars), lr)
-            stats = [policy_loss, qf1_loss, qf2_loss, value_loss, entropy]
+            stats = [policy_loss] + qf_losses + [value_loss, entropy]
             if log_ent_coef is not None:
                 entropy_optimizer.apply(tape.gradient(ent_coef_loss, [log_ent_coef]), lr)
                 stats += [ent_coef_loss, tf.exp(log_ent_coef)]

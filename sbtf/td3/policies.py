@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from sbtf.common.input import check_obs_space
 from sbtf.common.network_ops import TF_OPS
-from sbtf.common.off_policy_networks import ActorCriticNetworks
+from sbtf.common.off_policy_networks import ActorCriticNetworks, image_scaling, resolve_off_policy_arch
 from sbtf.common.policies import BasePolicy, make_actor_critic_policies, nature_cnn, register_policy_base
 
 
@@ -101,15 +101,29 @@ class FeedForwardPolicy(ActorCriticNetworks, TD3Policy):
     :param feature_extraction: (str) The feature extraction type ("cnn" or "mlp")
     :param layer_norm: (bool) enable layer normalisation
     :param act_fun: (tf.func) the activation function to use in the neural network.
+    :param net_arch: ([int] or dict) SB3's layer sizes: ``[400, 300]`` for the actor and each critic, or
+        ``dict(pi=[...], qf=[...])``; instead of ``layers``
+    :param activation_fn: SB3's name of ``act_fun`` (a TF/Keras function, a name, or a Keras layer class)
+    :param n_critics: (int) the number of Q critics ``qf1``, ``qf2``, ... (SB3's default 2, as SB2)
+    :param share_features_extractor: (bool) the critics use the actor's feature extractor (SB3's default False: each
+        has its own, SB2's layout)
+    :param normalize_images: (bool) rescale image observations to [0, 1] (None: SB2's rule, CNN policies do)
     :param kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
     """
 
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
                  layers=None, cnn_extractor=nature_cnn, feature_extraction="cnn", layer_norm=False,
-                 act_fun=tf.nn.relu, **kwargs):
+                 act_fun=tf.nn.relu, net_arch=None, activation_fn=None, n_critics=2, share_features_extractor=False,
+                 normalize_images=None, **kwargs):
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
-                         scale=(feature_extraction == "cnn"))
-        self._init_networks(layers, cnn_extractor, feature_extraction, layer_norm, act_fun, kwargs)
+                         scale=image_scaling(ob_space, feature_extraction, normalize_images))
+        self.net_arch = net_arch
+        self.normalize_images = normalize_images
+        arch = resolve_off_policy_arch(
+            "TD3", type(self), self.obs_shape, layers=layers, net_arch=net_arch, feature_extraction=feature_extraction,
+            act_fun=act_fun, activation_fn=activation_fn, n_critics=n_critics,
+            share_features_extractor=share_features_extractor, cnn_extractor=cnn_extractor, cnn_kwargs=kwargs)
+        self._init_networks(arch, cnn_extractor, feature_extraction, layer_norm, kwargs)
 
     def make_actor(self, obs=None, reuse=False, scope="pi"):
         if self.actor_mlp is None:
@@ -120,11 +134,14 @@ class FeedForwardPolicy(ActorCriticNetworks, TD3Policy):
 
     def make_critics(self, obs=None, action=None, reuse=False, scope="values_fn"):
         if not self.critic_heads:
-            self._build_critics(scope, ["qf1", "qf2"], [True, True])
+            self._build_critics(scope, self.qf_names, [True] * self.n_critics)
         if obs is None or action is None:
             return None
-        features = self.critic_features(obs)
-        return self.critic("qf1", features, action), self.critic("qf2", features, action)
+        return tuple(self.q_values(self.critic_features(obs), action))
+
+    def q_values(self, features, action) -> list:
+        """The outputs (batch, 1) of every Q critic (``qf_names`` order) on critic features and actions."""
+        return [self.critic(name, features, action) for name in self.qf_names]
 
     def actor(self, obs, ops=TF_OPS):
         """The deterministic action in [-1, 1] for a batch of observations (backend ``ops``)."""

@@ -72,7 +72,6 @@ class TD3(ActorCriticOffPolicyAlgorithm):
         random_exploration=ms.Real(), gradient_steps=ms.Integer(0))
     _supported_action_spaces = (gym.spaces.Box,)
     _target_policy_attr = "target_policy_tf"
-    _train_stat_names = TRAIN_STATS
 
     def __init__(self, policy, env, gamma=0.99, learning_rate=3e-4, buffer_size=50000, learning_starts=100,
                  train_freq=100, gradient_steps=100, batch_size=128, tau=0.005, policy_delay=2, action_noise=None,
@@ -123,17 +122,16 @@ class TD3(ActorCriticOffPolicyAlgorithm):
             target_noise = tf.random.stateless_normal(tf.shape(target_action), seed=seed, stddev=noise_std)
             target_noise = tf.clip_by_value(target_noise, -noise_clip, noise_clip)
             noisy_target_action = tf.clip_by_value(target_action + target_noise, -1.0, 1.0)
-            next_features = target_policy.critic_features(next_obs)
-            min_qf_target = tf.minimum(target_policy.critic("qf1", next_features, noisy_target_action),
-                                       target_policy.critic("qf2", next_features, noisy_target_action))
+            # the minimum over the target critics (SB2: min(qf1, qf2))
+            target_qfs = target_policy.q_values(target_policy.critic_features(next_obs), noisy_target_action)
+            min_qf_target = target_qfs[0]
+            for target_qf in target_qfs[1:]:
+                min_qf_target = tf.minimum(min_qf_target, target_qf)
             q_backup = tf.stop_gradient(rewards + (1.0 - dones) * gamma * min_qf_target)
             with tf.GradientTape() as tape:
-                features = policy.critic_features(obs)
-                qf1 = policy.critic("qf1", features, actions)
-                qf2 = policy.critic("qf2", features, actions)
-                qf1_loss = tf.reduce_mean((q_backup - qf1) ** 2)
-                qf2_loss = tf.reduce_mean((q_backup - qf2) ** 2)
-                qvalues_losses = qf1_loss + qf2_loss
+                qfs = policy.q_values(policy.critic_features(obs), actions)
+                qf_losses = [tf.reduce_mean((q_backup - qf) ** 2) for qf in qfs]
+                qvalues_losses = tf.add_n(qf_losses)
             qvalue_grads = tape.gradient(qvalues_losses, critic_vars)
             # the policy loss of SB2 is computed with the critics of before this step's critic update
             if do_policy is True:
@@ -144,7 +142,7 @@ class TD3(ActorCriticOffPolicyAlgorithm):
             else:
                 policy_loss = tf.cond(do_policy, lambda: policy_update_pre(obs, lr, qvalue_grads),
                                       lambda: critic_only(qvalue_grads, lr))
-            return tf.stack([qf1_loss, qf2_loss, policy_loss])
+            return tf.stack(qf_losses + [policy_loss])
 
         def critic_only(qvalue_grads, lr):
             qvalues_optimizer.apply(qvalue_grads, lr)
@@ -175,18 +173,28 @@ class TD3(ActorCriticOffPolicyAlgorithm):
     def _flag_period(self) -> int:
         return self.policy_delay
 
+    @property
+    def _train_stat_names(self):
+        """The statistics of a train step: one loss per critic, then the policy loss (0 in steps without an actor
+        update)."""
+        return self._stats_names() + ["policy_loss"]
+
     def _train(self, plan, state, writer) -> np.ndarray:
         flags, lr = plan
         stats = self._run_train(flags, lr)
+        n_critics = len(self._stats_names())
         if writer is not None:
-            values = {"qf1_loss": stats[0], "qf2_loss": stats[1], "learning_rate": lr}
+            values = dict(zip(self._stats_names(), stats[:n_critics]))
+            values["learning_rate"] = lr
             if any(flags):
-                values["policy_loss"] = stats[2]
+                values["policy_loss"] = stats[n_critics]
             writer.add_scalars(values, self.num_timesteps)
-        return stats[:2]
+        return stats[:n_critics]
 
     def _stats_names(self):
-        return STATS_NAMES
+        if self.policy_tf is None:
+            return list(STATS_NAMES)
+        return [f"{name}_loss" for name in self.policy_tf.qf_names]
 
     @learn_doc("TD3")
     def learn(self, total_timesteps, callback=None, log_interval=4, tb_log_name="TD3", reset_num_timesteps=True,
