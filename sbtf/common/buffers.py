@@ -8,6 +8,10 @@ importance weights (Schaul et al. 2015). Compared with SB2's list of tuples:
   so memory is only committed as the buffer fills); image observations stay ``uint8``;
 * ``sample`` draws all indices at once and gathers each field with one fancy-indexing operation; it returns SB2's
   tuple, ``sample_batch`` the same draw as a named ``ReplayBatch`` (what the algorithms use);
+* ``optimize_memory_usage=True`` (stable-baselines3's option) keeps one observation array: the next observation of
+  a transition is the observation stored ``n_envs`` slots later (the same env's next step), and only the next
+  observations that differ from it (episode ends, transitions added out of order) are kept aside, so time-limit
+  truncations keep their true final observation (SB3 cannot combine the option with ``handle_timeout_termination``);
 * ``save(path)`` writes the content atomically (temporary file + ``os.replace``) with ``np.savez`` (no pickle),
   and ``load_buffer(path)`` reads it back (``sbtf.common.safe_zip``: numeric arrays only, sizes checked from their
   headers), so training can resume with its experience (``model.save_replay_buffer`` /
@@ -59,20 +63,33 @@ class ReplayBuffer(object):
 
     :param size: (int) Max number of transitions to store in the buffer. When the buffer overflows the old
         memories are dropped.
+    :param optimize_memory_usage: (bool) store each observation once (stable-baselines3's memory-efficient variant):
+        the next observation of a transition is read from the slot ``n_envs`` further on
+    :param n_envs: (int) how many envs add their transitions in turn (``extend`` with one transition per env), so
+        that an env's next transition lies ``n_envs`` slots further on
     """
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, optimize_memory_usage: bool = False, n_envs: int = 1):
         size = int(size)
         if size <= 0:
             raise ValueError(f"Error: the replay buffer size must be positive, got {size}.")
+        if int(n_envs) < 1:
+            raise ValueError(f"Error: n_envs must be positive, got {n_envs}.")
         self._maxsize = size
         self._next_idx = 0
         self._size = 0
+        self.optimize_memory_usage = bool(optimize_memory_usage)
+        self.n_envs = int(n_envs)
         self._obs_t: Optional[np.ndarray] = None
         self._actions: Optional[np.ndarray] = None
         self._rewards: Optional[np.ndarray] = None
         self._obs_tp1: Optional[np.ndarray] = None
         self._dones: Optional[np.ndarray] = None
+        # optimize_memory_usage: which slots hold a transition, which hold a next observation written ahead, and the
+        # next observations that differ from the observation ``n_envs`` slots further on
+        self._valid: Optional[np.ndarray] = None
+        self._ahead: Optional[np.ndarray] = None
+        self._own_next: dict = {}
 
     # ------------------------------------------------------------------ SB2 properties
     def __len__(self) -> int:
@@ -81,7 +98,8 @@ class ReplayBuffer(object):
     @property
     def storage(self) -> list:
         """[(obs_t, action, reward, obs_tp1, done)]: the content of the replay buffer, in slot order (a copy)."""
-        return [(self._obs_t[i].copy(), self._actions[i].copy(), float(self._rewards[i]), self._obs_tp1[i].copy(),
+        next_obs = self._next_observations(np.arange(self._size))
+        return [(self._obs_t[i].copy(), self._actions[i].copy(), float(self._rewards[i]), next_obs[i].copy(),
                  float(self._dones[i])) for i in range(self._size)]
 
     @property
@@ -125,7 +143,12 @@ class ReplayBuffer(object):
         n = self._maxsize
         obs_dtype = self._storage_dtype(obs_t, "obs")
         self._obs_t = np.zeros((n,) + obs_t.shape, dtype=obs_dtype)
-        self._obs_tp1 = np.zeros((n,) + obs_t.shape, dtype=obs_dtype)
+        if self.optimize_memory_usage:
+            self._valid = np.zeros((n,), dtype=bool)
+            self._ahead = np.zeros((n,), dtype=bool)
+            self._own_next = {}
+        else:
+            self._obs_tp1 = np.zeros((n,) + obs_t.shape, dtype=obs_dtype)
         self._actions = np.zeros((n,) + action.shape, dtype=self._storage_dtype(action, "action"))
         self._rewards = np.zeros((n,), dtype=np.float32)
         self._dones = np.zeros((n,), dtype=np.float32)
@@ -144,8 +167,11 @@ class ReplayBuffer(object):
             self._allocate(np.asarray(obs_t), np.asarray(action))
         idx = self._next_idx
         try:
-            self._obs_t[idx] = obs_t
-            self._obs_tp1[idx] = obs_tp1
+            if self.optimize_memory_usage:
+                self._write_shared(idx, obs_t, obs_tp1)
+            else:
+                self._obs_t[idx] = obs_t
+                self._obs_tp1[idx] = obs_tp1
             self._actions[idx] = action
         except ValueError as exc:
             raise ValueError(f"Error: transition shapes do not match the replay buffer (observations "
@@ -193,8 +219,12 @@ class ReplayBuffer(object):
             n_items = self._maxsize
         idxs = self._extend_indices(n_items)
         try:
-            self._obs_t[idxs] = obs_t
-            self._obs_tp1[idxs] = obs_tp1
+            if self.optimize_memory_usage:
+                for idx, obs, next_obs in zip(idxs, obs_t, obs_tp1):
+                    self._write_shared(int(idx), obs, next_obs)
+            else:
+                self._obs_t[idxs] = obs_t
+                self._obs_tp1[idxs] = obs_tp1
             self._actions[idxs] = action
         except ValueError as exc:
             raise ValueError(f"Error: transition shapes do not match the replay buffer (observations "
@@ -203,6 +233,43 @@ class ReplayBuffer(object):
         self._dones[idxs] = done
         self._next_idx = int((self._next_idx + n_items) % self._maxsize)
         self._size = min(self._size + n_items, self._maxsize)
+
+    def _write_shared(self, idx: int, obs, next_obs) -> None:
+        """``optimize_memory_usage``: store the observation of slot ``idx`` and write its next observation ahead, into
+        the slot ``n_envs`` further on (the transition there, the oldest, is dropped)."""
+        size = self._maxsize
+        obs = np.asarray(obs)
+        if self._ahead[idx]:
+            # this slot held the next observation of the transition n_envs slots back: keep it if it differs
+            previous = (idx - self.n_envs) % size
+            if self._valid[previous] and previous not in self._own_next and \
+                    not np.array_equal(self._obs_t[idx], obs):
+                self._own_next[previous] = self._obs_t[idx].copy()
+            self._ahead[idx] = False
+        self._obs_t[idx] = obs
+        self._own_next.pop(idx, None)
+        self._valid[idx] = True
+        ahead = (idx + self.n_envs) % size
+        if ahead == idx:  # a buffer of at most n_envs slots: nowhere to write ahead
+            self._own_next[idx] = np.array(next_obs, dtype=self._obs_t.dtype)
+            return
+        if self._valid[ahead]:
+            self._valid[ahead] = False
+            self._own_next.pop(ahead, None)
+        self._obs_t[ahead] = next_obs
+        self._ahead[ahead] = True
+
+    def _next_observations(self, idxes: np.ndarray) -> np.ndarray:
+        """The next observations of the transitions in slots ``idxes``."""
+        if not self.optimize_memory_usage:
+            return self._obs_tp1[idxes]
+        next_obs = self._obs_t[(idxes + self.n_envs) % self._maxsize]
+        if self._own_next:
+            for i, idx in enumerate(np.asarray(idxes).reshape(-1)):
+                own = self._own_next.get(int(idx))
+                if own is not None:
+                    next_obs[i] = own
+        return next_obs
 
     # ------------------------------------------------------------------ sampling
     @staticmethod
@@ -223,7 +290,7 @@ class ReplayBuffer(object):
         return (self._normalize_obs(self._obs_t[idxes], env),
                 self._actions[idxes],
                 self._normalize_reward(self._rewards[idxes], env),
-                self._normalize_obs(self._obs_tp1[idxes], env),
+                self._normalize_obs(self._next_observations(idxes), env),
                 self._dones[idxes])
 
     def _check_can_sample(self, batch_size: int) -> None:
@@ -247,6 +314,11 @@ class ReplayBuffer(object):
         """
         self._check_can_sample(batch_size)
         idxes = np.random.randint(0, self._size, size=batch_size)
+        if self.optimize_memory_usage:  # at most n_envs slots were dropped for next observations written ahead
+            invalid = ~self._valid[idxes]
+            while invalid.any():
+                idxes[invalid] = np.random.randint(0, self._size, size=int(invalid.sum()))
+                invalid = ~self._valid[idxes]
         return self._encode_sample(idxes, env=env)
 
     def sample_batch(self, batch_size: int, env=None, **kwargs) -> ReplayBatch:
@@ -270,10 +342,15 @@ class ReplayBuffer(object):
             "next_idx": np.array(self._next_idx),
             "size": np.array(self._size),
         }
+        if self.optimize_memory_usage:
+            state.update(optimize_memory_usage=np.array(True), n_envs=np.array(self.n_envs))
         if self._obs_t is not None:
             n = self._size
+            if self.optimize_memory_usage:
+                # the observations written ahead live in slots beyond the filled ones until the buffer is full
+                state.update(valid=self._valid[:n], obs_ahead=self._obs_t[self._ahead])
             state.update(obs_t=self._obs_t[:n], actions=self._actions[:n], rewards=self._rewards[:n],
-                         obs_tp1=self._obs_tp1[:n], dones=self._dones[:n],
+                         obs_tp1=self._next_observations(np.arange(n)), dones=self._dones[:n],
                          action_shape=np.array(self._actions.shape[1:], dtype=np.int64),
                          obs_shape=np.array(self._obs_t.shape[1:], dtype=np.int64))
         return state
@@ -287,15 +364,34 @@ class ReplayBuffer(object):
             obs_shape = tuple(int(s) for s in data["obs_shape"])
             action_shape = tuple(int(s) for s in data["action_shape"])
             self._obs_t = np.zeros((self._maxsize,) + obs_shape, dtype=obs_t.dtype)
-            self._obs_tp1 = np.zeros((self._maxsize,) + obs_shape, dtype=obs_t.dtype)
             self._actions = np.zeros((self._maxsize,) + action_shape, dtype=actions.dtype)
             self._rewards = np.zeros((self._maxsize,), dtype=np.float32)
             self._dones = np.zeros((self._maxsize,), dtype=np.float32)
             self._obs_t[:size] = obs_t
-            self._obs_tp1[:size] = data["obs_tp1"]
+            if self.optimize_memory_usage:
+                self._restore_shared(data, size)
+            else:
+                self._obs_tp1 = np.zeros((self._maxsize,) + obs_shape, dtype=obs_t.dtype)
+                self._obs_tp1[:size] = data["obs_tp1"]
             self._actions[:size] = actions
             self._rewards[:size] = data["rewards"]
             self._dones[:size] = data["dones"]
+
+    def _restore_shared(self, data: Any, size: int) -> None:
+        """``optimize_memory_usage``: the slots' flags, the observations written ahead and the next observations
+        kept aside, from a saved buffer."""
+        n = self._maxsize
+        self._valid = np.zeros((n,), dtype=bool)
+        self._valid[:size] = np.asarray(data["valid"], dtype=bool)
+        self._ahead = np.zeros((n,), dtype=bool)
+        ahead = (self._next_idx + np.arange(min(self.n_envs, n))) % n
+        if "obs_ahead" in data and len(data["obs_ahead"]) == len(ahead) and n > self.n_envs:
+            self._obs_t[ahead] = data["obs_ahead"]
+            self._ahead[ahead] = True
+        next_obs = data["obs_tp1"]
+        follow = self._obs_t[(np.arange(size) + self.n_envs) % n]
+        differs = (next_obs != follow).reshape(size, -1).any(axis=1) if size else np.zeros(0, bool)
+        self._own_next = {int(i): np.array(next_obs[i]) for i in np.flatnonzero(differs & self._valid[:size])}
 
     def save(self, path: Union[str, os.PathLike]) -> None:
         """
@@ -525,6 +621,15 @@ def _check_buffer_data(data: dict, path: str, prioritized: bool) -> None:
                 found = data[key].shape if key in data else "missing"
                 raise ModelDataError(f"Error: {key!r} of the replay buffer file {path} has shape {found}, expected "
                                      f"{shape}; the file is corrupted.")
+        if "optimize_memory_usage" in data:
+            valid, ahead = data.get("valid"), data.get("obs_ahead")
+            if not isinstance(valid, np.ndarray) or valid.shape != (size,) or valid.dtype.kind != "b":
+                raise ModelDataError(f"Error: 'valid' of the replay buffer file {path} does not flag its {size} "
+                                     "transitions; the file is corrupted.")
+            if not isinstance(ahead, np.ndarray) or ahead.shape[1:] != obs_shape or len(ahead) > maxsize or \
+                    ahead.dtype != data["obs_t"].dtype:
+                raise ModelDataError(f"Error: 'obs_ahead' of the replay buffer file {path} does not hold observations "
+                                     f"of shape {obs_shape}; the file is corrupted.")
         slot_bytes += 2 * data["obs_t"].itemsize * int(np.prod(obs_shape)) + 8
         slot_bytes += data["actions"].itemsize * int(np.prod(action_shape))
     if prioritized:
@@ -580,6 +685,9 @@ def load_buffer(path: Union[str, os.PathLike]) -> ReplayBuffer:
     maxsize = int(data["maxsize"])
     if prioritized:
         buffer: ReplayBuffer = PrioritizedReplayBuffer(maxsize, float(data["alpha"]))
+    elif "optimize_memory_usage" in data:
+        buffer = ReplayBuffer(maxsize, optimize_memory_usage=True,
+                              n_envs=_int_value(data, "n_envs", path, 1, 1 << 16))
     else:
         buffer = ReplayBuffer(maxsize)
     buffer._restore(data)

@@ -37,9 +37,11 @@ class ActorCriticOffPolicyAlgorithm(OffPolicyAlgorithm):
 
     def __init__(self, policy, env, policy_base, *, gamma, learning_rate, buffer_size, learning_starts, train_freq,
                  batch_size, tau, gradient_steps, action_noise, random_exploration, verbose, tensorboard_log,
-                 policy_kwargs, full_tensorboard_log, seed, n_cpu_tf_sess):
+                 policy_kwargs, full_tensorboard_log, seed, n_cpu_tf_sess, replay_buffer_class=None,
+                 replay_buffer_kwargs=None, optimize_memory_usage=False):
         super().__init__(policy=policy, env=env, replay_buffer=None, verbose=verbose, policy_base=policy_base,
                          requires_vec_env=False, policy_kwargs=policy_kwargs, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
+        self._set_replay_buffer_options(replay_buffer_class, replay_buffer_kwargs, optimize_memory_usage)
         self.buffer_size = buffer_size
         self.learning_rate = learning_rate
         self.learning_starts = learning_starts

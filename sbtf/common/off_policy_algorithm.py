@@ -27,9 +27,47 @@ import gymnasium as gym
 import numpy as np
 
 from sbtf import logger
+from sbtf.common import model_schema as ms
 from sbtf.common.base_class import OffPolicyRLModel
 from sbtf.common.input import check_obs_space
 from sbtf.common.math_util import safe_mean, total_episode_reward_logger
+
+
+#: the save-file keys of the replay buffer options (stable-baselines3's constructor arguments)
+REPLAY_BUFFER_SCHEMA = dict(replay_buffer_class=ms.Nullable(ms.Text()), replay_buffer_kwargs=ms.PlainData(mapping=True),
+                            optimize_memory_usage=ms.Flag())
+
+
+def _builtin_replay_buffer_classes() -> dict:
+    from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
+    from sbtf.her.her_replay_buffer import HerReplayBuffer
+
+    return {cls.__name__: cls for cls in (ReplayBuffer, PrioritizedReplayBuffer, HerReplayBuffer)}
+
+
+def resolve_replay_buffer_class(value: Any) -> Optional[type]:
+    """
+    A replay buffer class from itself or its name (a model file stores the name: sbtf's classes are found by it, a
+    class of the user's must be passed again, e.g. ``load(..., custom_objects=dict(replay_buffer_class=MyBuffer))``).
+    """
+    if value is None or isinstance(value, type):
+        return value
+    if isinstance(value, str):
+        known = _builtin_replay_buffer_classes()
+        name = value.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+        if name in known:
+            return known[name]
+        raise ValueError(f"Error: unknown replay_buffer_class {value!r}; sbtf's are {sorted(known)} (pass a class of "
+                         "your own again, e.g. load(..., custom_objects=dict(replay_buffer_class=MyBuffer))).")
+    raise ValueError(f"Error: replay_buffer_class must be a replay buffer class, got {value!r}")
+
+
+def _normalise_buffer_kwargs(kwargs: Optional[dict]) -> dict:
+    """The replay buffer keywords as plain data (an enum such as a ``GoalSelectionStrategy`` by its name)."""
+    import enum
+
+    kwargs = dict(kwargs or {})
+    return {key: value.name.lower() if isinstance(value, enum.Enum) else value for key, value in kwargs.items()}
 
 
 @dataclass
@@ -96,6 +134,34 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
         return 0 if cache is None else cache.n_traces
 
     # ------------------------------------------------------------------ SB2 OffPolicyRLModel API
+    #: stable-baselines3's replay buffer options (``_set_replay_buffer_options``); None: the algorithm's own buffer
+    replay_buffer_class: Optional[type] = None
+    replay_buffer_kwargs: dict = {}
+    optimize_memory_usage: bool = False
+
+    def _set_replay_buffer_options(self, replay_buffer_class=None, replay_buffer_kwargs: Optional[dict] = None,
+                                   optimize_memory_usage: bool = False) -> None:
+        """
+        Keep stable-baselines3's replay buffer options: the class (e.g. ``HerReplayBuffer``; a name read from a file
+        is resolved), its keywords, and the memory-efficient variant of the default ``ReplayBuffer``.
+        """
+        from sbtf.common.buffers import ReplayBuffer
+
+        self.replay_buffer_class = resolve_replay_buffer_class(replay_buffer_class)
+        if self.replay_buffer_class is not None and not issubclass(self.replay_buffer_class, ReplayBuffer):
+            raise ValueError(f"Error: {type(self).__name__}'s replay_buffer_class must derive from "
+                             f"sbtf.common.buffers.ReplayBuffer, got {self.replay_buffer_class!r}")
+        if replay_buffer_kwargs is not None and not isinstance(replay_buffer_kwargs, dict):
+            raise ValueError(f"Error: replay_buffer_kwargs must be a dict, got {replay_buffer_kwargs!r}")
+        self.replay_buffer_kwargs = _normalise_buffer_kwargs(replay_buffer_kwargs)
+        self.optimize_memory_usage = bool(optimize_memory_usage)
+
+    def _get_save_data(self) -> dict:
+        data = super()._get_save_data()
+        if "replay_buffer_class" in data and isinstance(data["replay_buffer_class"], type):
+            data["replay_buffer_class"] = data["replay_buffer_class"].__name__
+        return data
+
     def is_using_her(self) -> bool:
         """Check if is using HER (the replay buffer is HER's wrapper)."""
         return type(self.replay_buffer).__name__ == "HindsightExperienceReplayWrapper"
@@ -111,12 +177,38 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
         :param done: (bool) is the episode done
         :param info: (dict) extra values used to compute the reward when using HER
         """
-        kwargs = dict(info=info) if self.is_using_her() else {}
+        kwargs = dict(info=info) if self.is_using_her() or self._buffer_takes_steps() else {}
         self.replay_buffer.add(obs_t, action, reward, obs_tp1, float(done), **kwargs)
 
+    def _buffer_takes_steps(self) -> bool:
+        """Whether the replay buffer stores whole VecEnv steps with their infos (``HerReplayBuffer.store_step``)."""
+        return hasattr(self.replay_buffer, "store_step")
+
     def _make_replay_buffer(self):
+        """The replay buffer of ``replay_buffer_class`` (default ``ReplayBuffer``) with ``replay_buffer_kwargs``; the
+        class also gets ``env``, ``n_envs``, ``optimize_memory_usage`` and the spaces when its constructor takes them
+        (as stable-baselines3 passes them)."""
+        import inspect
+
         from sbtf.common.buffers import ReplayBuffer
-        return ReplayBuffer(self.buffer_size)
+
+        buffer_class = self.replay_buffer_class or ReplayBuffer
+        kwargs = dict(self.replay_buffer_kwargs)
+        accepted = inspect.signature(buffer_class.__init__).parameters
+        offered = dict(env=self.env, n_envs=self.n_envs, observation_space=self.observation_space,
+                       action_space=self.action_space)
+        if self.optimize_memory_usage:
+            if "optimize_memory_usage" not in accepted:
+                raise ValueError(f"Error: {buffer_class.__name__} has no optimize_memory_usage option.")
+            offered["optimize_memory_usage"] = True
+        for key, value in offered.items():
+            if key in accepted and key not in kwargs:
+                kwargs[key] = value
+        try:
+            return buffer_class(self.buffer_size, **kwargs)
+        except TypeError as exc:
+            raise ValueError(f"Error: {type(self).__name__} could not create its replay buffer "
+                             f"{buffer_class.__name__}(buffer_size, **{self.replay_buffer_kwargs}): {exc}") from exc
 
     def _ensure_replay_buffer(self) -> None:
         """Create the replay buffer unless a compatible one exists (e.g. loaded with ``load_replay_buffer``)."""
@@ -173,7 +265,9 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
 
     def _store(self, obs_, buffer_actions, rewards_, next_obs, store_dones, infos) -> None:
         """Store one VecEnv step's transitions (unnormalized observations and rewards) in the replay buffer."""
-        if self.n_envs == 1:
+        if self._buffer_takes_steps():
+            self.replay_buffer.store_step(obs_, buffer_actions, rewards_, next_obs, store_dones, infos)
+        elif self.n_envs == 1:
             if self.is_using_her():
                 self.replay_buffer_add(obs_[0], buffer_actions[0], float(rewards_[0]), next_obs[0],
                                        store_dones[0], infos[0])
@@ -249,6 +343,8 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
                                                    progress_bar) as (callback, writer):
             self._vec_normalize_env = unwrap_vec_normalize(self.env)
             self._ensure_replay_buffer()
+            if hasattr(self.replay_buffer, "attach_env"):  # HerReplayBuffer: compute_reward of the current env
+                self.replay_buffer.attach_env(self.env)
             if replay_wrapper is not None:
                 self.replay_buffer = replay_wrapper(self.replay_buffer)
             total_timesteps = int(total_timesteps)
@@ -348,4 +444,4 @@ def learn_doc(algo: str) -> Callable:
     return decorate
 
 
-__all__ = ["OffPolicyAlgorithm", "LearnState", "learn_doc"]
+__all__ = ["OffPolicyAlgorithm", "LearnState", "learn_doc", "REPLAY_BUFFER_SCHEMA", "resolve_replay_buffer_class"]

@@ -37,7 +37,7 @@ from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from sbtf.common.math_util import unscale_action
 from sbtf.common.mpi_adam import MpiAdam
 from sbtf.common.mpi_mixin import MpiDataParallelMixin
-from sbtf.common.off_policy_algorithm import LearnState, OffPolicyAlgorithm
+from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, LearnState, OffPolicyAlgorithm
 from sbtf.common.off_policy_ops import tf_variable
 from sbtf.common.off_policy_train import TrainStepCache
 from sbtf.ddpg.exploration import DDPGExploration
@@ -105,6 +105,9 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
         uses ``seed + 10000 * r`` (the network weights come from rank 0).
     :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process, before
         TensorFlow starts; SB2's default 1 is kept)
+    :param replay_buffer_class: (type) Replay buffer class to use (e.g. ``HerReplayBuffer``; default ``ReplayBuffer``)
+    :param replay_buffer_kwargs: (dict) Keyword arguments of the replay buffer (e.g. ``n_sampled_goal``)
+    :param optimize_memory_usage: (bool) Enable a memory efficient variant of the replay buffer
     """
 
     _save_schema = dict(
@@ -114,7 +117,7 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
         batch_size=ms.Integer(1), observation_range=ms.NumberTuple(2), return_range=ms.NumberTuple(2),
         critic_l2_reg=ms.Real(), actor_lr=ms.Schedule(), critic_lr=ms.Schedule(), clip_norm=ms.Nullable(ms.Real()),
         reward_scale=ms.Real(), memory_limit=ms.Nullable(ms.Integer(1)), buffer_size=ms.Integer(1),
-        random_exploration=ms.Real())
+        random_exploration=ms.Real(), **REPLAY_BUFFER_SCHEMA)
     _supported_action_spaces = (gym.spaces.Box,)
 
     def __init__(self, policy, env, gamma=0.99, memory_policy=None, eval_env=None, nb_train_steps=50,
@@ -124,10 +127,12 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
                  return_range=(-np.inf, np.inf), actor_lr=1e-4, critic_lr=1e-3, clip_norm=None, reward_scale=1.,
                  render=False, render_eval=False, memory_limit=None, buffer_size=50000, random_exploration=0.0,
                  verbose=0, tensorboard_log=None, _init_setup_model=True, policy_kwargs=None,
-                 full_tensorboard_log=False, seed=None, n_cpu_tf_sess=1):
+                 full_tensorboard_log=False, seed=None, n_cpu_tf_sess=1, replay_buffer_class=None,
+                 replay_buffer_kwargs=None, optimize_memory_usage=False):
         self._comm = None
         super().__init__(policy=policy, env=env, replay_buffer=None, verbose=verbose, policy_base=DDPGPolicy,
                          requires_vec_env=False, policy_kwargs=policy_kwargs, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
+        self._set_replay_buffer_options(replay_buffer_class, replay_buffer_kwargs, optimize_memory_usage)
         self.gamma = gamma
         self.tau = tau
 
@@ -301,7 +306,7 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
         self.obs_rms_params = [v for k, v in named.items() if "obs_rms" in k]
         self.ret_rms_params = [v for k, v in named.items() if "ret_rms" in k]
         if self.replay_buffer is None:
-            self.replay_buffer = ReplayBuffer(self.buffer_size)
+            self.replay_buffer = self._make_replay_buffer()
 
     @property
     def n_traces(self) -> int:

@@ -19,7 +19,7 @@ import tensorflow as tf
 from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from sbtf.common.distributions import softmax_np
 from sbtf.common.fast_call import TrainStep
-from sbtf.common.off_policy_algorithm import OffPolicyAlgorithm, learn_doc
+from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, OffPolicyAlgorithm, learn_doc
 from sbtf.common.off_policy_ops import copy_variables, huber_loss, stateless_seed
 from sbtf.common.off_policy_train import TrainStepCache
 from sbtf.common.optimizers import Adam
@@ -67,6 +67,11 @@ class DQN(OffPolicyAlgorithm):
     :param policy_kwargs: (dict) additional arguments to be passed to the policy on creation
     :param full_tensorboard_log: (bool) enable additional logging when using tensorboard (TD-error histograms)
     :param seed: (int) Seed for the pseudo-random generators (python, numpy, tensorflow, env).
+    :param replay_buffer_class: (type) Replay buffer class to use (e.g. ``HerReplayBuffer``; default
+        ``ReplayBuffer``, or ``PrioritizedReplayBuffer`` with ``prioritized_replay``)
+    :param replay_buffer_kwargs: (dict) Keyword arguments of the replay buffer (e.g. ``n_sampled_goal``)
+    :param optimize_memory_usage: (bool) Enable a memory efficient variant of the replay buffer (each observation is
+        stored once)
     """
 
     _save_schema = dict(
@@ -75,16 +80,21 @@ class DQN(OffPolicyAlgorithm):
         target_network_update_freq=ms.Integer(1), prioritized_replay_alpha=ms.Real(),
         prioritized_replay_beta0=ms.Real(), prioritized_replay_beta_iters=ms.Nullable(ms.Integer(1)),
         exploration_final_eps=ms.Real(), exploration_fraction=ms.Real(), learning_rate=ms.Schedule(),
-        gamma=ms.Real(), buffer_size=ms.Integer(1), exploration_initial_eps=ms.Real())
+        gamma=ms.Real(), buffer_size=ms.Integer(1), exploration_initial_eps=ms.Real(), **REPLAY_BUFFER_SCHEMA)
     _supported_action_spaces = (gym.spaces.Discrete,)
     def __init__(self, policy, env, gamma=0.99, learning_rate=5e-4, buffer_size=50000, exploration_fraction=0.1,
                  exploration_final_eps=0.02, exploration_initial_eps=1.0, train_freq=1, batch_size=32, double_q=True,
                  learning_starts=1000, target_network_update_freq=500, prioritized_replay=False,
                  prioritized_replay_alpha=0.6, prioritized_replay_beta0=0.4, prioritized_replay_beta_iters=None,
                  prioritized_replay_eps=1e-6, param_noise=False, n_cpu_tf_sess=None, verbose=0, tensorboard_log=None,
-                 _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False, seed=None):
+                 _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False, seed=None,
+                 replay_buffer_class=None, replay_buffer_kwargs=None, optimize_memory_usage=False):
         super().__init__(policy=policy, env=env, replay_buffer=None, verbose=verbose, policy_base=DQNPolicy,
                          requires_vec_env=False, policy_kwargs=policy_kwargs, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
+        self._set_replay_buffer_options(replay_buffer_class, replay_buffer_kwargs, optimize_memory_usage)
+        if prioritized_replay and (self.replay_buffer_class is not None or self.optimize_memory_usage):
+            raise ValueError("Error: DQN's prioritized_replay uses its PrioritizedReplayBuffer; it cannot be combined "
+                             "with replay_buffer_class or optimize_memory_usage.")
         self.param_noise = param_noise
         self.learning_starts = learning_starts
         self.train_freq = train_freq
@@ -189,7 +199,7 @@ class DQN(OffPolicyAlgorithm):
     def _make_replay_buffer(self):
         if self.prioritized_replay:
             return PrioritizedReplayBuffer(self.buffer_size, alpha=self.prioritized_replay_alpha)
-        return ReplayBuffer(self.buffer_size)
+        return super()._make_replay_buffer()
 
     def _ensure_replay_buffer(self) -> None:
         if self.replay_buffer is not None and self.prioritized_replay and \

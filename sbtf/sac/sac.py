@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from sbtf.common.fast_call import TrainStep
 from sbtf.common.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
-from sbtf.common.off_policy_algorithm import learn_doc
+from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, learn_doc
 from sbtf.common.off_policy_ops import polyak_update
 from sbtf.common.optimizers import Adam
 from sbtf.sac.policies import SACPolicy, apply_squashing_func, gaussian_entropy, gaussian_likelihood
@@ -63,6 +63,10 @@ class SAC(ActorCriticOffPolicyAlgorithm):
         Note: this has no effect on SAC logging for now
     :param seed: (int) Seed for the pseudo-random generators (python, numpy, tensorflow, env).
     :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process)
+    :param replay_buffer_class: (type) Replay buffer class to use (e.g. ``HerReplayBuffer``; default ``ReplayBuffer``)
+    :param replay_buffer_kwargs: (dict) Keyword arguments of the replay buffer (e.g. ``n_sampled_goal``)
+    :param optimize_memory_usage: (bool) Enable a memory efficient variant of the replay buffer (each observation is
+        stored once)
     """
 
     _save_schema = dict(
@@ -70,7 +74,7 @@ class SAC(ActorCriticOffPolicyAlgorithm):
         train_freq=ms.Integer(1), batch_size=ms.Integer(1), tau=ms.Real(),
         ent_coef=ms.AnyOf(ms.Real(), ms.Text(("auto",), prefixes=True)),
         target_entropy=ms.AnyOf(ms.Real(), ms.Text(("auto",))), gamma=ms.Real(), action_noise=ms.Noise(),
-        random_exploration=ms.Real(), target_update_interval=ms.Integer(1), gradient_steps=ms.Integer(0))
+        random_exploration=ms.Real(), target_update_interval=ms.Integer(1), gradient_steps=ms.Integer(0), **REPLAY_BUFFER_SCHEMA)
     _supported_action_spaces = (gym.spaces.Box,)
     #: SB2's graph subtracts ``ent_coef * logp_pi`` (shape (B,)) from ``min_qf_pi`` (shape (B, 1)), a (B, B) broadcast,
     #: so its value network regresses towards ``min Q(s, pi(s)) - ent_coef * mean_batch(logp_pi)``: the entropy term
@@ -82,13 +86,15 @@ class SAC(ActorCriticOffPolicyAlgorithm):
                  train_freq=1, batch_size=64, tau=0.005, ent_coef='auto', target_update_interval=1, gradient_steps=1,
                  target_entropy='auto', action_noise=None, random_exploration=0.0, verbose=0, tensorboard_log=None,
                  _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False, seed=None,
-                 n_cpu_tf_sess=None):
+                 n_cpu_tf_sess=None, replay_buffer_class=None, replay_buffer_kwargs=None,
+                 optimize_memory_usage=False):
         super().__init__(policy, env, SACPolicy, gamma=gamma, learning_rate=learning_rate, buffer_size=buffer_size,
                          learning_starts=learning_starts, train_freq=train_freq, batch_size=batch_size, tau=tau,
                          gradient_steps=gradient_steps, action_noise=action_noise,
                          random_exploration=random_exploration, verbose=verbose, tensorboard_log=tensorboard_log,
                          policy_kwargs=policy_kwargs, full_tensorboard_log=full_tensorboard_log, seed=seed,
-                         n_cpu_tf_sess=n_cpu_tf_sess)
+                         n_cpu_tf_sess=n_cpu_tf_sess, replay_buffer_class=replay_buffer_class,
+                         replay_buffer_kwargs=replay_buffer_kwargs, optimize_memory_usage=optimize_memory_usage)
         self.ent_coef = ent_coef
         self.target_update_interval = target_update_interval
         self.target_entropy = target_entropy

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from sbtf.common.fast_call import TrainStep
 from sbtf.common.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
-from sbtf.common.off_policy_algorithm import learn_doc
+from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, learn_doc
 from sbtf.common.off_policy_ops import polyak_update
 from sbtf.common.optimizers import Adam
 from sbtf.td3.policies import TD3Policy
@@ -63,13 +63,17 @@ class TD3(ActorCriticOffPolicyAlgorithm):
         Note: this has no effect on TD3 logging for now
     :param seed: (int) Seed for the pseudo-random generators (python, numpy, tensorflow, env).
     :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process)
+    :param replay_buffer_class: (type) Replay buffer class to use (e.g. ``HerReplayBuffer``; default ``ReplayBuffer``)
+    :param replay_buffer_kwargs: (dict) Keyword arguments of the replay buffer (e.g. ``n_sampled_goal``)
+    :param optimize_memory_usage: (bool) Enable a memory efficient variant of the replay buffer (each observation is
+        stored once)
     """
 
     _save_schema = dict(
         learning_rate=ms.Schedule(), buffer_size=ms.Integer(1), learning_starts=ms.Integer(0),
         train_freq=ms.Integer(1), batch_size=ms.Integer(1), tau=ms.Real(), policy_delay=ms.Integer(1),
         target_noise_clip=ms.Real(), target_policy_noise=ms.Real(), gamma=ms.Real(), action_noise=ms.Noise(),
-        random_exploration=ms.Real(), gradient_steps=ms.Integer(0))
+        random_exploration=ms.Real(), gradient_steps=ms.Integer(0), **REPLAY_BUFFER_SCHEMA)
     _supported_action_spaces = (gym.spaces.Box,)
     _target_policy_attr = "target_policy_tf"
 
@@ -77,13 +81,15 @@ class TD3(ActorCriticOffPolicyAlgorithm):
                  train_freq=100, gradient_steps=100, batch_size=128, tau=0.005, policy_delay=2, action_noise=None,
                  target_policy_noise=0.2, target_noise_clip=0.5, random_exploration=0.0, verbose=0,
                  tensorboard_log=None, _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False,
-                 seed=None, n_cpu_tf_sess=None):
+                 seed=None, n_cpu_tf_sess=None, replay_buffer_class=None, replay_buffer_kwargs=None,
+                 optimize_memory_usage=False):
         super().__init__(policy, env, TD3Policy, gamma=gamma, learning_rate=learning_rate, buffer_size=buffer_size,
                          learning_starts=learning_starts, train_freq=train_freq, batch_size=batch_size, tau=tau,
                          gradient_steps=gradient_steps, action_noise=action_noise,
                          random_exploration=random_exploration, verbose=verbose, tensorboard_log=tensorboard_log,
                          policy_kwargs=policy_kwargs, full_tensorboard_log=full_tensorboard_log, seed=seed,
-                         n_cpu_tf_sess=n_cpu_tf_sess)
+                         n_cpu_tf_sess=n_cpu_tf_sess, replay_buffer_class=replay_buffer_class,
+                         replay_buffer_kwargs=replay_buffer_kwargs, optimize_memory_usage=optimize_memory_usage)
         self.policy_delay = policy_delay
         self.target_noise_clip = target_noise_clip
         self.target_policy_noise = target_policy_noise
