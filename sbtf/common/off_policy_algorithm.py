@@ -50,7 +50,9 @@ def resolve_replay_buffer_class(value: Any) -> Optional[type]:
     A replay buffer class from itself or its name (a model file stores the name: sbtf's classes are found by it, a
     class of the user's must be passed again, e.g. ``load(..., custom_objects=dict(replay_buffer_class=MyBuffer))``).
     """
-    if value is None or isinstance(value, type):
+    if value is None:
+        return None
+    if isinstance(value, type):
         return value
     if isinstance(value, str):
         known = _builtin_replay_buffer_classes()
@@ -135,9 +137,24 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
 
     # ------------------------------------------------------------------ SB2 OffPolicyRLModel API
     #: stable-baselines3's replay buffer options (``_set_replay_buffer_options``); None: the algorithm's own buffer
-    replay_buffer_class: Optional[type] = None
+    _replay_buffer_class: Optional[type] = None
     replay_buffer_kwargs: dict = {}
     optimize_memory_usage: bool = False
+
+    @property
+    def replay_buffer_class(self) -> Optional[type]:
+        """The replay buffer class (None: the algorithm's default); a name (from a model file) is resolved when set."""
+        return self._replay_buffer_class
+
+    @replay_buffer_class.setter
+    def replay_buffer_class(self, value) -> None:
+        from sbtf.common.buffers import ReplayBuffer
+
+        value = resolve_replay_buffer_class(value)
+        if value is not None and not issubclass(value, ReplayBuffer):
+            raise ValueError(f"Error: {type(self).__name__}'s replay_buffer_class must derive from "
+                             f"sbtf.common.buffers.ReplayBuffer, got {value!r}")
+        self._replay_buffer_class = value
 
     def _set_replay_buffer_options(self, replay_buffer_class=None, replay_buffer_kwargs: Optional[dict] = None,
                                    optimize_memory_usage: bool = False) -> None:
@@ -145,12 +162,7 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
         Keep stable-baselines3's replay buffer options: the class (e.g. ``HerReplayBuffer``; a name read from a file
         is resolved), its keywords, and the memory-efficient variant of the default ``ReplayBuffer``.
         """
-        from sbtf.common.buffers import ReplayBuffer
-
-        self.replay_buffer_class = resolve_replay_buffer_class(replay_buffer_class)
-        if self.replay_buffer_class is not None and not issubclass(self.replay_buffer_class, ReplayBuffer):
-            raise ValueError(f"Error: {type(self).__name__}'s replay_buffer_class must derive from "
-                             f"sbtf.common.buffers.ReplayBuffer, got {self.replay_buffer_class!r}")
+        self.replay_buffer_class = replay_buffer_class
         if replay_buffer_kwargs is not None and not isinstance(replay_buffer_kwargs, dict):
             raise ValueError(f"Error: replay_buffer_kwargs must be a dict, got {replay_buffer_kwargs!r}")
         self.replay_buffer_kwargs = _normalise_buffer_kwargs(replay_buffer_kwargs)
@@ -346,6 +358,8 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
             if hasattr(self.replay_buffer, "attach_env"):  # HerReplayBuffer: compute_reward of the current env
                 self.replay_buffer.attach_env(self.env)
             if replay_wrapper is not None:
+                if self._buffer_takes_steps():
+                    raise ValueError("Error: the SB2 HER wrapper cannot wrap a HerReplayBuffer; use one of them.")
                 self.replay_buffer = replay_wrapper(self.replay_buffer)
             total_timesteps = int(total_timesteps)
             self._learn_start(total_timesteps)
