@@ -127,7 +127,15 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
         if self.jit_compile in (True, False):
             return bool(self.jit_compile)
         sizes = list(getattr(policy, "layer_sizes", [])) + list(getattr(policy, "qf_layer_sizes", [])) or [0]
-        return getattr(policy, "feature_extraction", "mlp") == "mlp" and max(sizes) <= self.xla_max_layer
+        extractor = getattr(policy, "features_extractor_class", None)
+        if extractor is not None:  # a user's layers may not compile with XLA; sbtf's flattening does
+            from sbtf.common.extractors import FlattenExtractor
+
+            if extractor is not FlattenExtractor:
+                return False
+        elif getattr(policy, "feature_extraction", "mlp") != "mlp":
+            return False
+        return max(sizes) <= self.xla_max_layer
 
     @property
     def n_traces(self) -> int:

@@ -58,14 +58,16 @@ def is_image_space(space: gym.Space) -> bool:
             and bool(np.all(space.low == 0)) and bool(np.all(space.high == 255)))
 
 
-def image_scaling(ob_space: gym.Space, feature_extraction: str, normalize_images: Optional[bool]) -> bool:
+def image_scaling(ob_space: gym.Space, feature_extraction: str, normalize_images: Optional[bool],
+                  features_extractor_class: Optional[type] = None) -> bool:
     """
     Whether a policy rescales its observations to [0, 1] (``scale``): SB2's rule (CNN policies do) unless SB3's
-    ``normalize_images`` is given, which rescales image observations only.
+    ``normalize_images`` is given (default True with a ``features_extractor_class``, as SB3), which rescales image
+    observations only.
     """
-    if normalize_images is None:
+    if normalize_images is None and features_extractor_class is None:
         return feature_extraction == "cnn"
-    return bool(normalize_images) and is_image_space(ob_space)
+    return (normalize_images is None or bool(normalize_images)) and is_image_space(ob_space)
 
 
 def resolve_activation(act_fun: Any, activation_fn: Any) -> Any:
@@ -134,12 +136,13 @@ class OffPolicyArch:
 def resolve_off_policy_arch(algo: str, policy_cls: type, obs_shape: Tuple[int, ...], *, layers, net_arch,
                             feature_extraction: str, act_fun, activation_fn, n_critics: int,
                             share_features_extractor: bool, cnn_extractor, cnn_kwargs: dict,
-                            min_layers: int = 1) -> OffPolicyArch:
+                            min_layers: int = 1, features_extractor_class: Optional[type] = None) -> OffPolicyArch:
     """
     Check the ``policy_kwargs`` of an off-policy actor-critic policy (SB2's errors for SB2's keywords) and resolve
     them (see ``OffPolicyArch``).
     """
-    _check_feature_extraction(algo, policy_cls, obs_shape, feature_extraction, cnn_extractor, cnn_kwargs)
+    _check_feature_extraction(algo, policy_cls, obs_shape, feature_extraction, cnn_extractor, cnn_kwargs,
+                              features_extractor_class)
     if net_arch is None and layers is not None and len(layers) < min_layers:
         raise ValueError("Error: must have at least one hidden layer for the policy.")
     actor, critic = split_net_arch(algo, layers, net_arch)
@@ -150,14 +153,19 @@ def resolve_off_policy_arch(algo: str, policy_cls: type, obs_shape: Tuple[int, .
 
 
 def _check_feature_extraction(algo: str, policy_cls: type, obs_shape, feature_extraction: str, cnn_extractor,
-                              cnn_kwargs: dict) -> None:
+                              cnn_kwargs: dict, features_extractor_class: Optional[type] = None) -> None:
     if feature_extraction not in ("cnn", "mlp"):
         raise ValueError(f"Error: feature_extraction must be 'cnn' or 'mlp', got {feature_extraction!r}")
     from sbtf.common.tf_layers import nature_cnn
 
-    # the extra keywords go to the CNN extractor; sbtf's nature CNN takes none
-    if cnn_kwargs and (feature_extraction == "mlp" or cnn_extractor is nature_cnn):
+    # the extra keywords go to SB2's CNN extractor; sbtf's nature CNN and SB3's extractors take none
+    if cnn_kwargs and (feature_extraction == "mlp" or cnn_extractor is nature_cnn
+                       or features_extractor_class is not None):
         raise unknown_keywords_error(algo, policy_cls, cnn_kwargs)
+    if features_extractor_class is not None:
+        if cnn_extractor is not nature_cnn:
+            raise ValueError(f"Error: {algo} got SB2's cnn_extractor and SB3's features_extractor_class; give one.")
+        return
     if feature_extraction == "cnn" and len(obs_shape) != 3:
         raise ValueError(f"Error: CnnPolicy needs image observations (H, W, C), got shape {obs_shape}; use "
                          "MlpPolicy for vector observations.")
@@ -165,7 +173,8 @@ def _check_feature_extraction(algo: str, policy_cls: type, obs_shape, feature_ex
 
 def feed_forward_layer_sizes(obs_shape: Tuple[int, ...], layers, feature_extraction: str, cnn_kwargs: dict,
                              min_layers: int = 1, algo: str = "the", policy_cls: Optional[type] = None,
-                             cnn_extractor=None, net_arch=None) -> List[int]:
+                             cnn_extractor=None, net_arch=None,
+                             features_extractor_class: Optional[type] = None) -> List[int]:
     """
     Check the arguments of an off-policy ``FeedForwardPolicy`` (SB2's errors) and return its hidden layer sizes.
 
@@ -182,12 +191,50 @@ def feed_forward_layer_sizes(obs_shape: Tuple[int, ...], layers, feature_extract
     from sbtf.common.tf_layers import nature_cnn
 
     _check_feature_extraction(algo, policy_cls or object, obs_shape, feature_extraction,
-                              nature_cnn if cnn_extractor is None else cnn_extractor, cnn_kwargs)
+                              nature_cnn if cnn_extractor is None else cnn_extractor, cnn_kwargs,
+                              features_extractor_class)
     if net_arch is None and layers is not None and len(layers) < min_layers:
         raise ValueError("Error: must have at least one hidden layer for the policy.")
     if isinstance(net_arch, dict):
         raise ValueError(f"Error: {algo}'s net_arch is one list of layer sizes (the Q-network), got {net_arch!r}")
     return split_net_arch(algo, layers, net_arch)[0]
+
+
+class ScopedExtractor:
+    """The variables of a feature extractor under one scope (``pi/features_extractor/...``), for named_parameters."""
+
+    def __init__(self, scope: str, layer: keras.layers.Layer):
+        self.scope = scope
+        self.layer = layer
+
+    def named_variables(self) -> list:
+        from sbtf.common.extractors import extractor_named_variables
+
+        return [(f"{self.scope}/{name}", var) for name, var in extractor_named_variables(self.layer).items()]
+
+
+def make_features_extractor(policy, extractor_class: type, extractor_kwargs: Optional[dict],
+                            scope: str) -> Tuple[keras.layers.Layer, ScopedExtractor]:
+    """
+    A new ``extractor_class(policy.ob_space, **extractor_kwargs)`` (SB3's ``features_extractor_class``: any Keras
+    layer with a ``features_dim``), built on the policy's pre-processed observations, its variables named under
+    ``scope``; the class is registered so that a saved model names it.
+    """
+    from sbtf.common.extractors import features_dim_of
+    from sbtf.common.registry import class_key, lookup_class, register_class
+
+    if not (isinstance(extractor_class, type) and issubclass(extractor_class, keras.layers.Layer)):
+        raise TypeError(f"Error: features_extractor_class must be a keras.layers.Layer subclass with a features_dim "
+                        f"attribute, got {extractor_class!r}")
+    if lookup_class(class_key(extractor_class), ("extractor",)) is not extractor_class:
+        register_class(extractor_class, "extractor")
+    layer = extractor_class(policy.ob_space, **dict(extractor_kwargs or {}))
+    dim = features_dim_of(layer)
+    out = layer(policy.preprocess(tf.zeros((1,) + policy.obs_shape, tf.as_dtype(policy.obs_dtype))))
+    if len(out.shape) != 2 or int(out.shape[-1]) != dim:
+        raise ValueError(f"Error: the feature extractor {extractor_class.__name__} says features_dim={dim} but "
+                         f"outputs shape {tuple(out.shape)}; it must output (batch, features_dim).")
+    return layer, ScopedExtractor(scope, layer)
 
 
 def scoped_cnn(cnn_extractor, cnn_kwargs: dict, scope: str) -> Tuple[Any, list]:
@@ -215,11 +262,21 @@ class ActorCriticLayers:
 
     share_features_extractor = False
 
+    features_extractor_class: Optional[type] = None
+    features_extractor_kwargs: Optional[dict] = None
+
     def _make_cnn(self, scope: str, named: list):
-        """The CNN of a network under ``scope`` (None for Mlp policies); its named layers are appended to ``named``."""
-        if self.feature_extraction != "cnn":
+        """The feature extractor of a network under ``scope``: SB3's ``features_extractor_class``
+        (``<scope>/features_extractor/...``), SB2's CNN (``<scope>/c1...``) or None (Mlp policies: flattened
+        observations); its named layers are appended to ``named``."""
+        if self.features_extractor_class is not None:
+            cnn, scoped = make_features_extractor(self, self.features_extractor_class, self.features_extractor_kwargs,
+                                                  f"{scope}/features_extractor")
+            layers = [scoped]
+        elif self.feature_extraction != "cnn":
             return None
-        cnn, layers = scoped_cnn(self.cnn_extractor, self.cnn_kwargs, scope)
+        else:
+            cnn, layers = scoped_cnn(self.cnn_extractor, self.cnn_kwargs, scope)
         named.extend(layers)
         self.__dict__.setdefault("_extractor_layers", {})[id(cnn)] = layers
         return cnn
@@ -378,6 +435,7 @@ class ActorCriticNetworks(ActorCriticLayers):
         return self._acting(name, self._prepare_obs(obs))
 
 
-__all__ = ["ActorCriticLayers", "ActorCriticNetworks", "OffPolicyArch", "accepted_policy_keys", "feed_forward_layer_sizes",
+__all__ = ["ActorCriticLayers", "ActorCriticNetworks", "OffPolicyArch", "ScopedExtractor", "make_features_extractor",
+           "accepted_policy_keys", "feed_forward_layer_sizes",
            "image_scaling", "is_image_space", "resolve_activation", "resolve_off_policy_arch", "scoped_cnn",
            "split_net_arch", "unknown_keywords_error"]

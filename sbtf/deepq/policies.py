@@ -26,7 +26,8 @@ from sbtf.common.distributions import softmax_np
 from sbtf.common.input import check_obs_space
 from sbtf.common.policies import BasePolicy, nature_cnn, register_policy_base
 from sbtf.common.network_ops import TF_OPS, NumpyOps
-from sbtf.common.off_policy_networks import feed_forward_layer_sizes, image_scaling, resolve_activation, scoped_cnn
+from sbtf.common.off_policy_networks import (feed_forward_layer_sizes, image_scaling, make_features_extractor,
+                                             resolve_activation, scoped_cnn)
 from sbtf.common.tf_layers import FullyConnected, SB2Mlp, sb2_fully_connected_scope
 
 
@@ -173,19 +174,26 @@ class FeedForwardPolicy(DQNPolicy):
     :param net_arch: ([int]) SB3's name of ``layers``: the hidden layer sizes of the Q-network (give one of them)
     :param activation_fn: SB3's name of ``act_fun`` (a TF/Keras function, a name, or a Keras layer class)
     :param normalize_images: (bool) rescale image observations to [0, 1] (None: SB2's rule, CNN policies do)
+    :param features_extractor_class: (type) SB3's feature extractor: a Keras layer class with a ``features_dim``,
+        built as ``features_extractor_class(ob_space, **features_extractor_kwargs)`` (variables
+        ``action_value/features_extractor/...``) and followed by the ``net_arch`` layers; replaces SB2's CNN
+    :param features_extractor_kwargs: (dict) its keyword arguments
     :param kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
     """
 
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
                  layers=None, cnn_extractor=nature_cnn, feature_extraction="cnn", obs_phs=None, layer_norm=False,
                  dueling=True, act_fun=tf.nn.relu, net_arch=None, activation_fn=None, normalize_images=None,
-                 **kwargs):
+                 features_extractor_class=None, features_extractor_kwargs=None, **kwargs):
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
-                         scale=image_scaling(ob_space, feature_extraction, normalize_images), obs_phs=obs_phs,
-                         dueling=dueling)
+                         scale=image_scaling(ob_space, feature_extraction, normalize_images, features_extractor_class),
+                         obs_phs=obs_phs, dueling=dueling)
         self.layer_sizes = feed_forward_layer_sizes(self.obs_shape, layers, feature_extraction, kwargs, min_layers=0,
                                                     algo="DQN", policy_cls=type(self), cnn_extractor=cnn_extractor,
-                                                    net_arch=net_arch)
+                                                    net_arch=net_arch,
+                                                    features_extractor_class=features_extractor_class)
+        self.features_extractor_class = features_extractor_class
+        self.features_extractor_kwargs = dict(features_extractor_kwargs or {})
         self.net_arch = net_arch
         self.normalize_images = normalize_images
         self.feature_extraction = feature_extraction
@@ -195,6 +203,12 @@ class FeedForwardPolicy(DQNPolicy):
         self.cnn_kwargs = kwargs
 
         self.cnn = None
+        if features_extractor_class is not None:
+            # SB3's Q-network: the extractor, then the net_arch layers
+            self.cnn, scoped = make_features_extractor(self, features_extractor_class, self.features_extractor_kwargs,
+                                                       "action_value/features_extractor")
+            self._register(scoped)
+            feature_extraction = "mlp"
         if feature_extraction == "cnn":
             self.cnn, cnn_layers = scoped_cnn(cnn_extractor, kwargs, "action_value")
             self._register(*cnn_layers)

@@ -108,21 +108,29 @@ class FeedForwardPolicy(ActorCriticNetworks, TD3Policy):
     :param share_features_extractor: (bool) the critics use the actor's feature extractor (SB3's default False: each
         has its own, SB2's layout)
     :param normalize_images: (bool) rescale image observations to [0, 1] (None: SB2's rule, CNN policies do)
+    :param features_extractor_class: (type) SB3's feature extractor: a Keras layer class with a ``features_dim``,
+        built as ``features_extractor_class(ob_space, **features_extractor_kwargs)`` for the actor and (unless
+        shared) the critics, variables ``<scope>/features_extractor/...``; replaces SB2's CNN / flattening
+    :param features_extractor_kwargs: (dict) its keyword arguments
     :param kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
     """
 
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
                  layers=None, cnn_extractor=nature_cnn, feature_extraction="cnn", layer_norm=False,
                  act_fun=tf.nn.relu, net_arch=None, activation_fn=None, n_critics=2, share_features_extractor=False,
-                 normalize_images=None, **kwargs):
+                 normalize_images=None, features_extractor_class=None, features_extractor_kwargs=None, **kwargs):
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
-                         scale=image_scaling(ob_space, feature_extraction, normalize_images))
+                         scale=image_scaling(ob_space, feature_extraction, normalize_images,
+                                             features_extractor_class))
+        self.features_extractor_class = features_extractor_class
+        self.features_extractor_kwargs = dict(features_extractor_kwargs or {})
         self.net_arch = net_arch
         self.normalize_images = normalize_images
         arch = resolve_off_policy_arch(
             "TD3", type(self), self.obs_shape, layers=layers, net_arch=net_arch, feature_extraction=feature_extraction,
             act_fun=act_fun, activation_fn=activation_fn, n_critics=n_critics,
-            share_features_extractor=share_features_extractor, cnn_extractor=cnn_extractor, cnn_kwargs=kwargs)
+            share_features_extractor=share_features_extractor, cnn_extractor=cnn_extractor, cnn_kwargs=kwargs,
+            features_extractor_class=features_extractor_class)
         self._init_networks(arch, cnn_extractor, feature_extraction, layer_norm, kwargs)
 
     def make_actor(self, obs=None, reuse=False, scope="pi"):
