@@ -198,6 +198,29 @@ class DictObsLayout:
         return [dict(self.unpack_np(row[None]).items()) for row in packed]
 
 
+def preprocess_dict(ops, x, layout: DictObsLayout, scaled_keys=frozenset()) -> "OrderedDict[str, Any]":
+    """
+    Packed Dict observations ``x`` (n, size) to ``{key: pre-processed batch}`` in the backend ``ops``
+    (``sbtf.common.network_ops``): Discrete / MultiDiscrete keys one-hot, MultiBinary and Box keys float32, and the
+    Box keys in ``scaled_keys`` (images, when the policy normalises them) rescaled to [0, 1] by their bounds.
+    """
+    out: OrderedDict[str, Any] = OrderedDict()
+    for key, value in layout.unpack(x, ops).items():
+        space = layout[key].space
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            nvec = np.asarray(space.nvec).reshape(-1)
+            start = np.asarray(getattr(space, "start", 0)).reshape(-1)
+            flat = ops.flatten(value) if len(value.shape) > 2 else value
+            if np.any(start != 0):
+                flat = flat - start.astype(np.int32)
+            out[key] = ops.concat([ops.one_hot(flat[:, i], int(n)) for i, n in enumerate(nvec)])
+        elif isinstance(space, gym.spaces.Discrete):
+            out[key] = ops.one_hot(value - int(space.start) if int(space.start) else value, int(space.n))
+        else:
+            out[key] = ops.preprocess(value, space, key in scaled_keys)
+    return out
+
+
 def is_dict_space(space: Any) -> bool:
     """Whether ``space`` is a ``gymnasium.spaces.Dict``."""
     return isinstance(space, gym.spaces.Dict)
@@ -233,4 +256,5 @@ def stack_dict_obs(observations: Sequence[Mapping[str, Any]]) -> Dict[str, np.nd
 
 
 __all__ = ["DictObsLayout", "DictObsKey", "SUPPORTED_SUBSPACES", "is_dict_space", "pack_if_dict", "layout_of",
+           "preprocess_dict",
            "stack_dict_obs"]
