@@ -110,7 +110,7 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
 
     def _check_spaces(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         super()._check_spaces(observation_space, action_space)
-        check_obs_space(observation_space, type(self).__name__)
+        check_obs_space(observation_space, type(self).__name__, allow_dict=True)  # Dict: MultiInputPolicy
         if isinstance(action_space, gym.spaces.Box) and not (np.all(np.isfinite(action_space.low))
                                                              and np.all(np.isfinite(action_space.high))):
             raise ValueError(f"Error: {type(self).__name__} rescales its [-1, 1] actions to the bounds of the action "
@@ -362,6 +362,10 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
         with self._learn_context(), self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps,
                                                    progress_bar) as (callback, writer):
             self._vec_normalize_env = unwrap_vec_normalize(self.env)
+            if self._vec_normalize_env is not None and isinstance(self.observation_space, gym.spaces.Dict):
+                raise NotImplementedError(f"Error: {type(self).__name__} does not support VecNormalize on Dict "
+                                          "observations yet (its replay buffer stores the original, packed "
+                                          "observations); normalise inside the env or use a Box observation space.")
             self._ensure_replay_buffer()
             if hasattr(self.replay_buffer, "attach_env"):  # HerReplayBuffer: compute_reward of the current env
                 self.replay_buffer.attach_env(self.env)

@@ -42,7 +42,8 @@ def accepted_policy_keys(policy_cls: type) -> List[str]:
         if not any(param.kind == param.VAR_KEYWORD for param in params):
             break
         keys.update(param.name for param in params
-                    if param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY) and param.name not in _POSITIONAL)
+                    if param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY)
+                    and param.name not in _POSITIONAL)
     return sorted(keys)
 
 
@@ -54,8 +55,9 @@ def unknown_keywords_error(algo: str, policy_cls: type, unknown: dict) -> ValueE
 
 def is_image_space(space: gym.Space) -> bool:
     """Whether ``space`` holds images as stable-baselines3 sees them: a uint8 Box (H, W, C) in [0, 255]."""
-    return (isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
-            and bool(np.all(space.low == 0)) and bool(np.all(space.high == 255)))
+    from sbtf.common.extractors import is_image_space as sb3_is_image_space
+
+    return sb3_is_image_space(space)
 
 
 def image_scaling(ob_space: gym.Space, feature_extraction: str, normalize_images: Optional[bool],
@@ -198,6 +200,43 @@ def feed_forward_layer_sizes(obs_shape: Tuple[int, ...], layers, feature_extract
     if isinstance(net_arch, dict):
         raise ValueError(f"Error: {algo}'s net_arch is one list of layer sizes (the Q-network), got {net_arch!r}")
     return split_net_arch(algo, layers, net_arch)[0]
+
+
+#: stable-baselines3's default layer sizes of a ``MultiInputPolicy`` (the SB2-style policies keep SB2's [64, 64])
+SB3_DEFAULT_NET_ARCH = {"SAC": [256, 256], "TD3": [400, 300], "DDPG": [400, 300], "DQN": [64, 64]}
+
+
+def setup_dict_observations(policy, algo: str, features_extractor_class: Optional[type],
+                            features_extractor_kwargs: Optional[dict], normalize_images: Optional[bool]) -> None:
+    """
+    For a policy on a Dict observation space (packed rows, ``policy.dict_layout``): check that its extractor takes a
+    dict (``MultiInputPolicy``'s ``CombinedExtractor`` or one of the user's) and choose the image keys it rescales to
+    [0, 1] (``normalize_images``, SB3's default True).
+    """
+    if policy.dict_layout is None:
+        return
+    from sbtf.common.extractors import FlattenExtractor, NatureCNN
+
+    if features_extractor_class in (None, FlattenExtractor, NatureCNN):
+        raise NotImplementedError(
+            f"Error: {algo}'s {type(policy).__name__} does not take Dict observations ({policy.ob_space!r}); use "
+            "policy='MultiInputPolicy' (a NatureCNN per image key, the other keys flattened) or pass a "
+            "features_extractor_class that takes a dict in policy_kwargs.")
+    if normalize_images is None or normalize_images:
+        from sbtf.common.extractors import is_image_space as sb3_is_image_space
+
+        normalized = bool(dict(features_extractor_kwargs or {}).get("normalized_image", False))
+        policy._scaled_keys = frozenset(entry.key for entry in policy.dict_layout.entries
+                                        if sb3_is_image_space(entry.space, normalized_image=normalized))
+
+
+def preprocess_ops(policy, obs, ops):
+    """A policy's pre-processing in the backend ``ops``: a ``{key: tensor}`` dict for a Dict space, else one tensor."""
+    if getattr(policy, "dict_layout", None) is not None:
+        from sbtf.common.dict_obs import preprocess_dict
+
+        return preprocess_dict(ops, obs, policy.dict_layout, policy._scaled_keys)
+    return ops.preprocess(obs, policy.ob_space, policy.scale)
 
 
 class ScopedExtractor:
@@ -347,8 +386,8 @@ class ActorCriticNetworks(ActorCriticLayers):
         return [f"qf{i + 1}" for i in range(self.n_critics)]
 
     def features(self, obs, cnn, ops=TF_OPS):
-        """Pre-processed, flattened observations, or CNN features (in the backend ``ops``)."""
-        x = ops.preprocess(obs, self.ob_space, self.scale)
+        """Pre-processed, flattened observations, or the extractor's features (in the backend ``ops``)."""
+        x = preprocess_ops(self, obs, ops)
         if cnn is not None:
             return ops.layer(cnn, x)
         return ops.flatten(x)
@@ -436,6 +475,6 @@ class ActorCriticNetworks(ActorCriticLayers):
 
 
 __all__ = ["ActorCriticLayers", "ActorCriticNetworks", "OffPolicyArch", "ScopedExtractor", "make_features_extractor",
-           "accepted_policy_keys", "feed_forward_layer_sizes",
-           "image_scaling", "is_image_space", "resolve_activation", "resolve_off_policy_arch", "scoped_cnn",
+           "accepted_policy_keys", "setup_dict_observations", "preprocess_ops", "SB3_DEFAULT_NET_ARCH",
+           "feed_forward_layer_sizes", "image_scaling", "is_image_space", "resolve_activation", "resolve_off_policy_arch", "scoped_cnn",
            "split_net_arch", "unknown_keywords_error"]

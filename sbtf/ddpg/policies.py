@@ -23,8 +23,10 @@ import tensorflow as tf
 
 from sbtf.common.input import check_obs_space, preprocess_obs_np
 from sbtf.common.policies import BasePolicy, make_actor_critic_policies, nature_cnn, register_policy_base
-from sbtf.common.network_ops import TF_OPS
-from sbtf.common.off_policy_networks import ActorCriticLayers, image_scaling, resolve_off_policy_arch
+from sbtf.common.network_ops import TF_OPS, NumpyOps
+from sbtf.common.extractors import CombinedExtractor
+from sbtf.common.off_policy_networks import (SB3_DEFAULT_NET_ARCH, ActorCriticLayers, image_scaling, preprocess_ops,
+                                             resolve_off_policy_arch, setup_dict_observations)
 from sbtf.common.tf_layers import Dense, LayerNorm, sb2_layer_norm_scope
 
 
@@ -58,7 +60,7 @@ class DDPGPolicy(BasePolicy):
         if not isinstance(ac_space, gym.spaces.Box):
             raise NotImplementedError(f"Error: DDPG policies need a Box action space, got {ac_space!r} "
                                       f"({type(ac_space).__name__}).")
-        check_obs_space(ob_space, "DDPG")
+        check_obs_space(ob_space, "DDPG", allow_dict=True)  # Dict: MultiInputPolicy
         self.qvalue_fn = None
         self.policy = None
 
@@ -159,6 +161,8 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
                                              features_extractor_class))
         self.features_extractor_class = features_extractor_class
         self.features_extractor_kwargs = dict(features_extractor_kwargs or {})
+        setup_dict_observations(self, "DDPG", features_extractor_class, features_extractor_kwargs,
+                                normalize_images)
         if n_critics != 1:
             raise ValueError(f"Error: DDPG has one critic; n_critics={n_critics!r} needs TD3 (or SAC).")
         arch = resolve_off_policy_arch(
@@ -300,6 +304,8 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
     def normalize_obs_tf(self, obs):
         """``clip((preprocess(obs) - mean) / std, observation_range)`` in TF."""
         x = self.preprocess(obs)
+        if self.dict_layout is not None:  # Dict observations: clipped key by key (no statistics: they need a Box)
+            return {key: tf.clip_by_value(value, self._obs_range[0], self._obs_range[1]) for key, value in x.items()}
         if self._norm is not None:
             x = (x - self._norm.mean) / self._norm.std
         return tf.clip_by_value(x, self._obs_range[0], self._obs_range[1])
@@ -310,6 +316,10 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
 
     def normalize_obs_np(self, obs: np.ndarray) -> np.ndarray:
         """``normalize_obs_tf`` in NumPy (float32)."""
+        if self.dict_layout is not None:
+            low, high = np.float32(self._obs_range[0]), np.float32(self._obs_range[1])
+            return {key: np.clip(value, low, high).astype(np.float32, copy=False)
+                    for key, value in preprocess_ops(self, obs, NumpyOps({}, {})).items()}
         x = preprocess_obs_np(obs, self.ob_space, self.scale)
         if self._norm is not None:
             x = (x - self._norm.mean_np()) / self._norm.std_np()
@@ -382,11 +392,29 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
 
 CnnPolicy, LnCnnPolicy, MlpPolicy, LnMlpPolicy = make_actor_critic_policies(FeedForwardPolicy, __name__)
 
+
+class MultiInputPolicy(FeedForwardPolicy):
+    """
+    DDPG policy for Dict observations (SB3's ``MultiInputPolicy``): a ``CombinedExtractor`` (a NatureCNN per image
+    key, the other keys flattened) for the actor and for the critic, then ``net_arch`` (SB3's default [400, 300]).
+
+    :param _kwargs: (dict) the policy_kwargs (SB3's and SB2's, see ``FeedForwardPolicy``)
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 **_kwargs):
+        _kwargs.setdefault("features_extractor_class", CombinedExtractor)
+        if _kwargs.get("net_arch") is None and _kwargs.get("layers") is None:
+            _kwargs["net_arch"] = list(SB3_DEFAULT_NET_ARCH["DDPG"])
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp", **_kwargs)
+
 register_policy_base(DDPGPolicy, {
     "CnnPolicy": CnnPolicy,
     "LnCnnPolicy": LnCnnPolicy,
     "MlpPolicy": MlpPolicy,
     "LnMlpPolicy": LnMlpPolicy,
+    "MultiInputPolicy": MultiInputPolicy,
 })
 
-__all__ = ["DDPGPolicy", "FeedForwardPolicy", "CnnPolicy", "LnCnnPolicy", "MlpPolicy", "LnMlpPolicy"]
+__all__ = ["DDPGPolicy", "FeedForwardPolicy", "CnnPolicy", "LnCnnPolicy", "MlpPolicy", "LnMlpPolicy",
+           "MultiInputPolicy"]

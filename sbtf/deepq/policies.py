@@ -26,8 +26,10 @@ from sbtf.common.distributions import softmax_np
 from sbtf.common.input import check_obs_space
 from sbtf.common.policies import BasePolicy, nature_cnn, register_policy_base
 from sbtf.common.network_ops import TF_OPS, NumpyOps
-from sbtf.common.off_policy_networks import (feed_forward_layer_sizes, image_scaling, make_features_extractor,
-                                             resolve_activation, scoped_cnn)
+from sbtf.common.extractors import CombinedExtractor
+from sbtf.common.off_policy_networks import (SB3_DEFAULT_NET_ARCH, feed_forward_layer_sizes, image_scaling,
+                                             make_features_extractor, preprocess_ops, resolve_activation, scoped_cnn,
+                                             setup_dict_observations)
 from sbtf.common.tf_layers import FullyConnected, SB2Mlp, sb2_fully_connected_scope
 
 
@@ -61,7 +63,7 @@ class DQNPolicy(BasePolicy):
         if not isinstance(ac_space, gym.spaces.Discrete):
             raise NotImplementedError(f"Error: DQN policies need a Discrete action space, got {ac_space!r} "
                                       f"({type(ac_space).__name__}).")
-        check_obs_space(ob_space, "DQN")
+        check_obs_space(ob_space, "DQN", allow_dict=True)  # Dict: MultiInputPolicy
         self.n_actions = int(ac_space.n)
         self.dueling = bool(dueling)
         self._perturbed = _PerturbedOps()
@@ -188,6 +190,7 @@ class FeedForwardPolicy(DQNPolicy):
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
                          scale=image_scaling(ob_space, feature_extraction, normalize_images, features_extractor_class),
                          obs_phs=obs_phs, dueling=dueling)
+        setup_dict_observations(self, "DQN", features_extractor_class, features_extractor_kwargs, normalize_images)
         self.layer_sizes = feed_forward_layer_sizes(self.obs_shape, layers, feature_extraction, kwargs, min_layers=0,
                                                     algo="DQN", policy_cls=type(self), cnn_extractor=cnn_extractor,
                                                     net_arch=net_arch,
@@ -238,7 +241,7 @@ class FeedForwardPolicy(DQNPolicy):
     # ------------------------------------------------------------------ TF
     def q_network(self, ops, obs):
         """The Q-values ``(batch, n_actions)`` of a batch of raw observations in the backend ``ops``."""
-        x = ops.preprocess(obs, self.ob_space, self.scale)
+        x = preprocess_ops(self, obs, ops)
         features = ops.layer(self.cnn, x) if self.cnn is not None else ops.flatten(x)
         action_out = features if self.action_hidden is None else ops.layer(self.action_hidden, features)
         action_scores = ops.layer(self.action_out, action_out)
@@ -325,11 +328,31 @@ class LnMlpPolicy(FeedForwardPolicy):
                          obs_phs=obs_phs, layer_norm=True, dueling=True, **_kwargs)
 
 
+class MultiInputPolicy(FeedForwardPolicy):
+    """
+    DQN policy for Dict observations (SB3's ``MultiInputPolicy``): a ``CombinedExtractor`` (a NatureCNN per image
+    key, the other keys flattened), then ``net_arch`` (default [64, 64]) and the (dueling) Q heads.
+
+    :param dueling: (bool) if true double the output MLP to compute a baseline for action scores
+    :param _kwargs: (dict) the policy_kwargs (SB3's and SB2's, see ``FeedForwardPolicy``)
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 obs_phs=None, dueling=True, **_kwargs):
+        _kwargs.setdefault("features_extractor_class", CombinedExtractor)
+        if _kwargs.get("net_arch") is None and _kwargs.get("layers") is None:
+            _kwargs["net_arch"] = list(SB3_DEFAULT_NET_ARCH["DQN"])
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp",
+                         obs_phs=obs_phs, dueling=dueling, **_kwargs)
+
+
 register_policy_base(DQNPolicy, {
     "CnnPolicy": CnnPolicy,
     "LnCnnPolicy": LnCnnPolicy,
     "MlpPolicy": MlpPolicy,
     "LnMlpPolicy": LnMlpPolicy,
+    "MultiInputPolicy": MultiInputPolicy,
 })
 
-__all__ = ["DQNPolicy", "FeedForwardPolicy", "CnnPolicy", "LnCnnPolicy", "MlpPolicy", "LnMlpPolicy"]
+__all__ = ["DQNPolicy", "FeedForwardPolicy", "CnnPolicy", "LnCnnPolicy", "MlpPolicy", "LnMlpPolicy",
+           "MultiInputPolicy"]

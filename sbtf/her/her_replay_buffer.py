@@ -9,8 +9,10 @@ env's ``compute_reward(achieved_goal, desired_goal, info)``. Only finished episo
 time limit cut is finished but not terminal (the algorithm stores it with ``done = False``, SB3's
 ``handle_timeout_termination``), so its last value is bootstrapped.
 
-The model sees each goal observation as one flat vector: ``concat[observation, achieved_goal, desired_goal]`` of
-``sbtf.her.HERGoalEnvWrapper``; ``goal_layout_from_env`` finds where the two goals lie in it. The SB2 ``HER`` wrapper
+The model sees each goal observation as one flat vector: the Dict observation packed by ``sbtf.common.dict_obs``
+(``MultiInputPolicy``, as in stable-baselines3; ``goal_layout_from_space``), or ``concat[observation, achieved_goal,
+desired_goal]`` of ``sbtf.her.HERGoalEnvWrapper`` (``goal_layout_from_env``); the buffer stores these vectors and
+knows where the two goals lie in them. The SB2 ``HER`` wrapper
 (``sbtf.her.HER``), which adds the virtual transitions to the buffer when an episode ends, stays for old code.
 """
 from __future__ import annotations
@@ -35,6 +37,23 @@ class GoalLayout:
     desired_goal: slice
     #: the shape ``compute_reward`` gets each goal in (without the batch axis)
     goal_shape: tuple
+
+
+def goal_layout_from_space(space: Any) -> GoalLayout:
+    """The ``GoalLayout`` of a goal env's Dict observation space packed by ``sbtf.common.dict_obs`` (the model's
+    ``MultiInputPolicy`` sees it so)."""
+    from sbtf.common.dict_obs import layout_of
+
+    layout = layout_of(space)
+    missing = [key for key in ("achieved_goal", "desired_goal") if key not in layout.keys]
+    if missing:
+        raise ValueError(f"Error: HerReplayBuffer needs a goal environment whose Dict observations have the keys "
+                         f"'achieved_goal' and 'desired_goal'; {missing} missing in {layout.keys}.")
+    achieved, desired = layout["achieved_goal"], layout["desired_goal"]
+    if achieved.size != desired.size:
+        raise ValueError("Error: the achieved and desired goals of the goal environment differ in size.")
+    return GoalLayout(slice(achieved.offset, achieved.offset + achieved.size),
+                      slice(desired.offset, desired.offset + desired.size), tuple(desired.shape))
 
 
 def goal_layout_from_env(env: Any) -> GoalLayout:
@@ -78,7 +97,7 @@ class HerReplayBuffer(ReplayBuffer):
         algorithms, which store it with ``done = False``); False stores such cuts as terminals, as SB3 does then
     :param optimize_memory_usage: (bool) not supported (as in SB3)
     :param goal_layout: (GoalLayout) where the goals lie in the observations (default: found from ``env``)
-    :param observation_space: (gymnasium.Space) accepted for stable-baselines3's signature (unused)
+    :param observation_space: (gymnasium.Space) the goal env's Dict space (the model passes it): where the goals lie
     :param action_space: (gymnasium.Space) accepted for stable-baselines3's signature (unused)
     """
 
@@ -105,6 +124,8 @@ class HerReplayBuffer(ReplayBuffer):
         self.handle_timeout_termination = bool(handle_timeout_termination)
         self.env = env
         self._goal_layout = goal_layout
+        if goal_layout is None and observation_space is not None and hasattr(observation_space, "spaces"):
+            self._goal_layout = goal_layout_from_space(observation_space)  # a Dict space, packed
         self.n_rows = self._maxsize // n_envs
         self._pos = 0
         self._full = False
@@ -299,4 +320,4 @@ class HerReplayBuffer(ReplayBuffer):
                                   "by training again.")
 
 
-__all__ = ["HerReplayBuffer", "GoalLayout", "goal_layout_from_env", "GoalSelectionStrategy"]
+__all__ = ["HerReplayBuffer", "GoalLayout", "goal_layout_from_env", "goal_layout_from_space", "GoalSelectionStrategy"]

@@ -13,7 +13,9 @@ import tensorflow as tf
 
 from sbtf.common.input import check_obs_space
 from sbtf.common.network_ops import TF_OPS
-from sbtf.common.off_policy_networks import ActorCriticNetworks, image_scaling, resolve_off_policy_arch
+from sbtf.common.extractors import CombinedExtractor
+from sbtf.common.off_policy_networks import (SB3_DEFAULT_NET_ARCH, ActorCriticNetworks, image_scaling,
+                                             resolve_off_policy_arch, setup_dict_observations)
 from sbtf.common.policies import BasePolicy, make_actor_critic_policies, nature_cnn, register_policy_base
 
 
@@ -37,7 +39,7 @@ class TD3Policy(BasePolicy):
         if not isinstance(ac_space, gym.spaces.Box):
             raise NotImplementedError(f"Error: TD3 policies need a Box action space, got {ac_space!r} "
                                       f"({type(ac_space).__name__}).")
-        check_obs_space(ob_space, "TD3")
+        check_obs_space(ob_space, "TD3", allow_dict=True)  # Dict: MultiInputPolicy
 
     def make_actor(self, obs=None, reuse=False, scope="pi"):
         """
@@ -124,6 +126,8 @@ class FeedForwardPolicy(ActorCriticNetworks, TD3Policy):
                                              features_extractor_class))
         self.features_extractor_class = features_extractor_class
         self.features_extractor_kwargs = dict(features_extractor_kwargs or {})
+        setup_dict_observations(self, "TD3", features_extractor_class, features_extractor_kwargs,
+                                normalize_images)
         self.net_arch = net_arch
         self.normalize_images = normalize_images
         arch = resolve_off_policy_arch(
@@ -167,11 +171,30 @@ class FeedForwardPolicy(ActorCriticNetworks, TD3Policy):
 
 CnnPolicy, LnCnnPolicy, MlpPolicy, LnMlpPolicy = make_actor_critic_policies(FeedForwardPolicy, __name__)
 
+
+class MultiInputPolicy(FeedForwardPolicy):
+    """
+    TD3 policy for Dict observations (SB3's ``MultiInputPolicy``): a ``CombinedExtractor`` (a NatureCNN per image
+    key, the other keys flattened; ``features_extractor_kwargs=dict(cnn_output_dim=..., normalized_image=...)``) for
+    the actor and for the critics, then ``net_arch`` (SB3's default [400, 300]) and the heads.
+
+    :param _kwargs: (dict) the policy_kwargs (SB3's and SB2's, see ``FeedForwardPolicy``)
+    """
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 **_kwargs):
+        _kwargs.setdefault("features_extractor_class", CombinedExtractor)
+        if _kwargs.get("net_arch") is None and _kwargs.get("layers") is None:
+            _kwargs["net_arch"] = list(SB3_DEFAULT_NET_ARCH["TD3"])
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp", **_kwargs)
+
 register_policy_base(TD3Policy, {
     "CnnPolicy": CnnPolicy,
     "LnCnnPolicy": LnCnnPolicy,
     "MlpPolicy": MlpPolicy,
     "LnMlpPolicy": LnMlpPolicy,
+    "MultiInputPolicy": MultiInputPolicy,
 })
 
-__all__ = ["TD3Policy", "FeedForwardPolicy", "CnnPolicy", "LnCnnPolicy", "MlpPolicy", "LnMlpPolicy"]
+__all__ = ["TD3Policy", "FeedForwardPolicy", "CnnPolicy", "LnCnnPolicy", "MlpPolicy", "LnMlpPolicy",
+           "MultiInputPolicy"]
