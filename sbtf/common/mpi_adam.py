@@ -44,7 +44,9 @@ class MpiAdam:
         self.scale_grad_by_procs = scale_grad_by_procs
         self.size = flat_size(self.var_list)
         self.comm = get_comm(comm)
-        self.adam = Adam(self.var_list, beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon, name="MpiAdam")
+        # SB2 MpiAdam's own arithmetic (not the fused TF1 kernel): DDPG, PPO1, TRPO and GAIL train as they did in SB2
+        self.adam = Adam(self.var_list, beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon, name="MpiAdam",
+                         fused=False)
         self.getflat = GetFlat(self.var_list)
         self.setfromflat = SetFromFlat(self.var_list)
         self._apply_fn = tf.function(self.apply_flat_grad, input_signature=[
