@@ -4,9 +4,9 @@
 Every rank computes a local flat gradient; ``update`` averages it over the ranks (``Allreduce``) and applies the same
 Adam step everywhere, so parameters that start equal stay equal (``sync`` broadcasts rank 0's values,
 ``check_synced`` verifies them every 100 updates, as SB2). The Adam maths and state are ``optimizers.Adam``'s (TF
-variables), so the same optimiser can also be stepped inside a compiled training loop: ``update_tf`` averages the
-gradient over the ranks in the graph (an ``Allreduce`` wrapped in ``tf.numpy_function``) and applies
-``apply_flat_grad``. Works without mpirun and without mpi4py (a one-process communicator is used).
+variables; ``fused=False``: SB2 MpiAdam's own rounding, step size in float64), so the same optimiser can also be
+stepped inside a compiled training loop: ``update_tf`` averages the gradient over the ranks in the graph (an
+``Allreduce`` wrapped in ``tf.numpy_function``) and applies ``apply_flat_grad``. Works without mpirun and without mpi4py (a one-process communicator is used).
 """
 from __future__ import annotations
 
