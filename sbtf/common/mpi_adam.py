@@ -6,7 +6,8 @@ Adam step everywhere, so parameters that start equal stay equal (``sync`` broadc
 ``check_synced`` verifies them every 100 updates, as SB2). The Adam maths and state are ``optimizers.Adam``'s (TF
 variables; ``fused=False``: SB2 MpiAdam's own rounding, step size in float64), so the same optimiser can also be
 stepped inside a compiled training loop: ``update_tf`` averages the gradient over the ranks in the graph (an
-``Allreduce`` wrapped in ``tf.numpy_function``) and applies ``apply_flat_grad``. Works without mpirun and without mpi4py (a one-process communicator is used).
+``Allreduce`` wrapped in ``tf.numpy_function``) and applies ``apply_flat_grad``. Works without mpirun and without
+mpi4py (a one-process communicator is used).
 """
 from __future__ import annotations
 
