@@ -181,6 +181,29 @@ def test_fused_cycle_equals_per_step_mpi_path():
     assert per_step.param_noise.current_stddev == pytest.approx(0.3 / 1.01 ** 3)
 
 
+def test_optimizers_follow_sb2_mpi_adam_arithmetic():
+    """DDPG's optimisers are SB2's MpiAdam: step size in float64, moments b*m + (1-b)*g, in float32 (not TF1's fused
+    Adam kernel, whose float32 bias correction differs by ~1e-5 relative in early steps; the parameter-noise learning
+    run is sensitive to that rounding)."""
+    model = DDPG("MlpPolicy", "Pendulum-v1", seed=3, policy_kwargs=SMALL)
+    adam = model.actor_optimizer
+    theta = adam.getflat().astype(np.float32)
+    m, v = np.zeros_like(theta), np.zeros_like(theta)
+    rng = np.random.default_rng(0)
+    lr = 2.0 ** -10  # exact in float32 (the compiled update takes the learning rate as float32)
+    for t in range(1, 4):
+        # gradients from tiny (where epsilon matters) to large
+        grad = (rng.normal(size=theta.shape) * 10.0 ** rng.integers(-9, 2, size=theta.shape)).astype(np.float32)
+        adam.update(grad, lr)
+        step_size = lr * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)  # float64, as SB2's MpiAdam.update
+        m = np.float32(0.9) * m + np.float32(1 - 0.9) * grad
+        v = np.float32(0.999) * v + np.float32(1 - 0.999) * (grad * grad)
+        theta = theta + np.float32(-step_size) * m / (np.sqrt(v) + np.float32(1e-8))
+        np.testing.assert_allclose(adam.getflat(), theta, rtol=2.5e-7, atol=1e-12)  # bit-exact here; 2 ulp slack
+        np.testing.assert_allclose(adam.exp_avg_sq, v, rtol=2.5e-7)
+    assert adam.step == 3
+
+
 def test_train_step_matches_numpy_reference():
     """Critic and actor losses of one gradient step, recomputed in NumPy from SB2's formulas."""
     model = DDPG("MlpPolicy", "Pendulum-v1", seed=2, batch_size=32, gamma=0.95, critic_l2_reg=0.1,

@@ -4,9 +4,10 @@
 Every rank computes a local flat gradient; ``update`` averages it over the ranks (``Allreduce``) and applies the same
 Adam step everywhere, so parameters that start equal stay equal (``sync`` broadcasts rank 0's values,
 ``check_synced`` verifies them every 100 updates, as SB2). The Adam maths and state are ``optimizers.Adam``'s (TF
-variables), so the same optimiser can also be stepped inside a compiled training loop: ``update_tf`` averages the
-gradient over the ranks in the graph (an ``Allreduce`` wrapped in ``tf.numpy_function``) and applies
-``apply_flat_grad``. Works without mpirun and without mpi4py (a one-process communicator is used).
+variables; ``fused=False``: SB2 MpiAdam's own rounding, step size in float64), so the same optimiser can also be
+stepped inside a compiled training loop: ``update_tf`` averages the gradient over the ranks in the graph (an
+``Allreduce`` wrapped in ``tf.numpy_function``) and applies ``apply_flat_grad``. Works without mpirun and without
+mpi4py (a one-process communicator is used).
 """
 from __future__ import annotations
 
@@ -44,7 +45,9 @@ class MpiAdam:
         self.scale_grad_by_procs = scale_grad_by_procs
         self.size = flat_size(self.var_list)
         self.comm = get_comm(comm)
-        self.adam = Adam(self.var_list, beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon, name="MpiAdam")
+        # SB2 MpiAdam's own arithmetic (not the fused TF1 kernel): DDPG, PPO1, TRPO and GAIL train as they did in SB2
+        self.adam = Adam(self.var_list, beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon, name="MpiAdam",
+                         fused=False)
         self.getflat = GetFlat(self.var_list)
         self.setfromflat = SetFromFlat(self.var_list)
         self._apply_fn = tf.function(self.apply_flat_grad, input_signature=[
