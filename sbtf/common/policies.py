@@ -353,13 +353,17 @@ class ActorCriticPolicy(BasePolicy):
         return self._run_tf(obs, state, mask, True)[1]
 
     def proba_step(self, obs, state=None, mask=None):
-        """Action probabilities (Discrete: softmax; Box: flat [mean, logstd]; MultiBinary: sigmoid)."""
+        """SB2's ``policy_proba``: Discrete softmax; MultiDiscrete [softmax per component]; MultiBinary sigmoid;
+        Box [mean, std]."""
         flat = self.flat_params(obs, state, mask)
         if isinstance(self.ac_space, gym.spaces.Discrete):
             return softmax_np(flat)
+        if isinstance(self.ac_space, gym.spaces.MultiDiscrete):
+            return [softmax_np(p) for p in np.split(flat, np.cumsum(self.ac_space.nvec)[:-1], axis=-1)]
         if isinstance(self.ac_space, gym.spaces.MultiBinary):
             return 1.0 / (1.0 + np.exp(-flat))
-        return flat
+        n = self.ac_space.shape[0]
+        return [flat[:, :n], np.exp(flat[:, n:])]
 
 
 class FeedForwardPolicy(ActorCriticPolicy):
