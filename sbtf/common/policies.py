@@ -27,7 +27,8 @@ from sbtf.common.fast_call import FastFunction, FlatLayout
 from sbtf.common.input import (check_obs_space, obs_input_dtype, obs_input_shape, preprocess_obs_np,
                                preprocess_obs_tf)
 from sbtf.common.network_ops import TF_OPS
-from sbtf.common.tf_layers import GaussianHead, Linear, Lstm, NatureCNN, SB2Layer, get_activation, nature_cnn
+from sbtf.common.tf_layers import (GaussianHead, Linear, Lstm, NatureCNN, SB2Layer, get_activation, make_cnn_extractor,
+                                   nature_cnn)
 
 
 def mlp_extractor(flat_observations, net_arch, act_fun):
@@ -405,10 +406,7 @@ class FeedForwardPolicy(ActorCriticPolicy):
             if len(self.obs_shape) != 3:
                 raise ValueError(f"Error: CnnPolicy needs image observations (H, W, C), got shape {self.obs_shape}; "
                                  "use MlpPolicy for vector observations.")
-            self.cnn = cnn_extractor(**kwargs) if not isinstance(cnn_extractor, keras.layers.Layer) else cnn_extractor
-            if not isinstance(self.cnn, keras.layers.Layer):
-                raise TypeError("Error: cnn_extractor must return a Keras layer when called with its keyword "
-                                "arguments (e.g. sbtf.common.policies.nature_cnn)")
+            self.cnn = make_cnn_extractor(cnn_extractor, kwargs)  # a Keras layer, or SB2's function traced into one
             features = self.cnn(tf.zeros((1,) + self.obs_shape))
             self._register(*(self.cnn.sb2_layers() if hasattr(self.cnn, "sb2_layers") else []))
             self.shared_layers, self.pi_layers, self.vf_layers = [], [], []
@@ -519,7 +517,7 @@ class LstmPolicy(ActorCriticPolicy):
                 warnings.warn("The layers parameter is deprecated. Use the net_arch parameter instead.",
                               DeprecationWarning)
             if feature_extraction == "cnn":
-                self.cnn = cnn_extractor(**kwargs)
+                self.cnn = make_cnn_extractor(cnn_extractor, kwargs)
                 in_dim = int(self.cnn(tf.zeros((1,) + self.obs_shape)).shape[-1])
                 self._register(*(self.cnn.sb2_layers() if hasattr(self.cnn, "sb2_layers") else []))
             else:
