@@ -1,7 +1,7 @@
 """HER (stable-baselines 2.x ``stable_baselines.her``)."""
-from sbtf.her.her import HER
+from sbtf.her.her import HER, UnsupportedHEREnvError
 from sbtf.her.replay_buffer import GoalSelectionStrategy, HindsightExperienceReplayWrapper, KEY_TO_GOAL_STRATEGY
 from sbtf.her.utils import KEY_ORDER, HERGoalEnvWrapper
 
-__all__ = ["HER", "GoalSelectionStrategy", "HindsightExperienceReplayWrapper", "KEY_TO_GOAL_STRATEGY", "KEY_ORDER",
+__all__ = ["HER", "UnsupportedHEREnvError", "GoalSelectionStrategy", "HindsightExperienceReplayWrapper", "KEY_TO_GOAL_STRATEGY", "KEY_ORDER",
            "HERGoalEnvWrapper"]
