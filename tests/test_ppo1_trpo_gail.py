@@ -171,10 +171,11 @@ def test_save_load_gives_identical_predictions(tmp_path, algo, self_made_expert)
     for name, value in model.get_parameters().items():
         np.testing.assert_array_equal(loaded.get_parameters()[name], value, err_msg=name)
     if algo == "GAIL":
-        assert loaded.expert_dataset is None  # not saved (SB2 pickled it); pass it again to train on
-        with pytest.raises(ValueError, match="expert_dataset"):
-            loaded.learn(128)
+        # saved as data (its arrays; SB2 pickled the object): training continues; another dataset can be given
+        np.testing.assert_array_equal(loaded.expert_dataset.observations, dataset.observations)
+        loaded.learn(128)
         again = GAIL.load(tmp_path / "model.zip", env=gym.make("CartPole-v1"), expert_dataset=dataset)
+        assert again.expert_dataset is dataset
         again.learn(128)
     else:
         loaded.learn(256)  # continues training

@@ -726,7 +726,8 @@ def parse_sb2(source: Source, custom_objects: Optional[dict] = None, allow_pickl
     if choice.zoo_kwargs and not user_kwargs:
         report.converted_values.append(("policy", choice.sb2_path, f"{choice.name} with {choice.zoo_kwargs} (the "
                                                                    "rl-baselines-zoo class)"))
-    if choice.name is not None:
+    custom_extractor = _has_custom_cnn_extractor(kwargs)
+    if choice.name is not None and not custom_extractor:
         base_arch = family.arch_from_policy(choice.name, kwargs, ctx)
         what = f"{choice.name}{_short_kwargs(kwargs)} on {ctx.observation_space} / {ctx.action_space}"
         arch, named = _match_params(layout_spec, family, base_arch, params, ctx, not user_kwargs, what, report)
@@ -745,11 +746,15 @@ def parse_sb2(source: Source, custom_objects: Optional[dict] = None, allow_pickl
     else:
         arch = None
         policy_class = choice.user_class
+        if choice.name is not None:  # a standard policy with the user's cnn_extractor: its layout is the extractor's
+            import importlib
+            policy_class = getattr(importlib.import_module(family.sbtf_module), choice.name)
         policy_name = getattr(policy_class, "__name__", None)
         policy_module = getattr(policy_class, "__module__", "")
         out_kwargs = kwargs
         mapped_params = params
-        report.notes.append(f"policy {choice.sb2_path} is a user class: parameters are matched by "
+        what = "the cnn_extractor given in policy_kwargs" if custom_extractor else f"policy {choice.sb2_path} is a user class"
+        report.notes.append(f"{what}: parameters are matched by "
                             f"{'name' if isinstance(params, dict) else 'position'} when the model is built")
     report.sbtf_policy = f"{policy_module}.{policy_name}"
     report.policy_kwargs = dict(out_kwargs)
@@ -757,6 +762,14 @@ def parse_sb2(source: Source, custom_objects: Optional[dict] = None, allow_pickl
     data["policy_kwargs"] = out_kwargs
     return ParsedSB2(algo, data, mapped_params, policy_name, policy_module, policy_class, out_kwargs, arch, report,
                      raw)
+
+
+def _has_custom_cnn_extractor(kwargs: dict) -> bool:
+    """Whether policy kwargs name a CNN extractor of the user's (an SB2 function or a Keras layer), not nature_cnn."""
+    from sbtf.common.tf_layers import nature_cnn
+
+    extractor = kwargs.get("cnn_extractor")
+    return extractor is not None and extractor is not nature_cnn
 
 
 def _inference_hint(spec: AlgoSpec, family: PolicyFamily, params: Union[list, dict], ctx: LayoutContext) -> str:

@@ -8,7 +8,9 @@ cloning) and TensorBoard logging.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
+import inspect
 import os
 import warnings
 from abc import ABC, abstractmethod
@@ -106,6 +108,26 @@ class TensorboardWriter:
             self.writer.close()
 
 
+def time_feature_hint(expected_shape: tuple, given_shape: tuple) -> str:
+    """
+    A sentence for observation-shape errors when a vector observation has one entry fewer than the model expects:
+    the model was most likely trained with a time feature (rl-baselines-zoo's ``TimeFeatureWrapper``). Empty
+    otherwise.
+
+    :param expected_shape: (tuple) the model's observation shape
+    :param given_shape: (tuple) the shape of one observation that was given (or the env's observation shape)
+    :return: (str) the hint, starting with a space, or ""
+    """
+    expected_shape, given_shape = tuple(expected_shape), tuple(given_shape)
+    if len(expected_shape) != 1 or len(given_shape) != 1 or given_shape[0] != expected_shape[0] - 1:
+        return ""
+    return (f" The model expects one more observation entry ({expected_shape[0]}) than it was given "
+            f"({given_shape[0]}): a time feature is probably missing. Models trained with a TimeFeatureWrapper "
+            "(rl-baselines-zoo's utils.wrappers.TimeFeatureWrapper, e.g. its BipedalWalker agents) need it when they "
+            "act: wrap the env with sbtf.common.wrappers.TimeFeatureWrapper (or load a zoo folder with "
+            "sbtf.zoo.load_zoo_agent, which applies it).")
+
+
 def _is_vectorized_observation(observation: np.ndarray, observation_space: gym.Space) -> bool:
     """
     Whether ``observation`` is a batch (True) or a single observation (False); raises a ValueError
@@ -118,7 +140,8 @@ def _is_vectorized_observation(observation: np.ndarray, observation_space: gym.S
             return True
         raise ValueError(f"Error: Unexpected observation shape {observation.shape} for Box environment, please use "
                          f"{observation_space.shape} or (n_env, {', '.join(map(str, observation_space.shape))}) "
-                         "for the observation shape.")
+                         "for the observation shape."
+                         + time_feature_hint(observation_space.shape, observation.shape[-1:]))
     if isinstance(observation_space, gym.spaces.Discrete):
         if observation.shape == ():
             return False
@@ -144,6 +167,47 @@ def _is_vectorized_observation(observation: np.ndarray, observation_space: gym.S
                          f"please use ({n},) or (n_env, {n}) for the observation shape.")
     raise ValueError(f"Error: Cannot determine if the observation is vectorized with the space type "
                      f"{observation_space}.")
+
+
+def resolve_episode_start(mask, episode_start):
+    """
+    SB3's ``episode_start`` is SB2's ``mask``: the done flags of the previous step, which reset a recurrent state
+    before the next observation is processed. Returns the one that was given.
+
+    :param mask: (np.ndarray or None) SB2's name
+    :param episode_start: (np.ndarray or None) stable-baselines3's name
+    :return: (np.ndarray or None) the flags
+    """
+    if episode_start is None:
+        return mask
+    if mask is not None and not np.array_equal(np.asarray(mask, dtype=bool), np.asarray(episode_start, dtype=bool)):
+        raise ValueError("Error: mask (stable-baselines 2) and episode_start (stable-baselines3) are the same flags "
+                         "under two names, and different values were given; pass one of them.")
+    return episode_start
+
+
+def _accepting_episode_start(method):
+    """
+    ``method`` (a model's ``predict`` or ``action_probability`` with SB2's ``mask`` parameter) extended with a
+    keyword-only ``episode_start`` (SB3's name of ``mask``), unless it already has one.
+    """
+    signature = inspect.signature(method)
+    if "episode_start" in signature.parameters or "mask" not in signature.parameters:
+        return method
+
+    @functools.wraps(method)
+    def with_episode_start(self, *args, episode_start=None, **kwargs):
+        if episode_start is None:
+            return method(self, *args, **kwargs)
+        bound = signature.bind(self, *args, **kwargs)
+        bound.arguments["mask"] = resolve_episode_start(bound.arguments.get("mask"), episode_start)
+        return method(*bound.args, **bound.kwargs)
+
+    parameters = list(signature.parameters.values())
+    position = next((i for i, p in enumerate(parameters) if p.kind is inspect.Parameter.VAR_KEYWORD), len(parameters))
+    parameters.insert(position, inspect.Parameter("episode_start", inspect.Parameter.KEYWORD_ONLY, default=None))
+    with_episode_start.__signature__ = signature.replace(parameters=parameters)
+    return with_episode_start
 
 
 def _unsupported_space_error(algo: str, space: gym.Space, kind: str, supported: str) -> NotImplementedError:
@@ -174,6 +238,10 @@ class BaseRLModel(ABC):
         from sbtf.common.registry import register_class
 
         register_class(cls, "algorithm")  # HER files name the wrapped model's class
+        # every predict / action_probability also takes SB3's ``episode_start=`` (an alias of SB2's ``mask``)
+        for name in ("predict", "action_probability"):
+            if name in cls.__dict__:
+                setattr(cls, name, _accepting_episode_start(cls.__dict__[name]))
     #: observation / action space types the algorithm accepts
     _supported_action_spaces: tuple = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
                                        gym.spaces.MultiBinary)
@@ -285,7 +353,9 @@ class BaseRLModel(ABC):
         env = self._make_vec_env(env)
         if self.observation_space is not None and not _spaces_equal(env.observation_space, self.observation_space):
             raise ValueError(f"Error: the environment passed must have the same observation space as the model was "
-                             f"trained on: expected {self.observation_space}, got {env.observation_space}.")
+                             f"trained on: expected {self.observation_space}, got {env.observation_space}."
+                             + time_feature_hint(getattr(self.observation_space, "shape", None) or (),
+                                                 getattr(env.observation_space, "shape", None) or ()))
         if self.action_space is not None and not _spaces_equal(env.action_space, self.action_space):
             raise ValueError(f"Error: the environment passed must have the same action space as the model was "
                              f"trained on: expected {self.action_space}, got {env.action_space}.")
@@ -359,12 +429,14 @@ class BaseRLModel(ABC):
         """Return a trained model."""
 
     @abstractmethod
-    def predict(self, observation, state=None, mask=None, deterministic=False):
-        """Get the model's action from an observation: (action, next state)."""
+    def predict(self, observation, state=None, mask=None, deterministic=False, *, episode_start=None):
+        """Get the model's action from an observation: (action, next state). ``episode_start`` (stable-baselines3's
+        name) is an alias of ``mask``; every subclass's ``predict`` takes it."""
 
     @abstractmethod
-    def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
-        """The action probability for an observation (see SB2 docs)."""
+    def action_probability(self, observation, state=None, mask=None, actions=None, logp=False, *,
+                           episode_start=None):
+        """The action probability for an observation (see SB2 docs); ``episode_start`` is an alias of ``mask``."""
 
     # ------------------------------------------------------------------ learning helpers
     @contextlib.contextmanager
@@ -795,7 +867,7 @@ class ActorCriticRLModel(BaseRLModel):
                              "given; pass one observation per environment (n_envs) with its state.")
         return state, np.asarray(mask, dtype=np.float32).reshape(-1)
 
-    def predict(self, observation, state=None, mask=None, deterministic=False):
+    def predict(self, observation, state=None, mask=None, deterministic=False, *, episode_start=None):
         """
         Get the model's action(s) from an observation.
 
@@ -803,8 +875,10 @@ class ActorCriticRLModel(BaseRLModel):
         :param state: (np.ndarray) the last states (recurrent policies; default zeros)
         :param mask: (np.ndarray) the last done flags (recurrent policies)
         :param deterministic: (bool) whether to return the distribution's mode
+        :param episode_start: (np.ndarray) stable-baselines3's name of ``mask`` (keyword only)
         :return: (np.ndarray, np.ndarray) the action(s) and the next state (recurrent policies, else None)
         """
+        mask = resolve_episode_start(mask, episode_start)
         observation, vectorized_env = self._check_obs(observation)
         state, mask = self._default_state_and_mask(observation.shape[0], state, mask)
         actions, _, states, _ = self.policy_tf.step(observation, state, mask, deterministic=deterministic)
@@ -815,35 +889,26 @@ class ActorCriticRLModel(BaseRLModel):
             clipped_actions = clipped_actions[0]
         return clipped_actions, states
 
-    def _proba_outputs(self, observation, state, mask):
-        """SB2's probability outputs: softmax / [softmax per component] / sigmoid / [mean, std]."""
-        flat = self.policy_tf.flat_params(observation, state, mask)
-        space = self.action_space
-        if isinstance(space, gym.spaces.Discrete):
-            from sbtf.common.distributions import softmax_np
-            return softmax_np(flat)
-        if isinstance(space, gym.spaces.MultiDiscrete):
-            from sbtf.common.distributions import softmax_np
-            splits = np.cumsum(space.nvec)[:-1]
-            return [softmax_np(p) for p in np.split(flat, splits, axis=-1)]
-        if isinstance(space, gym.spaces.MultiBinary):
-            return 1.0 / (1.0 + np.exp(-flat))
-        n = space.shape[0]
-        return [flat[:, :n], np.exp(flat[:, n:])]
+    def action_probability(self, observation, state=None, mask=None, actions=None, logp=False, *,
+                           episode_start=None):
+        """
+        If ``actions`` is None, the action distribution's parameters for the observation(s) (what ``proba_step``
+        returns: softmax / [softmax per component] / sigmoid / [mean, std]); otherwise the probability (density for
+        Box) of the given action(s), shaped (batch, 1) (log with ``logp=True``). The outputs come from
+        ``self.proba_step`` (the policy's, unless replaced), as in SB2. A Box action batch of one is broadcast
+        against the observations.
 
-    def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
+        :param episode_start: (np.ndarray) stable-baselines3's name of ``mask`` (keyword only)
         """
-        If ``actions`` is None, the action distribution's parameters for the observation(s); otherwise the
-        probability (density for Box) of the given action(s), shaped (batch, 1) (log with ``logp=True``).
-        """
+        mask = resolve_episode_start(mask, episode_start)
         observation, vectorized_env = self._check_obs(observation)
         state, mask = self._default_state_and_mask(observation.shape[0], state, mask)
-        actions_proba = self._proba_outputs(observation, state, mask)
+        actions_proba = self.proba_step(observation, state, mask)
         space = self.action_space
         if actions is None:
             ret = actions_proba
             if not vectorized_env:
-                ret = [p[0] for p in ret] if isinstance(ret, list) else ret[0]
+                ret = [p[0] for p in ret] if isinstance(ret, (list, tuple)) else ret[0]
             return ret
         actions = np.array([actions])
         prob = logprob = None
@@ -862,8 +927,11 @@ class ActorCriticRLModel(BaseRLModel):
             prob = np.prod(actions_proba * actions + (1 - actions_proba) * (1 - actions), axis=1)
         else:
             actions = actions.reshape((-1,) + space.shape)
-            self._check_action_batch(observation, actions)
-            mean, std = actions_proba
+            mean, std = (np.asarray(p, dtype=np.float64) for p in actions_proba)
+            if actions.shape[0] not in (1, observation.shape[0]):
+                raise ValueError(f"Error: batch sizes differ for actions ({actions.shape[0]}) and observations "
+                                 f"({observation.shape[0]}); give one action per observation, or one action for "
+                                 "all of them.")
             n_elts = int(np.prod(mean.shape[1:]))
             log_normalizer = n_elts / 2 * np.log(2 * np.pi) + np.sum(np.log(std), axis=1)
             logprob = -np.sum(np.square(actions - mean) / (2 * np.square(std)), axis=1) - log_normalizer
@@ -920,5 +988,5 @@ def __getattr__(name: str):
 
 
 __all__ = ["BaseRLModel", "ActorCriticRLModel", "OffPolicyRLModel", "SetVerbosity", "TensorboardWriter",
-           "TensorboardLogger"]
+           "TensorboardLogger", "resolve_episode_start", "time_feature_hint"]
 

@@ -36,8 +36,12 @@ def _is_monitor_wrapped(venv: Any) -> Optional[bool]:
             return bool(all(checker(Monitor)))
         except Exception:  # a VecEnv that cannot answer
             pass
+    from sbtf.common.vec_env import VecMonitor
+
     inner = venv
     while isinstance(inner, VecEnvWrapper):
+        if isinstance(inner, VecMonitor):  # it writes info["episode"] as Monitor does
+            return True
         inner = inner.venv
     envs = getattr(inner, "envs", None)
     if not isinstance(envs, (list, tuple)) or not envs:

@@ -32,7 +32,8 @@ from sbtf.common.extractors import CombinedExtractor, FlattenExtractor
 from sbtf.common.extractors import NatureCNN as SB3NatureCNN
 from sbtf.common.extractors import extractor_named_variables, features_dim_of, is_image_space
 from sbtf.common.registry import class_key, lookup_class, register_class
-from sbtf.common.tf_layers import Conv, GaussianHead, Linear, Lstm, SB2Layer, get_activation, nature_cnn, ortho_init
+from sbtf.common.tf_layers import (Conv, GaussianHead, Linear, Lstm, SB2Layer, get_activation, make_cnn_extractor,
+                                   nature_cnn, ortho_init)
 from sbtf.common.tf_layers import NatureCNN  # SB2's layer (kept importable from here)
 
 
@@ -374,13 +375,17 @@ class ActorCriticPolicy(BasePolicy):
         return self._run_tf(obs, state, mask, True)[1]
 
     def proba_step(self, obs, state=None, mask=None):
-        """Action probabilities (Discrete: softmax; Box: flat [mean, logstd]; MultiBinary: sigmoid)."""
+        """SB2's ``policy_proba``: Discrete softmax; MultiDiscrete [softmax per component]; MultiBinary sigmoid;
+        Box [mean, std]."""
         flat = self.flat_params(obs, state, mask)
         if isinstance(self.ac_space, gym.spaces.Discrete):
             return softmax_np(flat)
+        if isinstance(self.ac_space, gym.spaces.MultiDiscrete):
+            return [softmax_np(p) for p in np.split(flat, np.cumsum(self.ac_space.nvec)[:-1], axis=-1)]
         if isinstance(self.ac_space, gym.spaces.MultiBinary):
             return 1.0 / (1.0 + np.exp(-flat))
-        return flat
+        n = self.ac_space.shape[0]
+        return [flat[:, :n], np.exp(flat[:, n:])]
 
 
 #: policy_kwargs that only stable-baselines3 has: any of them selects SB3's meaning of the others (see the class doc)
@@ -544,10 +549,7 @@ class FeedForwardPolicy(ActorCriticPolicy):
             if len(self.obs_shape) != 3:
                 raise ValueError(f"Error: CnnPolicy needs image observations (H, W, C), got shape {self.obs_shape}; "
                                  "use MlpPolicy for vector observations.")
-            self.cnn = cnn_extractor(**kwargs) if not isinstance(cnn_extractor, keras.layers.Layer) else cnn_extractor
-            if not isinstance(self.cnn, keras.layers.Layer):
-                raise TypeError("Error: cnn_extractor must return a Keras layer when called with its keyword "
-                                "arguments (e.g. sbtf.common.policies.nature_cnn)")
+            self.cnn = make_cnn_extractor(cnn_extractor, kwargs)  # a Keras layer, or SB2's function traced into one
             features = self.cnn(tf.zeros((1,) + self.obs_shape))
             self._register(*(self.cnn.sb2_layers() if hasattr(self.cnn, "sb2_layers") else []))
             shared, pi_sizes, vf_sizes = [], [], []  # SB2 ignores net_arch with a CNN
@@ -721,7 +723,8 @@ class LstmPolicy(ActorCriticPolicy):
         self._initial_state = np.zeros((self.n_env, self.state_size), dtype=np.float32)
         in_dim = int(np.prod(preprocess_obs_np(np.zeros((1,) + self.obs_shape, self.obs_dtype), ob_space).shape[1:]))
         self.cnn = None
-        self.shared_layers: list = []
+        self.shared_layers: list = []      # before the LSTM
+        self.post_lstm_layers: list = []   # shared layers after the LSTM (net_arch mode)
         self.pi_layers: list = []
         self.vf_layers: list = []
         if net_arch is None:  # legacy mode
@@ -731,7 +734,7 @@ class LstmPolicy(ActorCriticPolicy):
                 warnings.warn("The layers parameter is deprecated. Use the net_arch parameter instead.",
                               DeprecationWarning)
             if feature_extraction == "cnn":
-                self.cnn = cnn_extractor(**kwargs)
+                self.cnn = make_cnn_extractor(cnn_extractor, kwargs)
                 in_dim = int(self.cnn(tf.zeros((1,) + self.obs_shape)).shape[-1])
                 self._register(*(self.cnn.sb2_layers() if hasattr(self.cnn, "sb2_layers") else []))
             else:
@@ -746,52 +749,58 @@ class LstmPolicy(ActorCriticPolicy):
             self._register(self.lstm)
             pi_dim = vf_dim = self.n_lstm
         else:
+            if layers is not None:
+                warnings.warn("The new net_arch parameter overrides the deprecated layers parameter.")
             if feature_extraction == "cnn":
                 raise NotImplementedError("Error: net_arch is not supported with a CNN LSTM policy (as in SB2)")
             lstm_seen = False
-            pi_sizes: list[int] = []
-            vf_sizes: list[int] = []
+            pi_sizes: list = []
+            vf_sizes: list = []
             for idx, layer_spec in enumerate(net_arch):
-                if isinstance(layer_spec, (int, np.integer)):
-                    if lstm_seen:
-                        raise ValueError("Error: shared layers after the LSTM are not supported; use dict(pi, vf)")
+                if isinstance(layer_spec, (int, np.integer)):  # shared, before or after the LSTM (SB2: shared_fc{idx})
                     layer = Linear(f"shared_fc{idx}", int(layer_spec), init_scale=np.sqrt(2))
                     layer.build((None, in_dim))
                     in_dim = int(layer_spec)
-                    self.shared_layers.append(layer)
+                    (self.post_lstm_layers if lstm_seen else self.shared_layers).append(layer)
                     self._register(layer)
-                elif layer_spec == "lstm":
+                elif isinstance(layer_spec, str) and layer_spec == "lstm":
                     if lstm_seen:
-                        raise ValueError("Error: net_arch may contain only one 'lstm' entry")
+                        raise ValueError("The net_arch parameter must only contain one occurrence of 'lstm'!")
                     lstm_seen = True
                     self.lstm = Lstm("lstm1", self.n_lstm, layer_norm=layer_norm)
                     self.lstm.build((None, in_dim))
                     self._register(self.lstm)
                     in_dim = self.n_lstm
                 elif isinstance(layer_spec, dict):
-                    pi_sizes = [int(s) for s in layer_spec.get("pi", [])]
-                    vf_sizes = [int(s) for s in layer_spec.get("vf", [])]
-                    break
+                    pi_sizes = list(layer_spec.get("pi", []))
+                    vf_sizes = list(layer_spec.get("vf", []))
+                    break  # from here on the network splits into the policy and the value networks
                 else:
-                    raise ValueError(f"Error: unknown net_arch entry {layer_spec!r}")
+                    raise ValueError(f"Error: the net_arch list can only contain ints, 'lstm' and one dict, got "
+                                     f"{layer_spec!r}")
+            for sizes, key in ((pi_sizes, "pi"), (vf_sizes, "vf")):
+                if "lstm" in [s for s in sizes if isinstance(s, str)]:
+                    raise NotImplementedError("LSTMs are only supported in the shared part of the policy network.")
+                if not all(isinstance(s, (int, np.integer)) for s in sizes):
+                    raise ValueError(f"Error: net_arch[-1][{key!r}] must only contain integers, got {sizes!r}")
             if not lstm_seen:
-                raise ValueError("Error: net_arch of a recurrent policy must contain one 'lstm' entry")
+                raise ValueError("The net_arch parameter must contain at least one occurrence of 'lstm'!")
             pi_dim = vf_dim = in_dim
-            for i, size in enumerate(pi_sizes):
-                layer = Linear(f"pi_fc{i}", size, init_scale=np.sqrt(2))
+            for i, size in enumerate(pi_sizes):  # SB2 creates every pi_fc before every vf_fc
+                layer = Linear(f"pi_fc{i}", int(size), init_scale=np.sqrt(2))
                 layer.build((None, pi_dim))
-                pi_dim = size
+                pi_dim = int(size)
                 self.pi_layers.append(layer)
                 self._register(layer)
             for i, size in enumerate(vf_sizes):
-                layer = Linear(f"vf_fc{i}", size, init_scale=np.sqrt(2))
+                layer = Linear(f"vf_fc{i}", int(size), init_scale=np.sqrt(2))
                 layer.build((None, vf_dim))
-                vf_dim = size
+                vf_dim = int(size)
                 self.vf_layers.append(layer)
                 self._register(layer)
         self.vf_head = Linear("vf", 1)
         self.vf_head.build((None, vf_dim))
-        self.pi_head, self.q_head = self.pdtype.make_heads(init_scale=1.0 if net_arch is None else 0.01)
+        self.pi_head, self.q_head = self.pdtype.make_heads(init_scale=1.0)  # SB2: 1.0 in both modes (0.01 feed-forward)
         self.pi_head.build((None, pi_dim))
         self.q_head.build((None, vf_dim))
         self._register(self.vf_head, self.pi_head, self.q_head)
@@ -810,6 +819,8 @@ class LstmPolicy(ActorCriticPolicy):
             for layer in self.shared_layers:
                 latent = self._act(layer(latent))
         latent, new_state = self.lstm(latent, masks=mask, state=state, n_steps=n_steps)
+        for layer in self.post_lstm_layers:
+            latent = self._act(layer(latent))
         latent_pi, latent_vf = latent, latent
         for layer in self.pi_layers:
             latent_pi = self._act(layer(latent_pi))

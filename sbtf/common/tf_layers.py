@@ -12,6 +12,9 @@ convolution is slower than one TF call), so a CNN policy acts through TF.
 """
 from __future__ import annotations
 
+import contextlib
+import inspect
+import threading
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -116,18 +119,21 @@ class GaussianHead(Linear):
 class Conv(SB2Layer):
     """``tf_layers.conv``: VALID NHWC convolution, orthogonal kernel ``w`` (fh, fw, c_in, n) and bias ``b`` (n,)."""
 
-    def __init__(self, scope: str, n_filters: int, filter_size: int, stride: int, init_scale: float = 1.0,
+    def __init__(self, scope: str, n_filters: int, filter_size, stride: int, init_scale: float = 1.0,
                  pad: str = "VALID", **kwargs):
         super().__init__(scope, **kwargs)
         self.n_filters = int(n_filters)
-        self.filter_size = int(filter_size)
+        # an int (square filters) or (height, width), as SB2's conv
+        self.filter_size = tuple(int(k) for k in filter_size) if isinstance(filter_size, (list, tuple)) \
+            else int(filter_size)
         self.stride = int(stride)
         self.init_scale = init_scale
         self.pad = pad
 
     def build(self, input_shape):
         n_input = int(input_shape[-1])
-        self.w = self.add_weight(name="w", shape=(self.filter_size, self.filter_size, n_input, self.n_filters),
+        height, width = self.filter_size if isinstance(self.filter_size, tuple) else (self.filter_size,) * 2
+        self.w = self.add_weight(name="w", shape=(height, width, n_input, self.n_filters),
                                  initializer=_NumpyInitializer(ortho_init(self.init_scale)))
         self.b = self.add_weight(name="b", shape=(self.n_filters,), initializer="zeros")
 
@@ -252,12 +258,266 @@ class NatureCNN(keras.layers.Layer):
 def nature_cnn(scaled_images=None, **kwargs):
     """
     SB2's CNN feature extractor. Called with no tensor it returns the Keras layer; called with a
-    tensor it builds the layer and applies it (SB2 call form ``nature_cnn(scaled_images)``).
+    tensor it builds the layer and applies it (SB2 call form ``nature_cnn(scaled_images)``). Inside an SB2-style
+    ``cnn_extractor`` function (see ``FunctionalCnnExtractor``) it is SB2's function of ``conv`` / ``linear``, so its
+    variables join the extractor's (``c1`` ... ``fc1``).
     """
+    if scaled_images is not None and _current_functional_extractor() is not None:
+        activ = tf.nn.relu
+        layer_1 = activ(conv(scaled_images, "c1", n_filters=32, filter_size=8, stride=4, init_scale=np.sqrt(2),
+                             **kwargs))
+        layer_2 = activ(conv(layer_1, "c2", n_filters=64, filter_size=4, stride=2, init_scale=np.sqrt(2), **kwargs))
+        layer_3 = activ(conv(layer_2, "c3", n_filters=64, filter_size=3, stride=1, init_scale=np.sqrt(2), **kwargs))
+        return activ(linear(conv_to_fc(layer_3), "fc1", n_hidden=512, init_scale=np.sqrt(2)))
     layer = NatureCNN(**kwargs)
     if scaled_images is None:
         return layer
     return layer(scaled_images)
+
+
+# --------------------------------------------------------------------------------------------------
+# SB2's functional layers (``conv``, ``linear``, ``conv_to_fc``, ``lstm``) and the extractor that traces an SB2
+# ``cnn_extractor`` function into a Keras layer.
+# --------------------------------------------------------------------------------------------------
+_FUNCTIONAL_STACK = threading.local()
+
+
+def _current_functional_extractor() -> Optional["FunctionalCnnExtractor"]:
+    stack = getattr(_FUNCTIONAL_STACK, "stack", None)
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def _functional_scope(extractor: "FunctionalCnnExtractor"):
+    stack = getattr(_FUNCTIONAL_STACK, "stack", None)
+    if stack is None:
+        stack = _FUNCTIONAL_STACK.stack = []
+    stack.append(extractor)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def _sb2_layer(scope: str, factory: Callable[[], SB2Layer]) -> SB2Layer:
+    """The layer of SB2 scope ``scope``: the one the running ``FunctionalCnnExtractor`` owns under that scope, else a
+    new one (outside an extractor every call makes new variables, as a fresh TF1 graph would)."""
+    extractor = _current_functional_extractor()
+    if extractor is None:
+        return factory()
+    return extractor.sb2_layer(scope, factory)
+
+
+def conv(input_tensor, scope: str, *, n_filters: int, filter_size, stride: int, pad: str = "VALID",
+         init_scale: float = 1.0, data_format: str = "NHWC", one_dim_bias: bool = False):
+    """
+    SB2's ``tf_layers.conv``: a 2-D convolution with orthogonal weights ``scope/w`` (fh, fw, c_in, n_filters) and a
+    bias ``scope/b``. It applies the Keras layer ``Conv`` (so it works on tensors and on Keras symbolic tensors);
+    inside a ``cnn_extractor`` function traced by ``FunctionalCnnExtractor`` the layer is created once and reused.
+
+    :param input_tensor: (tf.Tensor) the input, NHWC
+    :param scope: (str) the TensorFlow variable scope (``c1`` -> ``model/c1/w:0`` in a policy)
+    :param n_filters: (int) the number of filters
+    :param filter_size: (int or (int, int)) the filter size (square, or (height, width))
+    :param stride: (int) the stride of the convolution
+    :param pad: (str) ``"VALID"`` or ``"SAME"``
+    :param init_scale: (float) the gain of the orthogonal initialisation
+    :param data_format: (str) ``"NHWC"`` only (TensorFlow's CPU convolution has no NCHW kernel)
+    :param one_dim_bias: (bool) SB2 stored the bias as (n_filters,) when True, else (1, n_filters, 1, 1); sbtf keeps it
+        as (n_filters,) either way (the SB2 reader reshapes stored biases)
+    :return: (tf.Tensor) the convolution output
+    """
+    if data_format != "NHWC":
+        raise NotImplementedError(f"conv: data_format {data_format!r} is not supported; sbtf's convolutions take NHWC "
+                                  "input.")
+    del one_dim_bias  # the bias is stored as (n_filters,) either way
+    layer = _sb2_layer(scope, lambda: Conv(scope, n_filters, filter_size, stride, init_scale=init_scale, pad=pad))
+    return layer(input_tensor)
+
+
+def linear(input_tensor, scope: str, n_hidden: int, *, init_scale: float = 1.0, init_bias: float = 0.0):
+    """
+    SB2's ``tf_layers.linear``: ``x @ w + b`` with orthogonal ``scope/w`` (n_input, n_hidden) and ``scope/b``.
+
+    :param input_tensor: (tf.Tensor) the input (batch, n_input)
+    :param scope: (str) the TensorFlow variable scope
+    :param n_hidden: (int) the number of output units
+    :param init_scale: (float) the gain of the orthogonal initialisation
+    :param init_bias: (float) the initial bias
+    :return: (tf.Tensor) (batch, n_hidden)
+    """
+    layer = _sb2_layer(scope, lambda: Linear(scope, n_hidden, init_scale=init_scale, init_bias=init_bias))
+    return layer(input_tensor)
+
+
+def conv_to_fc(input_tensor):
+    """
+    SB2's ``tf_layers.conv_to_fc``: flattens a convolution output to (batch, features) (works on tensors and on Keras
+    symbolic tensors).
+
+    :param input_tensor: (tf.Tensor) (batch, ...)
+    :return: (tf.Tensor) (batch, product of the other dimensions)
+    """
+    n_hidden = int(np.prod([int(d) for d in input_tensor.shape[1:]]))
+    return keras.ops.reshape(input_tensor, (-1, n_hidden))
+
+
+def batch_to_seq(tensor_batch, n_batch: int, n_steps: int, flat: bool = False) -> list:
+    """
+    SB2's ``a2c.utils.batch_to_seq``: an env-major batch (n_batch * n_steps, ...) as a list of ``n_steps`` tensors
+    (n_batch, ...) (``flat``: (n_batch,) each), the input of ``lstm``.
+
+    :param tensor_batch: (tf.Tensor) the batch
+    :param n_batch: (int) the number of environments
+    :param n_steps: (int) the number of steps per environment
+    :param flat: (bool) whether the batch holds scalars
+    :return: ([tf.Tensor]) one tensor per step
+    """
+    shape = (n_batch, n_steps) if flat else (n_batch, n_steps, -1)
+    sequence = tf.reshape(tensor_batch, shape)
+    return [tf.squeeze(v, axis=1) for v in tf.split(sequence, n_steps, axis=1)]
+
+
+def seq_to_batch(tensor_sequence: list, flat: bool = False):
+    """
+    SB2's ``a2c.utils.seq_to_batch``: the inverse of ``batch_to_seq`` (env-major batch).
+
+    :param tensor_sequence: ([tf.Tensor]) one tensor (n_batch, ...) per step
+    :param flat: (bool) whether the tensors are (n_batch,)
+    :return: (tf.Tensor) (n_batch * n_steps, ...)
+    """
+    if flat:
+        return tf.reshape(tf.stack(tensor_sequence, axis=1), [-1])
+    n_hidden = int(tensor_sequence[0].shape[-1])
+    return tf.reshape(tf.stack(tensor_sequence, axis=1), [-1, n_hidden])
+
+
+def lstm(input_tensor: list, mask_tensor: list, cell_state_hidden, scope: str, n_hidden: int,
+         init_scale: float = 1.0, layer_norm: bool = False):
+    """
+    SB2's ``tf_layers.lstm``: an LSTM over a sequence (the lists ``batch_to_seq`` makes), with SB2's variables
+    (``scope/wx``, ``wh``, ``b``; with ``layer_norm`` also ``gx``, ``bx``, ``gh``, ``bh``, ``gc``, ``bc``), gate order
+    and done-masks (the state is reset before a step whose mask is 1).
+
+    :param input_tensor: ([tf.Tensor]) one (n_env, n_input) tensor per step
+    :param mask_tensor: ([tf.Tensor]) one (n_env,) or (n_env, 1) done mask per step
+    :param cell_state_hidden: (tf.Tensor) the state (n_env, 2 * n_hidden), ``concat[c, h]``
+    :param scope: (str) the TensorFlow variable scope
+    :param n_hidden: (int) the number of LSTM units
+    :param init_scale: (float) the gain of the orthogonal initialisation
+    :param layer_norm: (bool) layer normalisation of the gates and the cell (SB2's ``lnlstm``)
+    :return: ([tf.Tensor], tf.Tensor) the outputs per step and the new state
+    """
+    layer = _sb2_layer(scope, lambda: Lstm(scope, n_hidden, layer_norm=layer_norm, init_scale=init_scale))
+    if not layer.built:
+        layer.build((None, int(input_tensor[0].shape[-1])))
+    cell_state, hidden = tf.split(cell_state_hidden, 2, axis=1)
+    outputs = []
+    for step_input, mask in zip(input_tensor, mask_tensor):
+        cell_state, hidden = layer.cell(step_input, tf.reshape(tf.cast(mask, tf.float32), [-1]), cell_state, hidden)
+        outputs.append(hidden)
+    return outputs, tf.concat([cell_state, hidden], axis=1)
+
+
+def lnlstm(input_tensor: list, mask_tensor: list, cell_state, scope: str, n_hidden: int, init_scale: float = 1.0):
+    """SB2's ``tf_layers.lnlstm``: ``lstm`` with layer normalisation."""
+    return lstm(input_tensor, mask_tensor, cell_state, scope, n_hidden, init_scale=init_scale, layer_norm=True)
+
+
+class FunctionalCnnExtractor(keras.layers.Layer):
+    """
+    An SB2 ``cnn_extractor`` *function* (``def custom_cnn(scaled_images, **kwargs)`` written with ``conv``,
+    ``linear``, ``conv_to_fc``, ``nature_cnn`` and TensorFlow ops) as a Keras layer. The function is traced once, when
+    the layer is built: each ``conv(x, "c1", ...)`` / ``linear(...)`` it calls creates a layer with SB2's variable
+    names under its scope (``model/c1/w:0`` in a policy). Later calls run the function again on the same layers, so
+    the function must call the same scopes every time (as SB2's graph did). Other Keras layers created inside the
+    function would be new on every call: use the functions of this module, or write a Keras layer instead.
+
+    :param function: (callable) ``function(scaled_images, **function_kwargs) -> features`` (batch, n_features)
+    :param function_kwargs: (dict) the extra keyword arguments SB2 passed to the extractor (the policy's ``**kwargs``)
+    """
+
+    def __init__(self, function: Callable, function_kwargs: Optional[dict] = None, **kwargs):
+        super().__init__(name=kwargs.pop("name", getattr(function, "__name__", "cnn_extractor")), **kwargs)
+        self.function = function
+        self.function_kwargs = dict(function_kwargs or {})
+        self._created: list = []            # the SB2 layers, in creation (= SB2 parameter) order
+        self._scopes: list = []             # their scopes, same order
+        self._used_while_tracing: list = []  # scopes called by the trace (each at most once)
+        self._tracing = False
+
+    def sb2_layer(self, scope: str, factory: Callable[[], SB2Layer]) -> SB2Layer:
+        """The layer of ``scope`` (created by ``factory`` while the function is traced)."""
+        if scope in self._scopes:
+            if self._tracing and scope in self._used_while_tracing:
+                raise ValueError(f"the cnn_extractor function {self.function.__name__!r} uses the scope {scope!r} "
+                                 "twice; each conv / linear / lstm needs its own scope (as in SB2)")
+            if self._tracing:
+                self._used_while_tracing.append(scope)
+            return self._created[self._scopes.index(scope)]
+        if not self._tracing:
+            raise ValueError(f"the cnn_extractor function {self.function.__name__!r} called scope {scope!r}, which it "
+                             "did not create when it was traced; it must build the same layers on every call")
+        layer = factory()
+        self._created.append(layer)
+        self._scopes.append(scope)
+        self._used_while_tracing.append(scope)
+        return layer
+
+    def build(self, input_shape):
+        shape = tuple(1 if d is None else int(d) for d in input_shape)
+        self._tracing = True
+        try:
+            with tf.init_scope(), _functional_scope(self):
+                self.function(tf.zeros(shape, tf.float32), **self.function_kwargs)
+        finally:
+            self._tracing = False
+        if not self._created:
+            raise ValueError(f"the cnn_extractor function {self.function.__name__!r} created no layer; write it with "
+                             "sbtf.common.tf_layers' conv / linear (SB2's functions) or pass a Keras layer")
+        self.built = True
+
+    def call(self, inputs):
+        with _functional_scope(self):
+            return self.function(inputs, **self.function_kwargs)
+
+    def sb2_layers(self) -> list:
+        """The SB2-named layers in creation order (the policy's parameter order)."""
+        return list(self._created)
+
+
+def make_cnn_extractor(cnn_extractor, kwargs: dict) -> keras.layers.Layer:
+    """
+    The Keras layer for a policy's ``cnn_extractor`` argument, in any of its forms: a Keras layer; a Layer class or
+    a factory such as ``nature_cnn`` (called with ``kwargs``, returning a layer); or an SB2 function of
+    ``scaled_images`` (traced into a ``FunctionalCnnExtractor`` with ``kwargs``).
+
+    :param cnn_extractor: (keras.layers.Layer, type or callable) the extractor
+    :param kwargs: (dict) the policy's extra keyword arguments for the extractor
+    :return: (keras.layers.Layer) the feature extractor
+    """
+    if isinstance(cnn_extractor, keras.layers.Layer):
+        return cnn_extractor
+    if not callable(cnn_extractor):
+        raise TypeError(f"Error: cnn_extractor must be a Keras layer, a Layer class or a function of scaled_images, "
+                        f"got {cnn_extractor!r}")
+    if not isinstance(cnn_extractor, type) and _takes_a_tensor(cnn_extractor):
+        return FunctionalCnnExtractor(cnn_extractor, kwargs)
+    layer = cnn_extractor(**kwargs)
+    if not isinstance(layer, keras.layers.Layer):
+        raise TypeError("Error: cnn_extractor must return a Keras layer when called with its keyword arguments "
+                        "(e.g. sbtf.common.policies.nature_cnn), or be a function of scaled_images (SB2's form)")
+    return layer
+
+
+def _takes_a_tensor(function: Callable) -> bool:
+    """Whether ``function`` has a required positional parameter (SB2's ``cnn_extractor(scaled_images, **kwargs)``)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+               and p.default is inspect.Parameter.empty for p in parameters)
 
 
 # --------------------------------------------------------------------------------------------------

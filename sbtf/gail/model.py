@@ -2,7 +2,59 @@
 reward (see ``sbtf.trpo_mpi.TRPO`` and ``sbtf.gail.adversary.TransitionClassifier``)."""
 from __future__ import annotations
 
+from typing import Any, Optional
+
+import numpy as np
+
+from sbtf.gail.dataset.dataset import ExpertDataset
 from sbtf.trpo_mpi import TRPO
+
+#: the keys of a saved expert dataset (``GAIL`` files store the dataset's arrays, never the object)
+_DATASET_ARRAYS = ("obs", "actions", "episode_starts", "episode_returns", "rewards")
+
+
+def expert_dataset_to_data(dataset: Optional[ExpertDataset]) -> Optional[dict]:
+    """
+    The arrays and settings of an expert dataset as plain data for a model file (None stays None).
+
+    :param dataset: (ExpertDataset) the dataset GAIL learns from
+    :return: (dict) ``obs``, ``actions``, ``episode_starts``, ``episode_returns`` (and ``rewards``) with
+        ``batch_size`` and ``randomize``
+    """
+    if dataset is None:
+        return None
+    observations = np.asarray(dataset.observations)
+    data = {
+        # image datasets hold file paths: stored as a list of strings
+        "obs": observations if observations.dtype.kind in "biuf" else [str(p) for p in observations.reshape(-1)],
+        "actions": np.asarray(dataset.actions),
+        "episode_starts": np.asarray(dataset.episode_starts, dtype=np.int8),
+        "episode_returns": np.asarray(dataset.returns, dtype=np.float64),
+        "batch_size": int(dataset.batch_size),
+        "randomize": bool(dataset.randomize),
+    }
+    if dataset.rewards is not None:
+        data["rewards"] = np.asarray(dataset.rewards)
+    return data
+
+
+def expert_dataset_from_data(data: Any) -> Any:
+    """
+    Rebuild the expert dataset a GAIL file stores (``expert_dataset_to_data``); any other value is returned as is
+    (an ``ExpertDataset``, None).
+
+    :param data: (dict or ExpertDataset or None) the stored value
+    :return: (ExpertDataset or None)
+    """
+    if not isinstance(data, dict):
+        return data
+    missing = [key for key in _DATASET_ARRAYS[:4] if key not in data]
+    if missing:
+        raise ValueError(f"The expert dataset stored in this GAIL file lacks {missing}; the file is corrupted. Pass "
+                         "GAIL.load(..., expert_dataset=ExpertDataset(...)) to use a dataset of your own.")
+    traj_data = {key: np.asarray(data[key]) for key in _DATASET_ARRAYS if key in data}
+    return ExpertDataset(traj_data=traj_data, batch_size=int(data.get("batch_size", 64)),
+                         randomize=bool(data.get("randomize", True)), verbose=0)
 
 
 class GAIL(TRPO):
@@ -36,9 +88,9 @@ class GAIL(TRPO):
     :param kwargs: the other arguments of ``TRPO`` (``gamma``, ``timesteps_per_batch``, ``max_kl``, ..., ``seed``)
 
     Saved files hold TRPO's parameters (``model/...``, ``oldpi/model/...``) and the discriminator's
-    (``adversary/...``); the discriminator's observation statistics are not saved (as SB2) and neither is the expert
-    dataset (SB2 pickled it into the file): to continue training a loaded model, pass it again,
-    ``GAIL.load(path, env, expert_dataset=dataset)``.
+    (``adversary/...``); the discriminator's observation statistics are not saved (as SB2). The expert dataset is
+    saved as data (its arrays and batch settings, where SB2 pickled the object), so ``GAIL.load(path, env).learn()``
+    continues training; ``GAIL.load(path, env, expert_dataset=dataset)`` replaces it.
     """
 
     def __init__(self, policy, env, expert_dataset=None, hidden_size_adversary=100, adversary_entcoeff=1e-3,
@@ -67,10 +119,17 @@ class GAIL(TRPO):
 
     def _get_save_data(self) -> dict:
         data = super()._get_save_data()
-        data["expert_dataset"] = None  # not saved: see the class docstring
+        data["expert_dataset"] = expert_dataset_to_data(self.expert_dataset)
         return data
 
-    def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="GAIL", reset_num_timesteps=True):
+    @classmethod
+    def _from_data(cls, data: dict, params, env=None, _trusted_keys: frozenset = frozenset(), **kwargs):
+        data = dict(data)
+        data["expert_dataset"] = expert_dataset_from_data(data.get("expert_dataset"))
+        return super()._from_data(data, params, env=env, _trusted_keys=_trusted_keys, **kwargs)
+
+    def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="GAIL", reset_num_timesteps=True,
+              progress_bar: bool = False):
         """
         Train the generator (TRPO on the discriminator's reward) and the discriminator.
 
@@ -79,9 +138,10 @@ class GAIL(TRPO):
         :param log_interval: (int) unused, as in SB2
         :param tb_log_name: (str) the name of the run for tensorboard log
         :param reset_num_timesteps: (bool) whether or not to reset the current timestep number (used in logging)
+        :param progress_bar: (bool) show a progress bar (tqdm)
         :return: (GAIL) the trained model
         """
-        return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps)
+        return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
-__all__ = ["GAIL"]
+__all__ = ["GAIL", "expert_dataset_to_data", "expert_dataset_from_data"]

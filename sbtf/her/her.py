@@ -21,6 +21,14 @@ from sbtf.her.utils import GoalObsConverter, HERGoalEnvWrapper
 _MODEL_CLASSES = {"DQN": "sbtf.deepq", "SAC": "sbtf.sac", "TD3": "sbtf.td3", "DDPG": "sbtf.ddpg"}
 
 
+class UnsupportedHEREnvError(ValueError, AssertionError):
+    """
+    HER was given an environment it cannot wrap (a VecEnv wrapper such as ``VecNormalize``, or several envs).
+    Both a ``ValueError`` (sbtf's convention) and an ``AssertionError`` (what stable-baselines 2's ``assert`` raised,
+    so SB2 code catching it keeps working).
+    """
+
+
 def _resolve_model_class(model_class: Any) -> type:
     """The off-policy class from a class or its name (``"SAC"``, ``"sac"``, ``"sbtf.sac.sac.SAC"``)."""
     if isinstance(model_class, str):
@@ -86,12 +94,13 @@ class HER(BaseRLModel):
         from sbtf.common.vec_env import VecEnv, VecEnvWrapper
 
         if isinstance(env, VecEnvWrapper):
-            raise ValueError("Error: HER does not support VecEnvWrapper (e.g. VecNormalize); pass the goal env itself.")
+            raise UnsupportedHEREnvError("Error: HER does not support VecEnvWrapper (e.g. VecNormalize); pass the goal "
+                                         "env itself.")
         if isinstance(env, VecEnv):
             envs = getattr(env, "envs", None)
             if envs is None or len(envs) != 1:
-                raise ValueError(f"Error: HER trains on one goal environment; got a {type(env).__name__} with "
-                                 f"{env.num_envs} envs.")
+                raise UnsupportedHEREnvError(f"Error: HER trains on one goal environment; got a "
+                                             f"{type(env).__name__} with {env.num_envs} envs.")
             env = envs[0]
         return env
 

@@ -211,12 +211,13 @@ class PPO1(MpiActorCriticRLModel):
         logger.record_tabular("ev_tdlam_before", explained_variance(batch.values, batch.returns))
         self._dump_iteration_log()
 
-    def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="PPO1", reset_num_timesteps=True):
+    def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="PPO1", reset_num_timesteps=True,
+              progress_bar: bool = False):
         """Train for ``total_timesteps`` environment steps, summed over the MPI ranks (SB2 signature; the loop is
         ``OnPolicyAlgorithm._learn``, whose docstring describes the parameters; ``log_interval`` is unused, as SB2)."""
         if self.schedule not in ("linear", "constant"):
             raise ValueError(f"Error: PPO1 schedule must be 'linear' or 'constant', got {self.schedule!r}")
-        return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps)
+        return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
 __all__ = ["PPO1"]

@@ -405,13 +405,14 @@ class TRPO(MpiActorCriticRLModel):
                 logger.record_tabular(name, value)
         self._dump_iteration_log()
 
-    def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="TRPO", reset_num_timesteps=True):
+    def learn(self, total_timesteps, callback=None, log_interval=100, tb_log_name="TRPO", reset_num_timesteps=True,
+              progress_bar: bool = False):
         """Train for ``total_timesteps`` environment steps, summed over the MPI ranks (SB2 signature; the loop is
         ``OnPolicyAlgorithm._learn``, whose docstring describes the parameters; ``log_interval`` is unused, as SB2)."""
         if self.using_gail and self.expert_dataset is None:
             raise ValueError("Error: GAIL learns from expert demonstrations: pass expert_dataset=ExpertDataset(...) "
                              "to the constructor (or to GAIL.load(..., expert_dataset=...)) before calling learn().")
-        return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps)
+        return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
 __all__ = ["TRPO"]

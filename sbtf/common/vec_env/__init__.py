@@ -12,13 +12,17 @@ from sbtf.common.vec_env.dummy_vec_env import DummyVecEnv
 from sbtf.common.vec_env.subproc_vec_env import SubprocVecEnv, VecEnvWorkerError
 from sbtf.common.vec_env.util import copy_obs_dict, dict_to_obs, obs_space_info
 from sbtf.common.vec_env.vec_check_nan import VecCheckNan
+from sbtf.common.vec_env.vec_extract_dict_obs import VecExtractDictObs
 from sbtf.common.vec_env.vec_frame_stack import VecFrameStack
+from sbtf.common.vec_env.vec_monitor import VecMonitor
 from sbtf.common.vec_env.vec_normalize import VecNormalize
+from sbtf.common.vec_env.vec_transpose import VecTransposeImage
 from sbtf.common.vec_env.vec_video_recorder import VecVideoRecorder
 
 __all__ = [
     "AlreadySteppingError", "NotSteppingError", "VecEnv", "VecEnvWrapper", "CloudpickleWrapper", "DummyVecEnv",
     "SubprocVecEnv", "VecEnvWorkerError", "VecFrameStack", "VecNormalize", "VecVideoRecorder", "VecCheckNan",
+    "VecMonitor", "VecTransposeImage", "VecExtractDictObs",
     "copy_obs_dict", "dict_to_obs", "obs_space_info", "tile_images", "unwrap_vec_normalize",
     "sync_envs_normalization",
 ]
