@@ -578,6 +578,17 @@ class FeedForwardPolicy(ActorCriticPolicy):
         self._acting = self._new_acting_path({"network": (self.network, [self.obs_signature()])},
                                              numpy_allowed=type(self).forward is FeedForwardPolicy.forward)
 
+    @property
+    def xla_friendly(self) -> bool:
+        """Whether XLA-compiling a train step pays off on CPU (``sbtf.common.tf_util.xla_pays_off``): MLPs only.
+        Convolutions run ~35x slower under XLA on CPU, and a user's Keras layers may use ops XLA cannot compile."""
+        if not self.sb3_mode:
+            return self.feature_extraction == "mlp"
+        extractors = [e for e in (self.features_extractor, self.pi_features_extractor, self.vf_features_extractor)
+                      if e is not None]
+        return all(type(e) is FlattenExtractor or (type(e) is CombinedExtractor and not e.image_keys)
+                   for e in extractors)
+
     # --- construction helpers ----------------------------------------------------------------
     def _image_keys(self) -> frozenset:
         """The keys of a Dict space that hold images (SB3's rule, see ``sbtf.common.extractors.is_image_space``)."""
