@@ -296,3 +296,19 @@ def test_cnn_policy_in_sb3_mode_uses_the_sb3_nature_cnn():
     assert _names(sb3)[0] == "model/features_extractor/c1/w:0"
     assert sb3.policy_tf.scale and sb3.policy_tf.features_extractor.features_dim == 64
     assert not sb3.policy_tf.xla_friendly and sb2.policy_tf.xla_friendly is False
+
+
+def test_dict_export_to_onnx_equals_predict(tmp_path):
+    pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx: pip install 'sbtf[export]'")
+    pytest.importorskip("onnx", reason="the ONNX export needs onnx: pip install 'sbtf[export]'")
+    ort = pytest.importorskip("onnxruntime", reason="ONNX checks need onnxruntime: pip install 'sbtf[export]'")
+    model = PPO2("MultiInputPolicy", DummyVecEnv([CueEnv]), n_steps=16, nminibatches=2, seed=0,
+                 policy_kwargs=dict(features_extractor_class=GeluExtractor))
+    obs = _batch(CueEnv(), n=5, seed=4)
+    path = model.export(str(tmp_path / "policy.onnx"), format="onnx")
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert {i.name for i in session.get_inputs()} == {"bits", "cue", "vec"}
+    feed = {"bits": obs["bits"].astype(np.int32), "cue": obs["cue"].astype(np.int32),
+            "vec": obs["vec"].astype(np.float32)}
+    got = dict(zip([o.name for o in session.get_outputs()], session.run(None, feed)))
+    np.testing.assert_allclose(got["probabilities"], model.action_probability(obs), atol=1e-5)
