@@ -45,9 +45,9 @@ class CueEnv(gym.Env):
 class GeluExtractor(BaseFeaturesExtractor):
     """A user's extractor: a Keras Dense layer with gelu (no NumPy form), on a Dict observation."""
 
-    def __init__(self, observation_space, features_dim=16):
+    def __init__(self, observation_space, features_dim=16, activation="gelu"):
         super().__init__(observation_space, features_dim)
-        self.dense = keras.layers.Dense(features_dim, activation="gelu")
+        self.dense = keras.layers.Dense(features_dim, activation=activation)
 
     def call(self, observations):
         return self.dense(tf.concat([observations["vec"], observations["cue"], observations["bits"]], axis=-1))
@@ -303,7 +303,9 @@ def test_dict_export_to_onnx_equals_predict(tmp_path):
     pytest.importorskip("onnx", reason="the ONNX export needs onnx: pip install 'sbtf[export]'")
     ort = pytest.importorskip("onnxruntime", reason="ONNX checks need onnxruntime: pip install 'sbtf[export]'")
     model = PPO2("MultiInputPolicy", DummyVecEnv([CueEnv]), n_steps=16, nminibatches=2, seed=0,
-                 policy_kwargs=dict(features_extractor_class=GeluExtractor))
+                 policy_kwargs=dict(features_extractor_class=GeluExtractor,
+                                    features_extractor_kwargs=dict(activation="swish")))  # tf2onnx has no Erfc
+    assert not model.policy_tf.acts_in_numpy
     obs = _batch(CueEnv(), n=5, seed=4)
     path = model.export(str(tmp_path / "policy.onnx"), format="onnx")
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict
 from itertools import zip_longest
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 import gymnasium as gym
 import keras
@@ -492,7 +492,7 @@ class FeedForwardPolicy(ActorCriticPolicy):
                                                 ("cnn_extractor", cnn_extractor is not nature_cnn)) if given]
             if clashes or kwargs:
                 raise ValueError(f"Error: stable-baselines 2's {clashes + sorted(kwargs)} cannot be combined with "
-                                 f"stable-baselines3's policy_kwargs ({[k for k in SB3_POLICY_KWARGS]}); use "
+                                 f"stable-baselines3's policy_kwargs ({list(SB3_POLICY_KWARGS)}); use "
                                  "features_extractor_class / features_extractor_kwargs and net_arch instead.")
             if features_extractor_class is None:
                 features_extractor_class = SB3NatureCNN if feature_extraction == "cnn" else FlattenExtractor
