@@ -14,7 +14,7 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict
 from itertools import zip_longest
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 import gymnasium as gym
 import keras
@@ -497,7 +497,7 @@ class FeedForwardPolicy(ActorCriticPolicy):
                                                 ("cnn_extractor", cnn_extractor is not nature_cnn)) if given]
             if clashes or kwargs:
                 raise ValueError(f"Error: stable-baselines 2's {clashes + sorted(kwargs)} cannot be combined with "
-                                 f"stable-baselines3's policy_kwargs ({[k for k in SB3_POLICY_KWARGS]}); use "
+                                 f"stable-baselines3's policy_kwargs ({list(SB3_POLICY_KWARGS)}); use "
                                  "features_extractor_class / features_extractor_kwargs and net_arch instead.")
             if features_extractor_class is None:
                 features_extractor_class = SB3NatureCNN if feature_extraction == "cnn" else FlattenExtractor
@@ -579,6 +579,17 @@ class FeedForwardPolicy(ActorCriticPolicy):
         # NumPy acting runs ``network``; a subclass that replaces the TF maths (``forward``) acts through TF
         self._acting = self._new_acting_path({"network": (self.network, [self.obs_signature()])},
                                              numpy_allowed=type(self).forward is FeedForwardPolicy.forward)
+
+    @property
+    def xla_friendly(self) -> bool:
+        """Whether XLA-compiling a train step pays off on CPU (``sbtf.common.tf_util.xla_pays_off``): MLPs only.
+        Convolutions run ~35x slower under XLA on CPU, and a user's Keras layers may use ops XLA cannot compile."""
+        if not self.sb3_mode:
+            return self.feature_extraction == "mlp"
+        extractors = [e for e in (self.features_extractor, self.pi_features_extractor, self.vf_features_extractor)
+                      if e is not None]
+        return all(type(e) is FlattenExtractor or (type(e) is CombinedExtractor and not e.image_keys)
+                   for e in extractors)
 
     # --- construction helpers ----------------------------------------------------------------
     def _image_keys(self) -> frozenset:
