@@ -225,11 +225,8 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
         return [("n_updates", self._n_updates), ("learning_rate", self._current_lr)]
 
     # ------------------------------------------------------------------ compiled training
-    def _train_variant(self, gradient_steps: int) -> Any:
-        """The variant of the train step for a training of ``gradient_steps`` steps (default: one variant)."""
-        return None
-
     def _build_train_step(self, n_steps: int, variant) -> TrainStep:
+        """The compiled step of ``n_steps`` gradient steps (``variant`` is unused: one form per count)."""
         raise NotImplementedError
 
     def _batch_specs(self, n_steps: int) -> Dict[str, tf.TensorSpec]:
@@ -274,20 +271,37 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
         return TrainStep(train, inputs, updates=(self.policy_tf,), jit_compile=self._use_xla(self.policy_tf),
                          name=name)
 
-    def _run_train(self, gradient_steps: int, lr: float) -> np.ndarray:
-        """``gradient_steps`` gradient steps on fresh minibatches in one compiled call; the averaged statistics."""
-        step = self._train_steps.get(gradient_steps, self._train_variant(gradient_steps))
-        sample = self.replay_buffer.sample_batch(self.batch_size * gradient_steps, env=self._vec_normalize_env)
-        k_b = (gradient_steps, int(self.batch_size))
-        obs_shape = k_b + tuple(self.policy_tf.obs_shape)
-        out = step(obs=sample.observations.reshape(obs_shape), next_obs=sample.next_observations.reshape(obs_shape),
-                   actions=np.asarray(sample.actions, np.float32).reshape(k_b + (self._action_dim,)),
-                   rewards=sample.rewards.reshape(k_b), dones=sample.dones.reshape(k_b), learning_rate=lr,
-                   **self._extra_train_inputs(gradient_steps))
-        return np.array([out[name] for name in self.stats_names], np.float32)
+    def _chunks(self, gradient_steps: int) -> List[int]:
+        """
+        How a training of ``gradient_steps`` steps is split into compiled calls: one call when the count is fixed
+        (``gradient_steps >= 0`` and ``train_freq`` in steps), else powers of two (a count that varies from one
+        training to the next, ``-1`` or episodes, then traces at most ``log2`` steps instead of one per count).
+        """
+        if int(self.gradient_steps) >= 0 and self._train_unit == "step":
+            return [gradient_steps]
+        return [1 << bit for bit in reversed(range(gradient_steps.bit_length())) if gradient_steps >> bit & 1]
 
-    def _extra_train_inputs(self, gradient_steps: int) -> Dict[str, np.ndarray]:
-        """Inputs of the train step besides the minibatches and the learning rate (seeds, flags)."""
+    def _run_train(self, gradient_steps: int, lr: float) -> np.ndarray:
+        """``gradient_steps`` gradient steps on fresh minibatches in compiled calls; the averaged statistics."""
+        totals = np.zeros(len(self.stats_names), np.float64)
+        offset = 0
+        for n_steps in self._chunks(gradient_steps):
+            step = self._train_steps.get(n_steps)
+            sample = self.replay_buffer.sample_batch(self.batch_size * n_steps, env=self._vec_normalize_env)
+            k_b = (n_steps, int(self.batch_size))
+            obs_shape = k_b + tuple(self.policy_tf.obs_shape)
+            out = step(obs=sample.observations.reshape(obs_shape),
+                       next_obs=sample.next_observations.reshape(obs_shape),
+                       actions=np.asarray(sample.actions, np.float32).reshape(k_b + (self._action_dim,)),
+                       rewards=sample.rewards.reshape(k_b), dones=sample.dones.reshape(k_b), learning_rate=lr,
+                       **self._extra_train_inputs(n_steps, offset))
+            totals += n_steps * np.array([out[name] for name in self.stats_names], np.float64)
+            offset += n_steps
+        return (totals / gradient_steps).astype(np.float32)
+
+    def _extra_train_inputs(self, n_steps: int, offset: int) -> Dict[str, np.ndarray]:
+        """Inputs of the train step besides the minibatches and the learning rate (seeds, flags) for ``n_steps``
+        gradient steps, the first of which is gradient step ``offset`` of the training."""
         return {}
 
     # ------------------------------------------------------------------ predict

@@ -231,10 +231,11 @@ class TQC(ContribOffPolicyAlgorithm):
         extra = {"seeds": tf.TensorSpec((n_steps, 2), tf.float32), "flags": tf.TensorSpec((n_steps,), tf.float32)}
         return self._k_step_train_step(one_step, n_steps, extra, name="tqc_train")
 
-    def _extra_train_inputs(self, gradient_steps: int) -> Dict[str, np.ndarray]:
-        # seeds below 2 ** 24 are exact in float32 (they travel in the packed input vector)
-        flags = (np.arange(gradient_steps) % int(self.target_update_interval) == 0).astype(np.float32)
-        return {"seeds": np.random.randint(0, 2 ** 24, size=(gradient_steps, 2)).astype(np.float32), "flags": flags}
+    def _extra_train_inputs(self, n_steps: int, offset: int) -> Dict[str, np.ndarray]:
+        # sb3-contrib: the target follows after the gradient steps whose index in the training is a multiple of
+        # target_update_interval; seeds below 2 ** 24 are exact in float32 (they travel in the packed input vector)
+        flags = ((offset + np.arange(n_steps)) % int(self.target_update_interval) == 0).astype(np.float32)
+        return {"seeds": np.random.randint(0, 2 ** 24, size=(n_steps, 2)).astype(np.float32), "flags": flags}
 
     # ------------------------------------------------------------------ collection and predict
     def _policy_actions(self, obs: np.ndarray, deterministic: bool) -> np.ndarray:
