@@ -177,15 +177,15 @@ def test_reaches_the_zoo_score_on_cartpole():
 
 
 # ------------------------------------------------------------------------------------------------ files
-def _trained(seed=0):
-    model = QRDQN("MlpPolicy", "CartPole-v1", learning_starts=100, train_freq=8, gradient_steps=4,
-                  target_update_interval=50, policy_kwargs=dict(n_quantiles=7, net_arch=[32, 32]), seed=seed)
-    model.learn(400)
-    return model
+def _model(seed=0):
+    """A small QR-DQN (freshly initialised weights are random, biases included, as PyTorch initialises them)."""
+    return QRDQN("MlpPolicy", "CartPole-v1", learning_starts=100, train_freq=8, gradient_steps=4,
+                 target_update_interval=50, policy_kwargs=dict(n_quantiles=7, net_arch=[32, 32]), seed=seed)
 
 
 def test_save_load_gives_identical_predictions(tmp_path):
-    model = _trained()
+    model = _model()
+    model.learn(400)
     obs = np.random.default_rng(0).normal(size=(20, 4)).astype(np.float32)
     model.save(tmp_path / "qrdqn")
     loaded = QRDQN.load(tmp_path / "qrdqn", env=gym.make("CartPole-v1"))
@@ -201,7 +201,7 @@ def test_save_load_gives_identical_predictions(tmp_path):
 
 
 def test_export_equals_predict(tmp_path):
-    model = _trained(seed=2)
+    model = _model(seed=2)
     obs = np.random.default_rng(1).normal(size=(16, 4)).astype(np.float32)
     path = model.export(tmp_path / "saved", format="savedmodel")
     serve = tf.saved_model.load(str(path)).signatures["serving_default"]
@@ -216,7 +216,7 @@ def test_export_equals_predict(tmp_path):
 def test_onnx_export_equals_predict(tmp_path):
     pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx: pip install 'sbtf[export]'")
     ort = pytest.importorskip("onnxruntime", reason="ONNX checks need onnxruntime: pip install 'sbtf[export]'")
-    model = _trained(seed=3)
+    model = _model(seed=3)
     obs = np.random.default_rng(2).normal(size=(9, 4)).astype(np.float32)
     path = model.export(tmp_path / "policy.onnx", format="onnx")
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
