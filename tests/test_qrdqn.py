@@ -224,3 +224,21 @@ def test_onnx_export_equals_predict(tmp_path):
     out = dict(zip(names, session.run(None, {"observation": obs})))
     np.testing.assert_array_equal(out["action"], model.predict(obs, deterministic=True)[0])
     np.testing.assert_allclose(out["q_values"], model.policy_tf.q_values_np(obs), atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------ command line
+def test_cli_trains_plays_and_exports_with_the_zoo_hyperparameters(tmp_path):
+    from sbtf.cli import hyperparams, main
+
+    table = hyperparams.load_default_hyperparams("qrdqn")
+    assert {"CartPole-v1", "MountainCar-v0", "Acrobot-v1", "LunarLander-v3"} <= set(table)
+    for entry in table.values():  # every shipped entry names arguments QRDQN takes
+        hyperparams.check_hyperparameter_names("qrdqn", entry, hyperparams.valid_hyperparameters("qrdqn", QRDQN))
+    assert main(["train", "--algo", "qrdqn", "--env", "CartPole-v1", "-n", "1200", "-f", str(tmp_path), "--seed", "1",
+                 "--eval-freq", "0", "--no-progress", "--hyperparams", "learning_starts:200"]) == 0
+    run = tmp_path / "qrdqn" / "CartPole-v1_1"
+    model = QRDQN.load(run / "CartPole-v1.zip")
+    assert model.policy_tf.n_quantiles == 10 and model.train_freq == 256 and model.learning_starts == 200
+    assert main(["enjoy", "--algo", "qrdqn", "--env", "CartPole-v1", "-f", str(tmp_path), "--episodes", "1"]) == 0
+    assert main(["export", str(run / "CartPole-v1.zip"), "--format", "savedmodel"]) == 0
+    assert (run / "CartPole-v1_savedmodel" / "saved_model.pb").is_file()

@@ -190,3 +190,21 @@ def test_onnx_export_equals_predict(tmp_path):
     names = [o.name for o in session.get_outputs()]
     out = dict(zip(names, session.run(None, {"observation": obs})))
     np.testing.assert_allclose(out["action"], model.predict(obs, deterministic=True)[0], atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------ command line
+def test_cli_trains_with_the_zoo_hyperparameters(tmp_path):
+    from sbtf.cli import hyperparams, main
+
+    table = hyperparams.load_default_hyperparams("tqc")
+    assert {"Pendulum-v1", "MountainCarContinuous-v0", "LunarLanderContinuous-v3", "BipedalWalker-v3"} <= set(table)
+    for entry in table.values():  # every shipped entry names arguments TQC takes (no gSDE ones)
+        hyperparams.check_hyperparameter_names("tqc", entry, hyperparams.valid_hyperparameters("tqc", TQC))
+        assert "use_sde" not in entry
+    assert main(["train", "--algo", "tqc", "--env", "Pendulum-v1", "-n", "300", "-f", str(tmp_path), "--eval-freq",
+                 "0", "--no-progress", "--hyperparams", "learning_starts:150", "noise_type:'normal'",
+                 "noise_std:0.1"]) == 0
+    model = TQC.load(tmp_path / "tqc" / "Pendulum-v1_1" / "Pendulum-v1.zip")
+    assert model.train_freq == 64 and model.policy_tf.net_arch == [64, 64]
+    assert isinstance(model.action_noise, NormalActionNoise)
+    assert main(["enjoy", "--algo", "tqc", "--env", "Pendulum-v1", "-f", str(tmp_path), "--episodes", "1"]) == 0

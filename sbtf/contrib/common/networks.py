@@ -149,6 +149,10 @@ class FeaturesExtractor(keras.layers.Layer):
         if extra:
             raise ValueError(f"Error: unknown features_extractor_kwargs {sorted(extra)} for {kind}.")
 
+    def build(self, input_shape):
+        """The sublayers build themselves on the first call (their shapes follow from the data)."""
+        self.built = True
+
     def ops_call(self, obs, ops):
         x = ops.preprocess(obs, self.observation_space, self.scale)
         if self.cnn is not None:

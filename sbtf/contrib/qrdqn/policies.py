@@ -40,6 +40,10 @@ class QuantileNetwork(keras.layers.Layer):
                                                     normalize_images, features_extractor_kwargs)
         self.quantile_net = Mlp(scope, net_arch, activation_fn, self.n_actions * self.n_quantiles)
 
+    def build(self, input_shape):
+        """The sublayers build themselves on the first call (their shapes follow from the data)."""
+        self.built = True
+
     def flat_quantiles(self, obs, ops=TF_OPS):
         """(batch, n_quantiles * n_actions) quantiles, quantile-major (in the backend ``ops``)."""
         return ops.layer(self.quantile_net, self.features_extractor.ops_call(obs, ops))

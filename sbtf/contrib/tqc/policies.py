@@ -42,6 +42,10 @@ class Actor(keras.layers.Layer):
         self.mu = TorchLinear("actor/mu", action_dim)
         self.log_std = TorchLinear("actor/log_std", action_dim)
 
+    def build(self, input_shape):
+        """The sublayers build themselves on the first call (their shapes follow from the data)."""
+        self.built = True
+
     def mean_log_std(self, obs, ops=TF_OPS):
         """The Gaussian's mean and log-std (clipped to [LOG_STD_MIN, LOG_STD_MAX]) before the tanh squashing."""
         latent = ops.layer(self.latent_pi, self.features_extractor.ops_call(obs, ops))
@@ -71,6 +75,10 @@ class Critic(keras.layers.Layer):
             f"{scope}/features_extractor", observation_space, extractor, normalize_images, features_extractor_kwargs)
         self.q_networks = [Mlp(f"{scope}/qf{i}", net_arch, activation_fn, self.n_quantiles)
                            for i in range(self.n_critics)]
+
+    def build(self, input_shape):
+        """The sublayers build themselves on the first call (their shapes follow from the data)."""
+        self.built = True
 
     def quantiles(self, obs, action) -> tf.Tensor:
         """(batch, n_critics, n_quantiles) quantiles of Q(obs, action), action in [-1, 1]."""
