@@ -313,7 +313,7 @@ def test_unsupported_spaces_have_clear_errors():
         def step(self, action):
             return {"a": np.zeros(2, np.float32)}, 0.0, True, False, {}
 
-    with pytest.raises(NotImplementedError, match="does not support observation space"):
+    with pytest.raises(NotImplementedError, match="MlpPolicy does not take Dict observations.*MultiInputPolicy"):
         A2C("MlpPolicy", DictObsEnv())
     with pytest.raises(ValueError, match="CnnPolicy needs image observations"):
         PPO2("CnnPolicy", env)

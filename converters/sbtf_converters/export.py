@@ -126,6 +126,14 @@ def get_export_graph(model: Any) -> ExportGraph:
     if getattr(model, "policy_tf", None) is None:
         raise ExportError(f"the {type(model).__name__} model has no network yet (it was created with "
                           "_init_setup_model=False and never set up); nothing to export")
+    graph = _algorithm_graph(model)
+    space = vars(model).get("observation_space")
+    if getattr(model.policy_tf, "dict_layout", None) is not None and type(space).__name__ == "Dict":
+        return _dict_obs_graph(space, graph)
+    return graph
+
+
+def _algorithm_graph(model: Any) -> ExportGraph:
     for klass in type(model).__mro__:
         if "_export_outputs" in vars(klass):
             return _graph_from_method(model)
@@ -138,6 +146,46 @@ def get_export_graph(model: Any) -> ExportGraph:
                       "exports actor-critic models (A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL), DQN, SAC, TD3, "
                       "DDPG and HER over DQN, SAC, TD3 or DDPG); define _export_outputs(obs) on the class or call "
                       "sbtf_converters.export.register_exporter(cls, builder)")
+
+
+def _dict_obs_graph(space: Any, inner: ExportGraph) -> ExportGraph:
+    """
+    A model with Dict observations (``MultiInputPolicy``): one named input per key (Box keys in their dtype, uint8
+    images stay uint8, other floats float32; Discrete, MultiDiscrete and MultiBinary keys int32), packed in the graph
+    into the flat row the policy takes, as ``sbtf.common.dict_obs.DictObsLayout.pack`` does.
+    """
+    import gymnasium as gym  # pylint: disable=import-outside-toplevel
+    from sbtf.common.dict_obs import layout_of  # pylint: disable=import-outside-toplevel
+    tf = _tf()
+
+    layout = layout_of(space)
+    others = [name for name in inner.inputs if name != "observation"]
+    clash = [entry.key for entry in layout.entries if entry.key in others]
+    if clash:
+        raise ExportError(f"cannot export this model: its Dict observation keys {clash} clash with the inputs "
+                          f"{others} of its graph")
+    inputs = OrderedDict()
+    for entry in layout.entries:
+        if isinstance(entry.space, gym.spaces.Box):
+            dtype = "uint8" if entry.space.dtype == np.uint8 else "float32"
+        else:
+            dtype = "int32"
+        inputs[entry.key] = _spec((None,) + entry.shape, dtype, entry.key)
+    for name in others:
+        inputs[name] = inner.inputs[name]
+
+    def outputs(**feed):
+        parts = [tf.reshape(tf.cast(feed[entry.key], tf.float32), (-1, entry.size)) for entry in layout.entries]
+        rest = {name: feed[name] for name in others}
+        return inner.outputs(observation=tf.concat(parts, axis=-1), **rest)
+
+    notes = dict(inner.notes)
+    notes["dict_observation"] = {"keys": layout.keys, "packing": "each key flattened and cast to float32, "
+                                                                 "concatenated in this order"}
+    return ExportGraph(inputs, outputs, dict(inner.descriptions), notes, observation_inputs=tuple(layout.keys),
+                       vecnormalize_refused="cannot fold VecNormalize statistics into a model with Dict "
+                                            "observations; export without vecnormalize and normalise the "
+                                            "observations before feeding them")
 
 
 def _tf():
@@ -515,8 +563,7 @@ def build_export_module(model: Any, vecnormalize: Any = None) -> ExportBundle:
         flush()
     graph = get_export_graph(model)
     specs = OrderedDict(graph.inputs)
-    obs_spec = specs["observation"]
-    policy_obs_dtype = obs_spec.dtype
+    policy_obs_dtype = specs["observation"].dtype if "observation" in specs else None
     stats = None
     if vecnormalize is not None and graph.vecnormalize_refused:
         raise ExportError(graph.vecnormalize_refused)

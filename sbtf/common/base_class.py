@@ -227,10 +227,20 @@ class BaseRLModel(ABC):
     def _attach_env(self, env) -> None:
         env = self._make_vec_env(env)
         self._check_spaces(env.observation_space, env.action_space)
-        self.env = env
+        self.env = self._internal_env(env)
         self.observation_space = env.observation_space
         self.action_space = env.action_space
         self.n_envs = env.num_envs
+
+    @staticmethod
+    def _internal_env(env):
+        """The VecEnv the algorithm steps: a Dict-observation env behind ``VecPackDictObs`` (flat float32 rows, see
+        ``sbtf.common.dict_obs``), any other env as it is. ``get_env()`` returns the user's env."""
+        if isinstance(env.observation_space, gym.spaces.Dict):
+            from sbtf.common.vec_env.vec_pack_dict_obs import VecPackDictObs
+
+            return VecPackDictObs(env)
+        return env
 
     def _check_spaces(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         if not isinstance(action_space, self._supported_action_spaces):
@@ -250,7 +260,9 @@ class BaseRLModel(ABC):
 
     def get_env(self):
         """Returns the current environment (can be None if not defined)."""
-        return self.env
+        from sbtf.common.vec_env.vec_pack_dict_obs import VecPackDictObs
+
+        return self.env.venv if isinstance(self.env, VecPackDictObs) else self.env
 
     def get_vec_normalize_env(self):
         """The ``VecNormalize`` wrapper of the training env, if any."""
@@ -281,7 +293,7 @@ class BaseRLModel(ABC):
             raise ValueError(f"Error: the environment passed must have the same number of environments as the model "
                              f"was trained on ({self.n_envs}, got {env.num_envs}); this is required by recurrent "
                              "policies.")
-        self.env = env
+        self.env = self._internal_env(env)
         self.observation_space = env.observation_space
         self.action_space = env.action_space
         self.n_envs = env.num_envs
@@ -691,6 +703,14 @@ class BaseRLModel(ABC):
     def _check_obs(self, observation) -> tuple[np.ndarray, bool]:
         if self.observation_space is None:
             raise ValueError("Error: the model has no observation space; it was not built.")
+        if isinstance(self.observation_space, gym.spaces.Dict):
+            from sbtf.common.dict_obs import layout_of
+
+            layout = layout_of(self.observation_space)
+            if not isinstance(observation, dict):
+                raise ValueError(f"Error: the model takes Dict observations with keys {layout.keys}; got "
+                                 f"{type(observation).__name__}.")
+            return layout.pack(observation), layout.is_batched(observation)
         observation = np.asarray(observation)
         vectorized = _is_vectorized_observation(observation, self.observation_space)
         return observation.reshape((-1,) + self.observation_space.shape), vectorized
@@ -734,7 +754,7 @@ class ActorCriticRLModel(BaseRLModel):
     def _check_spaces(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         from sbtf.common.input import check_obs_space
 
-        check_obs_space(observation_space, type(self).__name__)
+        check_obs_space(observation_space, type(self).__name__, allow_dict=True)  # Dict: MultiInputPolicy
         super()._check_spaces(observation_space, action_space)
 
     def _make_policy(self, n_env: int, n_steps: int, n_batch: Optional[int]) -> ActorCriticPolicy:

@@ -67,11 +67,12 @@ def _check_unsupported_spaces(observation_space: spaces.Space, action_space: spa
         nested = [key for key, sub in observation_space.spaces.items() if isinstance(sub, (spaces.Dict, spaces.Tuple))]
         if nested:
             warnings.warn("Nested observation spaces (keys {}) are not supported by sbtf: flatten them.".format(nested))
-        goal_keys = {"observation", "achieved_goal", "desired_goal"}
-        if set(observation_space.spaces.keys()) != goal_keys:
-            warnings.warn("The observation space is a Dict space: sbtf's algorithms only support Dict observations "
-                          "through HER with goal envs (keys {}). Otherwise flatten the observation (e.g. "
-                          "gymnasium.wrappers.FlattenObservation).".format(sorted(goal_keys)))
+        unsupported = [key for key, sub in observation_space.spaces.items() if key not in nested and not isinstance(
+            sub, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary))]
+        if unsupported:
+            warnings.warn("The Dict observation keys {} hold spaces sbtf does not support (Dict observations take Box, "
+                          "Discrete, MultiDiscrete and MultiBinary keys, with policy='MultiInputPolicy').".format(
+                              unsupported))
     if isinstance(observation_space, spaces.Tuple):
         warnings.warn("The observation space is a Tuple space, which sbtf's algorithms do not support: flatten it "
                       "(gymnasium.wrappers.FlattenObservation) or use a Box.")

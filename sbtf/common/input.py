@@ -14,16 +14,30 @@ import tensorflow as tf
 SUPPORTED_OBS_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 
 
-def check_obs_space(ob_space: gym.Space, algo_name: str = "this policy") -> None:
-    """Raise a clear error when ``ob_space`` cannot be fed to an sbtf policy."""
+def check_obs_space(ob_space: gym.Space, algo_name: str = "this policy", allow_dict: bool = False) -> None:
+    """
+    Raise a clear error when ``ob_space`` cannot be fed to an sbtf policy.
+
+    :param ob_space: (gymnasium.Space) the observation space
+    :param algo_name: (str) the algorithm or policy named in the error
+    :param allow_dict: (bool) the caller takes Dict observations (``MultiInputPolicy``; checked key by key)
+    """
+    if isinstance(ob_space, gym.spaces.Dict):
+        if allow_dict:
+            from sbtf.common.dict_obs import DictObsLayout
+
+            DictObsLayout(ob_space)  # refuses nested / unsupported sub-spaces, naming the key
+            return
+        raise NotImplementedError(
+            f"Error: {algo_name} does not support Dict observation spaces ({ob_space!r}) here. The on-policy "
+            "algorithms (A2C, ACER, ACKTR, PPO1, PPO2, TRPO) take them with policy='MultiInputPolicy' (or a "
+            "features_extractor_class that takes a dict); goal environments work with HER; otherwise flatten them "
+            "with gymnasium.wrappers.FlattenObservation.")
     if not isinstance(ob_space, SUPPORTED_OBS_SPACES):
-        hint = ""
-        if isinstance(ob_space, gym.spaces.Dict):
-            hint = (" Dict observations are only supported through HER (goal environments); otherwise flatten them "
-                    "with gymnasium.wrappers.FlattenObservation.")
         raise NotImplementedError(
             f"Error: {algo_name} does not support observation space {ob_space!r} "
-            f"({type(ob_space).__name__}); supported: Box, Discrete, MultiDiscrete, MultiBinary.{hint}")
+            f"({type(ob_space).__name__}); supported: Box, Discrete, MultiDiscrete, MultiBinary, and Dict of those "
+            "with MultiInputPolicy (on-policy algorithms).")
 
 
 def obs_input_dtype(ob_space: gym.Space):
@@ -32,13 +46,17 @@ def obs_input_dtype(ob_space: gym.Space):
         return np.dtype(ob_space.dtype) if ob_space.dtype in (np.uint8, np.float32) else np.dtype(np.float32)
     if isinstance(ob_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
         return np.dtype(np.int32)
-    return np.dtype(np.float32)
+    return np.dtype(np.float32)  # MultiBinary; a Dict space is fed packed as float32 rows (sbtf.common.dict_obs)
 
 
 def obs_input_shape(ob_space: gym.Space) -> tuple:
     """Shape of one observation as fed to the network (no batch axis)."""
     if isinstance(ob_space, gym.spaces.Discrete):
         return ()
+    if isinstance(ob_space, gym.spaces.Dict):
+        from sbtf.common.dict_obs import layout_of
+
+        return (layout_of(ob_space).size,)
     return tuple(ob_space.shape)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict
 from itertools import zip_longest
-from typing import Optional
+from typing import Mapping, Optional
 
 import gymnasium as gym
 import keras
@@ -22,12 +22,18 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common.acting import ActingPath, WeightVersion
+from sbtf.common.dict_obs import DictObsLayout, layout_of, preprocess_dict
 from sbtf.common.distributions import make_proba_dist_type, softmax_np
 from sbtf.common.fast_call import FastFunction, FlatLayout
 from sbtf.common.input import (check_obs_space, obs_input_dtype, obs_input_shape, preprocess_obs_np,
                                preprocess_obs_tf)
 from sbtf.common.network_ops import TF_OPS
-from sbtf.common.tf_layers import GaussianHead, Linear, Lstm, NatureCNN, SB2Layer, get_activation, nature_cnn
+from sbtf.common.extractors import CombinedExtractor, FlattenExtractor
+from sbtf.common.extractors import NatureCNN as SB3NatureCNN
+from sbtf.common.extractors import extractor_named_variables, features_dim_of, is_image_space
+from sbtf.common.registry import class_key, lookup_class, register_class
+from sbtf.common.tf_layers import Conv, GaussianHead, Linear, Lstm, SB2Layer, get_activation, nature_cnn, ortho_init
+from sbtf.common.tf_layers import NatureCNN  # SB2's layer (kept importable from here)
 
 
 def mlp_extractor(flat_observations, net_arch, act_fun):
@@ -105,6 +111,10 @@ class BasePolicy(keras.Model):
         self.reuse = reuse
         self._ordered_layers: list[SB2Layer] = []
         self._acting: Optional[ActingPath] = None  # set by subclasses whose network has an acting form
+        # a Dict observation space is fed as packed float32 rows and unpacked inside the network (sbtf.common.dict_obs)
+        self.dict_layout: Optional[DictObsLayout] = layout_of(ob_space) if isinstance(ob_space, gym.spaces.Dict) \
+            else None
+        self._scaled_keys: frozenset = frozenset()  # Dict keys rescaled to [0, 1] (images, see FeedForwardPolicy)
         self.obs_dtype = obs_input_dtype(ob_space)
         self.obs_shape = obs_input_shape(ob_space)
         self.np_random = np.random.default_rng(np.random.randint(0, 2 ** 31 - 1))
@@ -143,7 +153,10 @@ class BasePolicy(keras.Model):
         return [] if self._acting is None else [self._acting]
 
     def _prepare_obs(self, obs) -> np.ndarray:
-        """A batch of raw observations as the policy's input dtype and shape (NumPy)."""
+        """A batch of raw observations as the policy's input dtype and shape (NumPy); dict observations of a Dict
+        space are packed (``sbtf.common.dict_obs``)."""
+        if self.dict_layout is not None and isinstance(obs, Mapping):
+            return self.dict_layout.pack(obs)
         return np.asarray(obs).astype(self.obs_dtype, copy=False).reshape((-1,) + self.obs_shape)
 
     def _new_acting_path(self, functions: dict, numpy_allowed: bool = True,
@@ -196,6 +209,9 @@ class BasePolicy(keras.Model):
             raise ValueError(f"expected {offset} acting weight arrays, got {len(arrays)}")
 
     def preprocess(self, obs):
+        """TF pre-processing of a batch of observations (a dict of pre-processed keys for a Dict space)."""
+        if self.dict_layout is not None:
+            return preprocess_dict(TF_OPS, obs, self.dict_layout, self._scaled_keys)
         return preprocess_obs_tf(obs, self.ob_space, self.scale)
 
     def obs_signature(self, batch: Optional[int] = None) -> tf.TensorSpec:
@@ -212,9 +228,14 @@ class ActorCriticPolicy(BasePolicy):
     """Policy with a value head and an action distribution (A2C, ACER, ACKTR, PPO1/2, TRPO, GAIL)."""
 
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
-                 scale=False):
+                 scale=False, *, dict_obs_ok: bool = False):
+        if isinstance(ob_space, gym.spaces.Dict) and not dict_obs_ok:
+            raise NotImplementedError(
+                f"Error: {type(self).__name__} does not take Dict observations ({ob_space!r}); use "
+                "policy='MultiInputPolicy' (a NatureCNN per image key, the other keys flattened) or pass a "
+                "features_extractor_class that takes a dict in policy_kwargs.")
+        check_obs_space(ob_space, type(self).__name__, allow_dict=dict_obs_ok)
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse, scale=scale)
-        check_obs_space(ob_space, type(self).__name__)
         self.pdtype = make_proba_dist_type(ac_space)
         self.pi_head = None
         self.q_head = None
@@ -362,42 +383,164 @@ class ActorCriticPolicy(BasePolicy):
         return flat
 
 
+#: policy_kwargs that only stable-baselines3 has: any of them selects SB3's meaning of the others (see the class doc)
+SB3_POLICY_KWARGS = ("features_extractor_class", "features_extractor_kwargs", "share_features_extractor",
+                     "normalize_images", "activation_fn", "ortho_init")
+
+
+class _ScopedExtractor:
+    """The variables of a feature extractor under one scope (``features_extractor/...``), for ``named_parameters``."""
+
+    def __init__(self, scope: str, layer: keras.layers.Layer):
+        self.scope = scope
+        self.layer = layer
+
+    def named_variables(self) -> list:
+        return [(f"{self.scope}/{name}", var) for name, var in extractor_named_variables(self.layer).items()]
+
+
+def _sb3_net_arch(net_arch) -> tuple[list[int], list[int], list[int]]:
+    """SB3's ``net_arch`` (>= 1.8): a list of ints is the pi and the vf layers alike, ``dict(pi=..., vf=...)`` gives
+    them separately; a list holding a dict keeps the older shared-then-split meaning."""
+    if isinstance(net_arch, dict):
+        return _parse_net_arch([net_arch])
+    if all(isinstance(size, (int, np.integer)) for size in net_arch):
+        return [], [int(s) for s in net_arch], [int(s) for s in net_arch]
+    return _parse_net_arch(net_arch)
+
+
+def _check_net_arch_dict(net_arch: dict) -> None:
+    unknown = sorted(set(net_arch) - {"pi", "vf"})
+    if unknown:
+        raise ValueError(f"Error: net_arch=dict(...) of an actor-critic policy takes the keys 'pi' and 'vf', got "
+                         f"{unknown} (SB3's 'qf' belongs to SAC/TD3/DDPG).")
+
+
+def _reinit_keras_sublayers(layer: keras.layers.Layer, gain: float) -> None:
+    """SB3's ``ortho_init`` on a user's Keras layers: orthogonal kernels (``gain``) and zero biases for every Dense
+    and Conv sub-layer (sbtf's own Linear/Conv layers are created orthogonal already)."""
+    flatten = getattr(layer, "_flatten_layers", None)
+    sublayers = list(flatten(include_self=True, recursive=True)) if callable(flatten) else [layer]
+    for sub in sublayers:
+        if isinstance(sub, (keras.layers.Dense, keras.layers.Conv1D, keras.layers.Conv2D, keras.layers.Conv3D)):
+            kernel = getattr(sub, "kernel", None)
+            if kernel is not None and len(kernel.shape) in (2, 4):
+                kernel.assign(ortho_init(gain)(tuple(int(d) for d in kernel.shape)))
+            bias = getattr(sub, "bias", None)
+            if bias is not None:
+                bias.assign(np.zeros(tuple(int(d) for d in bias.shape), np.float32))
+
+
+def _torch_default_init(layers) -> None:
+    """``ortho_init=False`` (SB3): sbtf's Linear/Conv layers get PyTorch's default uniform(+-1/sqrt(fan_in))
+    weights and biases instead of orthogonal ones (drawn from NumPy's global generator, like ``ortho_init``)."""
+    for layer in layers:
+        for sub in ([layer] + list(layer.sb2_layers() if hasattr(layer, "sb2_layers") else [])):
+            w = getattr(sub, "w", None)
+            if not isinstance(sub, (Linear, Conv)) or w is None:
+                continue
+            fan_in = int(np.prod(w.shape[:-1]))
+            bound = 1.0 / np.sqrt(fan_in)
+            w.assign(np.random.uniform(-bound, bound, tuple(int(d) for d in w.shape)).astype(np.float32))
+            sub.b.assign(np.random.uniform(-bound, bound, tuple(int(d) for d in sub.b.shape)).astype(np.float32))
+
+
 class FeedForwardPolicy(ActorCriticPolicy):
     """
-    Feed-forward actor-critic policy (SB2 ``FeedForwardPolicy``).
+    Feed-forward actor-critic policy: features extractor -> ``net_arch`` layers -> action and value heads.
 
-    :param layers: ([int]) (deprecated) sizes of separate pi and vf layers; default [64, 64]
-    :param net_arch: (list) shared layer sizes, then optionally ``dict(pi=[...], vf=[...])``
+    It takes stable-baselines 2's ``policy_kwargs`` and stable-baselines3's. SB2's (``layers``, ``net_arch``,
+    ``act_fun``, ``cnn_extractor``, ``feature_extraction``) keep their meaning and parameter names
+    (``model/pi_fc0/w:0`` ...): ``net_arch=[64, 64]`` means two *shared* layers, ``[128, dict(pi=[64], vf=[64])]``
+    shared then separate layers. Any of SB3's keys (``features_extractor_class``, ``features_extractor_kwargs``,
+    ``share_features_extractor``, ``normalize_images``, ``activation_fn``, ``ortho_init``) selects SB3's meaning:
+    ``net_arch=[64, 64]`` then means separate pi and vf layers of those sizes (SB3 >= 1.8) and the extractor's
+    variables are named ``model/features_extractor/...``. The bare ``net_arch=dict(pi=[...], vf=[...])`` means
+    separate layers in both (see docs/policies.md).
+
+    :param layers: ([int]) (deprecated, SB2) sizes of separate pi and vf layers; default [64, 64]
+    :param net_arch: (list or dict) the layers after the features (see above)
     :param act_fun: (tf function or name) activation after every hidden layer (default tanh)
-    :param cnn_extractor: (callable) returns the Keras layer that maps scaled images to features
+    :param cnn_extractor: (callable) (SB2) returns the Keras layer that maps scaled images to features
     :param feature_extraction: (str) ``"cnn"`` or ``"mlp"``
-    :param kwargs: extra arguments for the CNN extractor
+    :param features_extractor_class: (type) a Keras layer class with a ``features_dim`` attribute, built as
+        ``features_extractor_class(ob_space, **features_extractor_kwargs)`` (see ``sbtf.common.extractors``)
+    :param features_extractor_kwargs: (dict) its keyword arguments
+    :param share_features_extractor: (bool) one extractor for pi and vf (default True) or one each
+    :param normalize_images: (bool) divide image observations by 255 (default True; SB3 mode)
+    :param activation_fn: (tf function or name) SB3's name of ``act_fun``
+    :param ortho_init: (bool) orthogonal initialisation (SB3 gains: sqrt(2) hidden, 0.01 pi, 1 vf); default True
+    :param kwargs: (SB2) extra arguments for the CNN extractor
     """
 
+    #: the extractor of a policy built without ``features_extractor_class`` in SB3 mode (None: by feature_extraction)
+    default_features_extractor_class: Optional[type] = None
+
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
-                 layers=None, net_arch=None, act_fun=tf.tanh, cnn_extractor=nature_cnn, feature_extraction="cnn",
-                 **kwargs):
-        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
-                         scale=(feature_extraction == "cnn"))
+                 layers=None, net_arch=None, act_fun=None, cnn_extractor=nature_cnn, feature_extraction="cnn",
+                 features_extractor_class=None, features_extractor_kwargs=None, share_features_extractor=None,
+                 normalize_images=None, activation_fn=None, ortho_init=None, **kwargs):
         if feature_extraction not in ("cnn", "mlp"):
             raise ValueError(f"Error: feature_extraction must be 'cnn' or 'mlp', got {feature_extraction!r}")
+        if features_extractor_class is None:
+            features_extractor_class = self.default_features_extractor_class
+        sb3_mode = features_extractor_class is not None or any(
+            value is not None for value in (features_extractor_kwargs, share_features_extractor, normalize_images,
+                                            activation_fn, ortho_init))
+        if sb3_mode:
+            clashes = [name for name, given in (("layers", layers is not None),
+                                                ("cnn_extractor", cnn_extractor is not nature_cnn)) if given]
+            if clashes or kwargs:
+                raise ValueError(f"Error: stable-baselines 2's {clashes + sorted(kwargs)} cannot be combined with "
+                                 f"stable-baselines3's policy_kwargs ({list(SB3_POLICY_KWARGS)}); use "
+                                 "features_extractor_class / features_extractor_kwargs and net_arch instead.")
+            if features_extractor_class is None:
+                features_extractor_class = SB3NatureCNN if feature_extraction == "cnn" else FlattenExtractor
+        dict_obs = isinstance(ob_space, gym.spaces.Dict)
+        if dict_obs and features_extractor_class in (None, FlattenExtractor, SB3NatureCNN):
+            raise NotImplementedError(
+                f"Error: {type(self).__name__} does not take Dict observations ({ob_space!r}); use "
+                "policy='MultiInputPolicy' (a NatureCNN per image key, the other keys flattened) or pass a "
+                "features_extractor_class that takes a dict in policy_kwargs.")
+        scale = (feature_extraction == "cnn") if not sb3_mode else False
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse, scale=scale,
+                         dict_obs_ok=dict_obs and sb3_mode)
+        self.normalize_images = True if normalize_images is None else bool(normalize_images)
+        if activation_fn is not None and act_fun is not None and get_activation(act_fun) is not \
+                get_activation(activation_fn):
+            raise ValueError("Error: act_fun and activation_fn are the same setting (SB2's and SB3's name); "
+                             "give one of them.")
+        act_fun = activation_fn if activation_fn is not None else (act_fun if act_fun is not None else tf.tanh)
         if layers is not None:
             warnings.warn("Usage of the `layers` parameter is deprecated! Use net_arch instead "
                           "(it has a different semantics though).", DeprecationWarning)
             if net_arch is not None:
                 warnings.warn("The new `net_arch` parameter overrides the deprecated `layers` parameter!",
                               DeprecationWarning)
-        if net_arch is None:
-            if layers is None:
-                layers = [64, 64]
-            net_arch = [dict(vf=list(layers), pi=list(layers))]
-        self.net_arch = net_arch
+        if isinstance(net_arch, dict):
+            _check_net_arch_dict(net_arch)
+        self.sb3_mode = sb3_mode
         self.feature_extraction = feature_extraction
         self.act_fun = act_fun
         self._act = get_activation(act_fun)
         self.cnn_kwargs = kwargs
+        self.share_features_extractor = True if share_features_extractor is None else bool(share_features_extractor)
+        self.ortho_init = True if ortho_init is None else bool(ortho_init)
+        self.features_extractor_class = features_extractor_class
+        self.features_extractor_kwargs = dict(features_extractor_kwargs or {})
+        self.features_extractor = self.pi_features_extractor = self.vf_features_extractor = None
+        self.cnn = None
 
-        if feature_extraction == "cnn":
+        if sb3_mode:
+            if net_arch is None:
+                net_arch = [] if features_extractor_class is SB3NatureCNN else dict(pi=[64, 64], vf=[64, 64])
+            shared, pi_sizes, vf_sizes = _sb3_net_arch(net_arch)
+            self._scaled_keys = self._image_keys() if self.normalize_images else frozenset()
+            if not dict_obs and self.normalize_images and is_image_space(ob_space):
+                self.scale = True
+            features_dim = self._build_extractors(shared)
+            pi_dim = vf_dim = features_dim
+        elif feature_extraction == "cnn":
             if len(self.obs_shape) != 3:
                 raise ValueError(f"Error: CnnPolicy needs image observations (H, W, C), got shape {self.obs_shape}; "
                                  "use MlpPolicy for vector observations.")
@@ -407,62 +550,146 @@ class FeedForwardPolicy(ActorCriticPolicy):
                                 "arguments (e.g. sbtf.common.policies.nature_cnn)")
             features = self.cnn(tf.zeros((1,) + self.obs_shape))
             self._register(*(self.cnn.sb2_layers() if hasattr(self.cnn, "sb2_layers") else []))
-            self.shared_layers, self.pi_layers, self.vf_layers = [], [], []
+            shared, pi_sizes, vf_sizes = [], [], []  # SB2 ignores net_arch with a CNN
             pi_dim = vf_dim = int(features.shape[-1])
         else:
             if kwargs:
                 raise ValueError(f"Unknown keywords for policy: {kwargs}")
-            shared, pi_sizes, vf_sizes = _parse_net_arch(net_arch)
-            in_dim = int(np.prod(preprocess_obs_np(np.zeros((1,) + self.obs_shape, self.obs_dtype), ob_space).shape[1:]))
-            self.shared_layers = []
-            for idx, size in enumerate(shared):
-                layer = Linear(f"shared_fc{idx}", size, init_scale=np.sqrt(2))
-                layer.build((None, in_dim))
-                in_dim = size
-                self.shared_layers.append(layer)
-                self._register(layer)
-            self.pi_layers, self.vf_layers = [], []
-            pi_dim = vf_dim = in_dim
-            for idx, (pi_size, vf_size) in enumerate(zip_longest(pi_sizes, vf_sizes)):
-                if pi_size is not None:
-                    layer = Linear(f"pi_fc{idx}", pi_size, init_scale=np.sqrt(2))
-                    layer.build((None, pi_dim))
-                    pi_dim = pi_size
-                    self.pi_layers.append(layer)
-                    self._register(layer)
-                if vf_size is not None:
-                    layer = Linear(f"vf_fc{idx}", vf_size, init_scale=np.sqrt(2))
-                    layer.build((None, vf_dim))
-                    vf_dim = vf_size
-                    self.vf_layers.append(layer)
-                    self._register(layer)
+            if net_arch is None:
+                net_arch = [dict(vf=list(layers or [64, 64]), pi=list(layers or [64, 64]))]
+            shared, pi_sizes, vf_sizes = _parse_net_arch([net_arch] if isinstance(net_arch, dict) else net_arch)
+            pi_dim = vf_dim = int(np.prod(preprocess_obs_np(np.zeros((1,) + self.obs_shape, self.obs_dtype),
+                                                            ob_space).shape[1:]))
+        self.net_arch = net_arch
+        self.shared_layers, self.pi_layers, self.vf_layers = [], [], []
+        if self.cnn is None:
+            pi_dim = vf_dim = self._build_mlp(shared, pi_sizes, vf_sizes, pi_dim)
         self.vf_head = Linear("vf", 1)
-        self.vf_head.build((None, vf_dim))
+        self.vf_head.build((None, vf_dim[1] if isinstance(vf_dim, tuple) else vf_dim))
         self.pi_head, self.q_head = self.pdtype.make_heads(init_scale=0.01)
-        self.pi_head.build((None, pi_dim))
-        self.q_head.build((None, vf_dim))
+        self.pi_head.build((None, pi_dim[0] if isinstance(pi_dim, tuple) else pi_dim))
+        self.q_head.build((None, vf_dim[1] if isinstance(vf_dim, tuple) else vf_dim))
         self._register(self.vf_head, self.pi_head, self.q_head)
+        if sb3_mode and not self.ortho_init:
+            _torch_default_init(self.shared_layers + self.pi_layers + self.vf_layers + [self.vf_head, self.pi_head,
+                                                                                        self.q_head])
         self._finish_build()
         # NumPy acting runs ``network``; a subclass that replaces the TF maths (``forward``) acts through TF
         self._acting = self._new_acting_path({"network": (self.network, [self.obs_signature()])},
                                              numpy_allowed=type(self).forward is FeedForwardPolicy.forward)
 
+    @property
+    def xla_friendly(self) -> bool:
+        """Whether XLA-compiling a train step pays off on CPU (``sbtf.common.tf_util.xla_pays_off``): MLPs only.
+        Convolutions run ~35x slower under XLA on CPU, and a user's Keras layers may use ops XLA cannot compile."""
+        if not self.sb3_mode:
+            return self.feature_extraction == "mlp"
+        extractors = [e for e in (self.features_extractor, self.pi_features_extractor, self.vf_features_extractor)
+                      if e is not None]
+        return all(type(e) is FlattenExtractor or (type(e) is CombinedExtractor and not e.image_keys)
+                   for e in extractors)
+
+    # --- construction helpers ----------------------------------------------------------------
+    def _image_keys(self) -> frozenset:
+        """The keys of a Dict space that hold images (SB3's rule, see ``sbtf.common.extractors.is_image_space``)."""
+        if self.dict_layout is None:
+            return frozenset()
+        normalized = bool(self.features_extractor_kwargs.get("normalized_image", False))
+        return frozenset(entry.key for entry in self.dict_layout.entries
+                         if is_image_space(entry.space, normalized_image=normalized))
+
+    def _new_extractor(self) -> keras.layers.Layer:
+        cls = self.features_extractor_class
+        if not (isinstance(cls, type) and issubclass(cls, keras.layers.Layer)):
+            raise TypeError(f"Error: features_extractor_class must be a keras.layers.Layer subclass (with a "
+                            f"features_dim attribute), got {cls!r}")
+        if lookup_class(class_key(cls), ("extractor",)) is not cls:
+            register_class(cls, "extractor")  # a saved model names it (sbtf.common.registry)
+        layer = cls(self.ob_space, **self.features_extractor_kwargs)
+        features_dim_of(layer)
+        return layer
+
+    def _build_extractor(self, scope: str) -> tuple[keras.layers.Layer, int]:
+        layer = self._new_extractor()
+        dummy = self._preprocess_input(TF_OPS, tf.zeros((1,) + self.obs_shape, tf.as_dtype(self.obs_dtype)))
+        out = layer(dummy)
+        dim = features_dim_of(layer)
+        if len(out.shape) != 2 or int(out.shape[-1]) != dim:
+            raise ValueError(f"Error: the feature extractor {type(layer).__name__} says features_dim={dim} but "
+                             f"outputs shape {tuple(out.shape)}; it must output (batch, features_dim).")
+        if self.ortho_init and not hasattr(layer, "named_variables"):
+            _reinit_keras_sublayers(layer, np.sqrt(2))
+        elif not self.ortho_init:
+            flatten = getattr(layer, "_flatten_layers", None)
+            _torch_default_init(list(flatten(include_self=True, recursive=True)) if callable(flatten) else [layer])
+        self._register(_ScopedExtractor(scope, layer))
+        return layer, dim
+
+    def _build_extractors(self, shared: list) -> int:
+        if self.share_features_extractor:
+            self.features_extractor, dim = self._build_extractor("features_extractor")
+            return dim
+        if shared:
+            raise ValueError("Error: net_arch has shared layers, which need share_features_extractor=True.")
+        self.pi_features_extractor, pi_dim = self._build_extractor("pi_features_extractor")
+        self.vf_features_extractor, vf_dim = self._build_extractor("vf_features_extractor")
+        return (pi_dim, vf_dim)
+
+    def _build_mlp(self, shared: list, pi_sizes: list, vf_sizes: list, in_dim):
+        """The shared, pi and vf layers (SB2 names ``shared_fc{i}``, ``pi_fc{i}``, ``vf_fc{i}``); returns the output
+        sizes (pi, vf) (an int when they are equal)."""
+        pi_dim, vf_dim = in_dim if isinstance(in_dim, tuple) else (in_dim, in_dim)
+        for idx, size in enumerate(shared):
+            layer = Linear(f"shared_fc{idx}", size, init_scale=np.sqrt(2))
+            layer.build((None, pi_dim))
+            pi_dim = vf_dim = size
+            self.shared_layers.append(layer)
+            self._register(layer)
+        for idx, (pi_size, vf_size) in enumerate(zip_longest(pi_sizes, vf_sizes)):
+            if pi_size is not None:
+                layer = Linear(f"pi_fc{idx}", pi_size, init_scale=np.sqrt(2))
+                layer.build((None, pi_dim))
+                pi_dim = pi_size
+                self.pi_layers.append(layer)
+                self._register(layer)
+            if vf_size is not None:
+                layer = Linear(f"vf_fc{idx}", vf_size, init_scale=np.sqrt(2))
+                layer.build((None, vf_dim))
+                vf_dim = vf_size
+                self.vf_layers.append(layer)
+                self._register(layer)
+        return (pi_dim, vf_dim)
+
+    # --- the network (written once, see sbtf.common.network_ops) -----------------------------------
+    def _preprocess_input(self, ops, obs):
+        """Raw (packed) observations to what the extractor takes: a dict of pre-processed keys for a Dict space."""
+        if self.dict_layout is not None:
+            return preprocess_dict(ops, obs, self.dict_layout, self._scaled_keys)
+        return ops.preprocess(obs, self.ob_space, self.scale)
+
     def extract_features(self, ops, x):
-        """Features of pre-processed observations ``x`` in the backend ``ops``: the CNN, or the flattened input
-        through the shared layers. Subclasses may override this with layers of their own (acting then runs in NumPy
-        only if those layers have a NumPy form)."""
-        if self.feature_extraction == "cnn":
+        """Features of pre-processed observations ``x`` in the backend ``ops``: the extractor (SB3 mode), the SB2
+        CNN, or the flattened input, then the shared layers. Subclasses may override this with layers of their own
+        (acting then runs in NumPy only if those layers have a NumPy form)."""
+        if self.features_extractor is not None:
+            latent = ops.layer(self.features_extractor, x)
+        elif self.feature_extraction == "cnn":
             return ops.layer(self.cnn, x)
+        else:
+            latent = ops.flatten(x)
         act = ops.activation(self.act_fun)
-        latent = ops.flatten(x)
         for layer in self.shared_layers:
             latent = act(ops.layer(layer, latent))
         return latent
 
     def network(self, ops, obs, with_q: bool = False):
-        latent = self.extract_features(ops, ops.preprocess(obs, self.ob_space, self.scale))
+        x = self._preprocess_input(ops, obs)
+        if self.pi_features_extractor is not None:  # share_features_extractor=False
+            latent_pi = ops.layer(self.pi_features_extractor, x)
+            latent_vf = ops.layer(self.vf_features_extractor, x)
+        else:
+            latent_pi = latent_vf = self.extract_features(ops, x)
         act = ops.activation(self.act_fun)
-        latent_pi, latent_vf = latent, latent
         for layer in self.pi_layers:
             latent_pi = act(ops.layer(layer, latent_pi))
         for layer in self.vf_layers:
@@ -658,6 +885,21 @@ class MlpLnLstmPolicy(LstmPolicy):
                          feature_extraction="mlp", **_kwargs)
 
 
+class MultiInputPolicy(FeedForwardPolicy):
+    """
+    Actor-critic policy for Dict observations (SB3's ``MultiInputPolicy``): a ``CombinedExtractor`` (a NatureCNN per
+    image key, the other keys flattened; ``features_extractor_kwargs=dict(cnn_output_dim=..., normalized_image=...)``)
+    then ``net_arch`` (default ``dict(pi=[64, 64], vf=[64, 64])``) and the heads. Takes SB3's policy_kwargs.
+    """
+
+    default_features_extractor_class = CombinedExtractor
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                 **_kwargs):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp",
+                         **_kwargs)
+
+
 # Kept for SB2 code that refers to these names.
 RecurrentActorCriticPolicy = LstmPolicy
 
@@ -669,6 +911,7 @@ _policy_registry: dict[type, dict[str, type]] = {
         "MlpPolicy": MlpPolicy,
         "MlpLstmPolicy": MlpLstmPolicy,
         "MlpLnLstmPolicy": MlpLnLstmPolicy,
+        "MultiInputPolicy": MultiInputPolicy,
     }
 }
 
@@ -769,5 +1012,5 @@ def make_actor_critic_policies(feed_forward: type, module: str) -> tuple:
 __all__ = ["BasePolicy", "ActorCriticPolicy", "RecurrentActorCriticPolicy", "LstmPolicy", "FeedForwardPolicy",
            "CnnPolicy", "CnnLstmPolicy", "CnnLnLstmPolicy", "MlpPolicy", "MlpLstmPolicy", "MlpLnLstmPolicy",
            "nature_cnn", "mlp_extractor", "get_policy_from_name", "register_policy", "register_policy_base",
-           "make_actor_critic_policies", "NatureCNN"]
+           "make_actor_critic_policies", "NatureCNN", "MultiInputPolicy", "SB3_POLICY_KWARGS"]
 

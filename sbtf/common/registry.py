@@ -7,7 +7,11 @@ arbitrary callable such as ``os:system``. What is registered:
 * every policy class (subclasses of ``sbtf.common.policies.BasePolicy`` register themselves when they are
   defined, so a user's ``class CustomPolicy(FeedForwardPolicy)`` defined before ``load`` is found, as in
   stable-baselines), every algorithm class (subclasses of ``BaseRLModel``), and sbtf's enums;
-* whatever the caller passes to :func:`register_class` (e.g. a policy defined outside sbtf's hierarchy).
+* whatever the caller passes to :func:`register_class` (e.g. a policy defined outside sbtf's hierarchy);
+* feature extractors (kind ``"extractor"``): subclasses of ``sbtf.common.extractors.BaseFeaturesExtractor`` register
+  themselves, and a policy registers any other Keras layer class it is given as extractor. A plain Keras layer class
+  of a user's module is also found when that module is *already imported* (``sys.modules``; never imported from a
+  name read from a file), but never a class of Keras, TensorFlow or sbtf themselves.
 
 Everything else must come from the caller through ``custom_objects``, or from ``allow_pickle=True`` for
 files the caller trusts.
@@ -15,6 +19,7 @@ files the caller trusts.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 from typing import Dict, Optional
 
@@ -30,7 +35,8 @@ _AUTO: Dict[str, list] = {kind: [] for kind in KINDS}  # named by their current 
 # modules whose import registers sbtf's own classes (imported on the first lookup): the policies, and every
 # algorithm of the algorithm registry
 _BUILTIN_MODULES = (
-    "sbtf.common.policies", "sbtf.deepq.policies", "sbtf.sac.policies", "sbtf.td3.policies", "sbtf.ddpg.policies",
+    "sbtf.common.policies", "sbtf.common.extractors", "sbtf.deepq.policies", "sbtf.sac.policies",
+    "sbtf.td3.policies", "sbtf.ddpg.policies",
 ) + tuple(algo.module for algo in ALGORITHMS.values())
 _builtins_loaded = [False]
 
@@ -87,6 +93,32 @@ def lookup_class(name: str, kinds: tuple = KINDS) -> Optional[type]:
             for cls in reversed(_AUTO.get(kind, [])):  # the latest definition of a name wins
                 if class_key(cls) == name:
                     return cls
+    if "extractor" in kinds:
+        return _imported_layer_class(name)
+    return None
+
+
+#: modules whose classes are never taken from ``sys.modules`` by a name read from a file (they hold layers that read
+#: files or run stored graphs, e.g. keras.layers.TFSMLayer); sbtf's own extractors are registered explicitly
+_NEVER_FROM_MODULES = ("keras", "tensorflow", "tf_keras", "tensorflow_probability", "tf2onnx", "sbtf", "tensorflowjs")
+
+
+def _imported_layer_class(name: str) -> Optional[type]:
+    """A Keras layer class named ``module:qualname`` of a user's module that is already imported, or None."""
+    module_name, _, qualname = name.partition(":")
+    if not module_name or not qualname or "<" in qualname or module_name.split(".")[0] in _NEVER_FROM_MODULES:
+        return None
+    keras_module = sys.modules.get("keras")
+    module = sys.modules.get(module_name)
+    if keras_module is None or module is None:
+        return None
+    obj = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    if isinstance(obj, type) and issubclass(obj, keras_module.layers.Layer) and obj.__module__ == module_name:
+        return obj
     return None
 
 

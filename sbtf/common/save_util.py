@@ -81,11 +81,11 @@ def resolve_class(path: str, allow_pickle: bool = False, key: str = "?") -> type
         for part in qualname.split("."):
             obj = getattr(obj, part)
         return obj
-    short = qualname.split(".")[-1] or path
     raise UnsafeFileError(
         f"{key!r} in the model file names the class {qualname!r} of module {module_name!r}, which is not one of "
-        f"sbtf's registered classes. If it is your own policy, define or import it before loading (subclasses of "
-        f"sbtf's policies register themselves) or pass custom_objects={{{key!r}: {short}}}; pass allow_pickle=True "
+        f"sbtf's registered classes. If it is your own policy or feature extractor, import the module that defines "
+        f"it before loading (subclasses of sbtf's policies and of BaseFeaturesExtractor register themselves; see "
+        f"sbtf.common.registry) or pass custom_objects={{{key!r}: ...}} with the value to use; pass allow_pickle=True "
         "only if you trust the file.")
 
 

@@ -170,6 +170,9 @@ def xla_pays_off(policy: Any) -> bool:
     while XLA wins on small MLPs where per-op overhead dominates; so networks with convolutions compile with XLA only
     on GPU.
     """
-    if getattr(policy, "feature_extraction", "mlp") == "mlp":
+    friendly = getattr(policy, "xla_friendly", None)  # policies with feature extractors say it themselves
+    if friendly is None:
+        friendly = getattr(policy, "feature_extraction", "mlp") == "mlp"
+    if friendly:
         return True
     return bool(tf.config.list_physical_devices("GPU"))
