@@ -242,3 +242,37 @@ def test_cli_trains_plays_and_exports_with_the_zoo_hyperparameters(tmp_path):
     assert main(["enjoy", "--algo", "qrdqn", "--env", "CartPole-v1", "-f", str(tmp_path), "--episodes", "1"]) == 0
     assert main(["export", str(run / "CartPole-v1.zip"), "--format", "savedmodel"]) == 0
     assert (run / "CartPole-v1_savedmodel" / "saved_model.pb").is_file()
+
+
+# ------------------------------------------------------------------------------------------------ Dict observations
+class DictCartPole(gym.ObservationWrapper):
+    """CartPole with its observation split into a Dict (positions, velocities)."""
+
+    def __init__(self):
+        super().__init__(gym.make("CartPole-v1"))
+        high = np.full(2, np.inf, np.float32)
+        self.observation_space = gym.spaces.Dict({"position": gym.spaces.Box(-high, high),
+                                                   "velocity": gym.spaces.Box(-high, high)})
+
+    def observation(self, obs):
+        return {"position": obs[[0, 2]].astype(np.float32), "velocity": obs[[1, 3]].astype(np.float32)}
+
+
+def test_multi_input_policy_learns_saves_and_exports(tmp_path):
+    model = QRDQN("MultiInputPolicy", DictCartPole(), learning_starts=100, train_freq=8, gradient_steps=4,
+                  policy_kwargs=dict(n_quantiles=5, net_arch=[32]), seed=0)
+    assert model.policy_tf.acts_in_numpy  # no image key: the combined features have a NumPy form
+    model.learn(500)
+    env = DictCartPole()
+    obs = {key: np.stack([env.observation_space[key].sample() for _ in range(6)]) for key in ("position", "velocity")}
+    actions, _ = model.predict(obs, deterministic=True)
+    assert actions.shape == (6,)
+    model.save(tmp_path / "dict")
+    loaded = QRDQN.load(tmp_path / "dict")
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], actions)
+    path = model.export(tmp_path / "saved", format="savedmodel")
+    serve = tf.saved_model.load(str(path)).signatures["serving_default"]
+    out = serve(position=tf.constant(obs["position"]), velocity=tf.constant(obs["velocity"]))
+    np.testing.assert_array_equal(out["action"].numpy(), actions)
+    with pytest.raises(ValueError, match="MultiInputPolicy"):
+        QRDQN("MlpPolicy", DictCartPole())

@@ -208,3 +208,21 @@ def test_cli_trains_with_the_zoo_hyperparameters(tmp_path):
     assert model.train_freq == 64 and model.policy_tf.net_arch == [64, 64]
     assert isinstance(model.action_noise, NormalActionNoise)
     assert main(["enjoy", "--algo", "tqc", "--env", "Pendulum-v1", "-f", str(tmp_path), "--episodes", "1"]) == 0
+
+
+# ------------------------------------------------------------------------------------------------ Dict observations
+def test_multi_input_policy_with_an_image_key(tmp_path):
+    from sbtf.common.multi_input_envs import SimpleMultiObsEnv
+
+    model = TQC("MultiInputPolicy", SimpleMultiObsEnv(discrete_actions=False), batch_size=8, learning_starts=20,
+                train_freq=10, gradient_steps=2, policy_kwargs=dict(net_arch=[16], n_quantiles=3,
+                                                                    features_extractor_kwargs=dict(cnn_output_dim=8)),
+                seed=0)
+    assert not model.policy_tf.acts_in_numpy  # the image key's CNN acts through one compiled TF call
+    names = list(model.get_parameters())
+    assert "model/actor/features_extractor/img/c1/w:0" in names and "model/critic/features_extractor/img/c1/w:0" in names
+    model.learn(60)
+    obs = model.get_env().reset()
+    actions, _ = model.predict(obs, deterministic=True)
+    model.save(tmp_path / "dict")
+    np.testing.assert_allclose(TQC.load(tmp_path / "dict").predict(obs, deterministic=True)[0], actions, atol=1e-6)

@@ -18,7 +18,7 @@ from sbtf.common.network_ops import TF_OPS
 from sbtf.common.tf_layers import Dense, NatureCNN, SB2Layer
 
 #: the feature extractors the contrib policies take (``features_extractor_class``), by sb3's class names
-FEATURE_EXTRACTORS = ("FlattenExtractor", "NatureCNN")
+FEATURE_EXTRACTORS = ("FlattenExtractor", "NatureCNN", "CombinedExtractor")
 
 
 def _torch_uniform(fan_in: int):
@@ -108,6 +108,11 @@ def extractor_name(features_extractor_class: Any, default: str) -> str:
         return default
     if features_extractor_class is NatureCNN:
         return "NatureCNN"
+    from sbtf.common import extractors
+
+    for name in FEATURE_EXTRACTORS:
+        if features_extractor_class is getattr(extractors, name, None):
+            return name
     name = features_extractor_class if isinstance(features_extractor_class, str) else \
         getattr(features_extractor_class, "__name__", repr(features_extractor_class))
     if name not in FEATURE_EXTRACTORS:
@@ -116,17 +121,32 @@ def extractor_name(features_extractor_class: Any, default: str) -> str:
     return name
 
 
+class ScopedVariables:
+    """The variables of an extractor under a scope, as ``named_variables()`` pairs (what a policy's parameter list
+    reads)."""
+
+    def __init__(self, scope: str, named: "Dict[str, Any]"):
+        self.scope = scope
+        self._named = named
+
+    def named_variables(self) -> list:
+        return [(f"{self.scope}/{name}", var) for name, var in self._named.items()]
+
+
 class FeaturesExtractor(keras.layers.Layer):
     """
-    sb3's ``FlattenExtractor`` (pre-processed observations, flattened) or ``NatureCNN`` (sbtf's nature CNN: three
-    ReLU convolutions and a 512-unit ReLU layer, ``<scope>/c1..c3, fc1``), on observations pre-processed as sb3
-    does: one-hot for discrete spaces, ``/ 255`` for uint8 images when ``normalize_images``.
+    sb3's ``FlattenExtractor`` (pre-processed observations, flattened), ``NatureCNN`` (sbtf's nature CNN: three
+    ReLU convolutions and a 512-unit ReLU layer, ``<scope>/c1..c3, fc1``) or, for Dict observations,
+    ``CombinedExtractor`` (``sbtf.common.extractors``: a nature CNN per image key, the other keys flattened,
+    concatenated; the observations arrive packed as ``sbtf.common.dict_obs`` rows), on observations pre-processed as
+    sb3 does: one-hot for discrete spaces, ``/ 255`` for uint8 images when ``normalize_images``.
 
     :param scope: the scope of the CNN's variable names
     :param observation_space: the observation space
-    :param kind: ``"FlattenExtractor"`` or ``"NatureCNN"``
+    :param kind: ``"FlattenExtractor"``, ``"NatureCNN"`` or ``"CombinedExtractor"``
     :param normalize_images: divide uint8 images by 255
-    :param features_extractor_kwargs: ``features_dim`` (NatureCNN: 512 only)
+    :param features_extractor_kwargs: NatureCNN: ``features_dim`` (512 only); CombinedExtractor:
+        ``cnn_output_dim``, ``normalized_image``
     """
 
     def __init__(self, scope: str, observation_space: gym.Space, kind: str, normalize_images: bool = True,
@@ -134,9 +154,16 @@ class FeaturesExtractor(keras.layers.Layer):
         super().__init__(name=kwargs.pop("name", scope.replace("/", "__") + "__features"), **kwargs)
         extra = dict(features_extractor_kwargs or {})
         self.kind = kind
+        self.scope = scope
         self.observation_space = observation_space
         self.scale = bool(normalize_images) and is_image_space(observation_space)
         self.cnn = None
+        self.combined = None
+        is_dict = isinstance(observation_space, gym.spaces.Dict)
+        if is_dict != (kind == "CombinedExtractor"):
+            raise ValueError(f"Error: {kind} does not take {type(observation_space).__name__} observations; use "
+                             "MultiInputPolicy (CombinedExtractor) for Dict observations and MlpPolicy / CnnPolicy "
+                             "for the others.")
         if kind == "NatureCNN":
             if not is_image_space(observation_space):
                 raise ValueError(f"Error: NatureCNN (CnnPolicy) needs uint8 image observations (H, W, C), got "
@@ -146,6 +173,15 @@ class FeaturesExtractor(keras.layers.Layer):
             self.cnn = NatureCNN(name=scope.replace("/", "__") + "__cnn")
             for layer in self.cnn.sb2_layers():
                 layer.scope = f"{scope}/{layer.scope}"
+        elif kind == "CombinedExtractor":
+            from sbtf.common.dict_obs import layout_of
+            from sbtf.common.extractors import CombinedExtractor
+
+            self.layout = layout_of(observation_space)
+            self.combined = CombinedExtractor(observation_space, name=scope.replace("/", "__") + "__combined",
+                                              **extra)
+            extra = {}
+            self.scaled_keys = frozenset(self.combined.image_keys) if normalize_images else frozenset()
         if extra:
             raise ValueError(f"Error: unknown features_extractor_kwargs {sorted(extra)} for {kind}.")
 
@@ -154,6 +190,10 @@ class FeaturesExtractor(keras.layers.Layer):
         self.built = True
 
     def ops_call(self, obs, ops):
+        if self.combined is not None:
+            from sbtf.common.dict_obs import preprocess_dict
+
+            return self.combined.ops_call(preprocess_dict(ops, obs, self.layout, self.scaled_keys), ops)
         x = ops.preprocess(obs, self.observation_space, self.scale)
         if self.cnn is not None:
             return ops.layer(self.cnn, x)
@@ -163,6 +203,10 @@ class FeaturesExtractor(keras.layers.Layer):
         return self.ops_call(obs, TF_OPS)
 
     def named_layers(self) -> list:
+        if self.combined is not None:
+            from sbtf.common.extractors import extractor_named_variables
+
+            return [ScopedVariables(self.scope, extractor_named_variables(self.combined))]
         return self.cnn.sb2_layers() if self.cnn is not None else []
 
 
@@ -179,10 +223,5 @@ def actor_critic_arch(net_arch: Union[List[int], Dict[str, List[int]]]) -> Tuple
     return [int(n) for n in net_arch], [int(n) for n in net_arch]
 
 
-def layer_variables(layers: Sequence) -> list:
-    """The variables of SB2-named layers, in order."""
-    return [var for layer in layers for _, var in layer.named_variables()]
-
-
-__all__ = ["FEATURE_EXTRACTORS", "TorchLinear", "Mlp", "FeaturesExtractor", "is_image_space", "extractor_name",
-           "actor_critic_arch", "layer_variables"]
+__all__ = ["FEATURE_EXTRACTORS", "TorchLinear", "Mlp", "FeaturesExtractor", "ScopedVariables", "is_image_space",
+           "extractor_name", "actor_critic_arch"]

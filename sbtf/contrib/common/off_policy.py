@@ -100,6 +100,16 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
         self._current_progress_remaining = 1.0
         self._current_lr = None
 
+    def _check_spaces(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        """Dict observations are taken (``MultiInputPolicy``; the loop sees them packed, see ``VecPackDictObs``)."""
+        if isinstance(observation_space, gym.spaces.Dict):
+            from sbtf.common.dict_obs import layout_of
+            from sbtf.common.input import check_obs_space
+
+            check_obs_space(observation_space, type(self).__name__, allow_dict=True)
+            observation_space = layout_of(observation_space).flat_space
+        super()._check_spaces(observation_space, action_space)
+
     def _check_unsupported(self, replay_buffer_class, replay_buffer_kwargs) -> None:
         """Refuse, with a clear message, sb3 options that sbtf's contrib algorithms do not implement."""
         name = type(self).__name__

@@ -1,4 +1,5 @@
-"""QR-DQN policies (sb3-contrib ``qrdqn/policies.py``) as Keras models: ``MlpPolicy``, ``CnnPolicy``.
+"""QR-DQN policies (sb3-contrib ``qrdqn/policies.py``) as Keras models: ``MlpPolicy``, ``CnnPolicy``,
+``MultiInputPolicy``.
 
 A ``QRDQNPolicy`` holds the quantile network and its target (sb3-contrib's ``quantile_net`` and
 ``quantile_net_target``): features (``FlattenExtractor`` or ``NatureCNN``), then sb3's ``create_mlp`` to
@@ -85,7 +86,7 @@ class QRDQNPolicy(BasePolicy):
         super().__init__(None, observation_space, action_space)
         if not isinstance(action_space, gym.spaces.Discrete):
             raise NotImplementedError(f"Error: QR-DQN policies need a Discrete action space, got {action_space!r}.")
-        check_obs_space(observation_space, "QRDQN")
+        check_obs_space(observation_space, "QRDQN", allow_dict=True)
         extractor = extractor_name(features_extractor_class, self._default_extractor)
         if net_arch is None:
             net_arch = [] if extractor == "NatureCNN" else [64, 64]
@@ -167,6 +168,13 @@ class CnnPolicy(QRDQNPolicy):
     _default_extractor = "NatureCNN"
 
 
-register_policy_base(QRDQNPolicy, {"MlpPolicy": MlpPolicy, "CnnPolicy": CnnPolicy})
+class MultiInputPolicy(QRDQNPolicy):
+    """QRDQN policy for Dict observations (sb3-contrib ``MultiInputPolicy``): ``CombinedExtractor`` features."""
 
-__all__ = ["QuantileNetwork", "QRDQNPolicy", "MlpPolicy", "CnnPolicy"]
+    _default_extractor = "CombinedExtractor"
+
+
+register_policy_base(QRDQNPolicy, {"MlpPolicy": MlpPolicy, "CnnPolicy": CnnPolicy,
+                                   "MultiInputPolicy": MultiInputPolicy})
+
+__all__ = ["QuantileNetwork", "QRDQNPolicy", "MlpPolicy", "CnnPolicy", "MultiInputPolicy"]

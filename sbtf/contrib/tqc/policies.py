@@ -1,4 +1,5 @@
-"""TQC policies (sb3-contrib ``tqc/policies.py``) as Keras models: ``MlpPolicy``, ``CnnPolicy``.
+"""TQC policies (sb3-contrib ``tqc/policies.py``) as Keras models: ``MlpPolicy``, ``CnnPolicy``,
+``MultiInputPolicy``.
 
 A ``TQCPolicy`` holds the actor, the critic and the critic's target (sb3-contrib's ``actor``, ``critic``,
 ``critic_target``):
@@ -132,7 +133,7 @@ class TQCPolicy(BasePolicy):
         super().__init__(None, observation_space, action_space)
         if not isinstance(action_space, gym.spaces.Box):
             raise NotImplementedError(f"Error: TQC policies need a Box action space, got {action_space!r}.")
-        check_obs_space(observation_space, "TQC")
+        check_obs_space(observation_space, "TQC", allow_dict=True)
         if use_sde:
             raise NotImplementedError("Error: gSDE (use_sde=True) is not implemented in sbtf yet; TQC explores with "
                                       "its Gaussian policy (and optional action_noise).")
@@ -234,6 +235,13 @@ class CnnPolicy(TQCPolicy):
     _default_extractor = "NatureCNN"
 
 
-register_policy_base(TQCPolicy, {"MlpPolicy": MlpPolicy, "CnnPolicy": CnnPolicy})
+class MultiInputPolicy(TQCPolicy):
+    """TQC policy for Dict observations (sb3-contrib ``MultiInputPolicy``): ``CombinedExtractor`` features."""
+
+    _default_extractor = "CombinedExtractor"
+
+
+register_policy_base(TQCPolicy, {"MlpPolicy": MlpPolicy, "CnnPolicy": CnnPolicy,
+                                 "MultiInputPolicy": MultiInputPolicy})
 
 __all__ = ["Actor", "Critic", "TQCPolicy", "MlpPolicy", "CnnPolicy", "LOG_STD_MIN", "LOG_STD_MAX"]
