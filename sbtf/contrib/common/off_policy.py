@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import warnings
 from collections import deque
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import gymnasium as gym
 import numpy as np
@@ -154,6 +154,7 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
     # ------------------------------------------------------------------ the learn loop's hooks
     def _learn_start(self, total_timesteps: int) -> None:
         self._lr_fn = get_schedule_fn(self.learning_rate)
+        self._current_lr = float(self._lr_fn(1.0))
         self._total_timesteps = total_timesteps
         self._train_frequency, self._train_unit = parse_train_freq(self.train_freq)
         self._rollout_steps = 0
@@ -167,7 +168,7 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
     def _select_actions(self, obs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """sb3's ``_sample_action``: random actions before ``learning_starts``, else the policy's (plus noise)."""
         n_envs = obs.shape[0]
-        if self.num_timesteps < self.learning_starts and not self._policy_acts_at_warmup():
+        if self.num_timesteps < self.learning_starts:
             unscaled = np.array([self.action_space.sample() for _ in range(n_envs)])
         else:
             unscaled = self._policy_actions(obs, deterministic=False)
@@ -177,10 +178,6 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
                 scaled = np.clip(scaled + self.action_noise(), -1, 1)
             return scaled.astype(np.float32, copy=False), unscale_action(self.action_space, scaled)
         return unscaled, unscaled
-
-    def _policy_acts_at_warmup(self) -> bool:
-        """Whether the policy acts before ``learning_starts`` (TQC's ``use_sde_at_warmup``)."""
-        return False
 
     def _policy_actions(self, obs: np.ndarray, deterministic: bool) -> np.ndarray:
         """The policy's actions (in the env's units) for a batch of observations (exploration included)."""
