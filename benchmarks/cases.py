@@ -350,3 +350,46 @@ _add(Case(
     sbtf=Side("TRPO", dict(_TRPO_SBTF)),
     notes=_TRPO_NOTES,
 ))
+
+
+# --------------------------------------------------------------------------- sb3-contrib: QR-DQN, TQC
+_QRDQN_ZOO_CARTPOLE = dict(
+    learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000, gamma=0.99,
+    target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.16,
+    exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256], n_quantiles=10),
+)
+_add(Case(
+    name="qrdqn_cartpole",
+    description="QR-DQN on CartPole-v1 with the rl-baselines3-zoo hyperparameters (MLP 256x256 ReLU, 10 quantiles, "
+                "128 gradient steps every 256 env steps), one env.",
+    env_id="CartPole-v1",
+    n_envs=1,
+    total_timesteps=50_000,
+    sb3=Side("QRDQN", dict(_QRDQN_ZOO_CARTPOLE), module="sb3_contrib"),
+    sbtf=Side("QRDQN", dict(_QRDQN_ZOO_CARTPOLE), module="sbtf.contrib"),
+    notes=(
+        "Same class name, arguments and defaults on both sides (sbtf.contrib takes sb3-contrib's); both train with "
+        "PyTorch's Adam maths (eps = 0.01 / batch_size, the QR-DQN paper's) and PyTorch's default initialisation.",
+        "sb3-contrib's loop can overshoot `total_timesteps` by up to `train_freq - 1` steps (it finishes the "
+        "rollout); sbtf stops at `total_timesteps`. steps/s is computed from each model's `num_timesteps`.",
+    ),
+))
+
+_TQC_ZOO_PENDULUM = dict(learning_rate=1e-3, train_freq=64, gradient_steps=64,
+                         policy_kwargs=dict(net_arch=[64, 64]))
+_add(Case(
+    name="tqc_pendulum",
+    description="TQC on Pendulum-v1 with the rl-baselines3-zoo hyperparameters without gSDE (MLP 64x64 ReLU, "
+                "2 critics x 25 quantiles, 2 dropped per critic, 64 gradient steps every 64 env steps, "
+                "automatic entropy coefficient), one env.",
+    env_id="Pendulum-v1",
+    n_envs=1,
+    total_timesteps=10_000,
+    sb3=Side("TQC", dict(_TQC_ZOO_PENDULUM), module="sb3_contrib"),
+    sbtf=Side("TQC", dict(_TQC_ZOO_PENDULUM), module="sbtf.contrib"),
+    notes=(
+        "The zoo's Pendulum entry also sets `use_sde=True, log_std_init=-2`; sbtf has no gSDE yet, so both sides "
+        "run without it (Gaussian exploration of the squashed policy, as sb3-contrib's default).",
+        "Same class name, arguments and defaults on both sides (sbtf.contrib takes sb3-contrib's).",
+    ),
+))

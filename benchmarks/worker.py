@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import inspect
 import json
 import os
 import platform
@@ -199,6 +200,8 @@ def _build(lib: str, case, seed: int, threads: int):
         env = make_vec_env(case.env_id, n_envs=case.n_envs, seed=seed, vec_env_cls=DummyVecEnv)
         extra = {"n_cpu_tf_sess": threads}
     cls = getattr(importlib.import_module(side.module_name(lib)), side.algo)
+    if lib == "sbtf" and "n_cpu_tf_sess" not in inspect.signature(cls.__init__).parameters:
+        extra = {}  # sb3-contrib's signature (sbtf.contrib): the threads were limited in _setup_sbtf
     kwargs = dict(side.kwargs)
     if "policy_kwargs" in kwargs:
         kwargs["policy_kwargs"] = _resolve_policy_kwargs(lib, kwargs["policy_kwargs"])

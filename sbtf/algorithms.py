@@ -14,8 +14,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-__all__ = ["ON_POLICY", "OFF_POLICY", "FAMILIES", "NOISE_TYPES", "Algorithm", "ALGORITHMS", "get", "find",
-           "AlgorithmNotAvailableError"]
+__all__ = ["ON_POLICY", "OFF_POLICY", "FAMILIES", "NOISE_TYPES", "Algorithm", "ALGORITHMS", "SB2_ALGORITHMS", "get",
+           "find", "AlgorithmNotAvailableError"]
 
 #: collects rollouts with its current policy, then trains on them (A2C, PPO2, TRPO, ...)
 ON_POLICY = "on-policy"
@@ -47,7 +47,8 @@ class Algorithm:
     :param wraps: the algorithms it wraps (HER: the model classes it can train with hindsight goals)
     :param extends: the algorithm whose constructor receives its ``**kwargs`` (GAIL extends TRPO)
     :param sb2_module: the stable-baselines 2 module that defined the class, below ``stable_baselines``
-        (``ppo1.pposgd_simple``): the path old scripts import and old pickles name
+        (``ppo1.pposgd_simple``): the path old scripts import and old pickles name; empty for the algorithms
+        stable-baselines 2 did not have (sb3-contrib's, in ``sbtf.contrib``)
     """
 
     name: str
@@ -85,6 +86,11 @@ class Algorithm:
     def class_name(self) -> str:
         """The attribute of :attr:`module` that is the class."""
         return self.target.partition(":")[2]
+
+    @property
+    def is_sb2(self) -> bool:
+        """Whether stable-baselines 2 had the algorithm (the legacy package and the SB2 file reader know only these)."""
+        return bool(self.sb2_module)
 
     @property
     def sb2_package(self) -> str:
@@ -127,10 +133,17 @@ ALGORITHMS: Dict[str, Algorithm] = {algo.name: algo for algo in (
     Algorithm("HER", "sbtf.her:HER", OFF_POLICY, wraps=("DQN", "SAC", "DDPG", "TD3"), sb2_module="her.her"),
     Algorithm("PPO1", "sbtf.ppo1:PPO1", ON_POLICY, mpi=True, sb2_module="ppo1.pposgd_simple"),
     Algorithm("PPO2", "sbtf.ppo2:PPO2", schedules=True, sb2_module="ppo2.ppo2", **_ON_POLICY_MULTI_ENV),
+    Algorithm("QRDQN", "sbtf.contrib.qrdqn:QRDQN", OFF_POLICY, multi_env=True, schedules=True),
     Algorithm("SAC", "sbtf.sac:SAC", OFF_POLICY, schedules=True, noise_types=NOISE_TYPES[:2], sb2_module="sac.sac"),
     Algorithm("TD3", "sbtf.td3:TD3", OFF_POLICY, schedules=True, noise_types=NOISE_TYPES[:2], sb2_module="td3.td3"),
+    Algorithm("TQC", "sbtf.contrib.tqc:TQC", OFF_POLICY, multi_env=True, schedules=True,
+              noise_types=NOISE_TYPES[:2]),
     Algorithm("TRPO", "sbtf.trpo_mpi:TRPO", ON_POLICY, mpi=True, sb2_module="trpo_mpi.trpo_mpi"),
 )}
+
+
+#: the algorithms stable-baselines 2 had, by class name (``stable_baselines.<name>``, SB2 files)
+SB2_ALGORITHMS: Dict[str, Algorithm] = {name: algo for name, algo in ALGORITHMS.items() if algo.is_sb2}
 
 
 def find(name: str) -> Optional[Algorithm]:

@@ -29,18 +29,20 @@ def _python(code: str) -> subprocess.CompletedProcess:
 # ------------------------------------------------------------------------------------------------ the registry
 
 def test_every_part_reads_the_one_algorithm_list():
+    sb2_names = ["A2C", "ACER", "ACKTR", "DDPG", "DQN", "GAIL", "HER", "PPO1", "PPO2", "SAC", "TD3", "TRPO"]
+    assert sorted(algorithms.SB2_ALGORITHMS) == sb2_names
     names = sorted(algorithms.ALGORITHMS)
-    assert names == ["A2C", "ACER", "ACKTR", "DDPG", "DQN", "GAIL", "HER", "PPO1", "PPO2", "SAC", "TD3", "TRPO"]
+    assert set(names) - set(sb2_names) >= {"QRDQN", "TQC"}
     assert sorted(set(sbtf.__all__) - {"__version__"}) == names
     assert sorted(cli.ALGOS.values()) == names and cli.ALGOS["trpo"] == "TRPO" and cli.ALGOS["dqn"] == "DQN"
     from sbtf_converters import sb2_algos, sb2_pickle
-    assert sorted(sb2_algos.ALGORITHMS) == names
+    assert sorted(sb2_algos.ALGORITHMS) == sb2_names
     assert sb2_algos.ALGORITHMS["PPO2"].sbtf_module == "sbtf.ppo2"
     assert sb2_pickle.classify_global("stable_baselines.ppo2.ppo2", "PPO2")[0] == "algorithm"
     sys.path.insert(0, str(REPO / "legacy"))
     try:
         import stable_baselines
-        assert sorted(stable_baselines.__all__) == names
+        assert sorted(stable_baselines.__all__) == sb2_names
         paths = stable_baselines._compat.PUBLIC_MODULES
         assert {"ppo1", "ppo1.pposgd_simple", "acer.acer_simple", "deepq.dqn", "gail.model"} <= set(paths)
     finally:
@@ -48,10 +50,11 @@ def test_every_part_reads_the_one_algorithm_list():
 
 
 def test_capabilities_the_command_line_reads():
-    assert cli.MULTI_ENV_ALGOS == {"a2c", "acer", "acktr", "ppo2"}
-    assert cli.OFF_POLICY_ALGOS == {"ddpg", "dqn", "her", "sac", "td3"}
-    assert cli.SCHEDULE_ALGOS == {"ppo2", "sac", "td3"}
-    assert cli.NOISE_ALGOS == {"ddpg", "sac", "td3"}
+    assert cli.MULTI_ENV_ALGOS >= {"a2c", "acer", "acktr", "ppo2", "qrdqn", "tqc"}
+    assert cli.OFF_POLICY_ALGOS >= {"ddpg", "dqn", "her", "sac", "td3", "qrdqn", "tqc"}
+    assert cli.SCHEDULE_ALGOS >= {"ppo2", "sac", "td3", "qrdqn", "tqc"}
+    assert cli.NOISE_ALGOS >= {"ddpg", "sac", "td3", "tqc"}
+    assert not {"dqn", "sac", "td3", "ddpg"} & cli.MULTI_ENV_ALGOS
     assert cli.HER_MODEL_CLASSES == ("dqn", "sac", "ddpg", "td3")
     assert {a.name for a in algorithms.ALGORITHMS.values() if a.mpi} == {"PPO1", "TRPO", "GAIL", "DDPG"}
     assert algorithms.get("GAIL").extends == "TRPO" and algorithms.get("gail") is algorithms.get("GAIL")

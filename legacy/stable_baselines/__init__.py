@@ -22,13 +22,13 @@ __version__ = "2.10.2"
 #: marks the shim (real stable-baselines has no such attribute)
 __sbtf_shim__ = True
 
-_ALGORITHMS = tuple(algorithms.ALGORITHMS)  # sbtf's algorithm registry: the names stable-baselines 2 had
+_ALGORITHMS = tuple(algorithms.SB2_ALGORITHMS)  # sbtf's algorithm registry: the names stable-baselines 2 had
 __all__ = list(_ALGORITHMS)
 
 
 def __getattr__(name: str) -> Any:
     if name in _ALGORITHMS:
-        value = algorithms.ALGORITHMS[name].load()  # ImportError "... not available ..." if missing
+        value = algorithms.SB2_ALGORITHMS[name].load()  # ImportError "... not available ..." if missing
         globals()[name] = value
         return value
     if not name.startswith("__"):

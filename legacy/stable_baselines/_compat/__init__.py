@@ -86,7 +86,7 @@ NOT_PROVIDED: Dict[str, str] = {
 #: public stable-baselines 2.10 module paths (all of them resolve through the hook): the shared modules, each
 #: algorithm's package and the module that defined its class (from sbtf's algorithm registry), and the extras
 PUBLIC_MODULES: List[str] = _SHARED_MODULES + [
-    path for algo in algorithms.ALGORITHMS.values() for path in (algo.sb2_package, algo.sb2_module)
+    path for algo in algorithms.SB2_ALGORITHMS.values() for path in (algo.sb2_package, algo.sb2_module)
 ] + _ALGORITHM_EXTRA_MODULES + SCRIPT_MODULES
 
 #: paths whose sbtf module differs from ``sbtf.<same path>``: candidates, first importable wins

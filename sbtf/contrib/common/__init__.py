@@ -1,0 +1,2 @@
+"""What sbtf's contrib algorithms share: sb3's off-policy schedule on sbtf's loop (``off_policy``), sb3's network
+pieces (``networks``), PyTorch's Adam (``optim``) and the quantile maths of QR-DQN and TQC (``quantiles``)."""
