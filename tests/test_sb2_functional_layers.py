@@ -92,6 +92,11 @@ def test_cnn_extractor_function_trains_saves_and_loads(tmp_path):
     obs = env.reset()
     np.testing.assert_allclose(loaded.action_probability(obs), model.action_probability(obs), atol=1e-6)
     np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+    exported = tf.saved_model.load(loaded.export(str(tmp_path / "exported"), format="savedmodel"))
+    signature = next(iter(exported.signatures.values()))
+    (input_name, spec), = signature.structured_input_signature[1].items()
+    outputs = signature(**{input_name: tf.constant(obs, spec.dtype)})
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), model.action_probability(obs), atol=1e-5)
 
 
 def test_sb2_file_with_a_custom_cnn_extractor_loads_with_the_function(tmp_path):
