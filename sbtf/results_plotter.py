@@ -252,7 +252,7 @@ def plot_learning_curves(groups: LearningCurves, xaxis: str = X_TIMESTEPS, title
             continue
         if len(curves) == 1:
             x_var, y_var = curves[0]
-            axes.scatter(x_var, y_var, s=3, color=color, alpha=0.25, linewidths=0)
+            axes.scatter(x_var, y_var, s=4, color=color, alpha=0.35, linewidths=0)
             axes.plot(x_var, smooth(y_var, window), color=color, label=label)
         else:
             grid, mean, std = mean_std_curve(curves, window)

@@ -315,7 +315,7 @@ def _play(session: PlaySession, args: argparse.Namespace) -> int:
 
 
 register_subcommand("enjoy", run_enjoy, add_enjoy_arguments,
-                    help="play a trained agent (returns, GIF)",
+                    help="play a trained agent (returns, GIF, video)",
                     description="Load a trained agent (and its VecNormalize statistics) and play it: prints each "
-                                "episode's return and their mean +/- std, optionally writes a GIF. With --folder, "
+                                "episode's return and their mean +/- std, optionally writes a GIF or an mp4 video. With --folder, "
                                 "play an rl-baselines-zoo agent folder as the zoo did.")
