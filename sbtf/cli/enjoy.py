@@ -220,8 +220,8 @@ def _open_zoo_folder(args: argparse.Namespace, algo: str, render_mode: Optional[
     agent = open_zoo_agent(args, algo, render_mode=render_mode)
     if agent.atari and render_mode is not None:
         agent.close()
-        raise CLIError("--gif, --video and --render are not available for Atari agents (the DeepMind-wrapped env is made "
-                       "without a render mode)")
+        raise CLIError("--gif, --video and --render are not available for Atari agents (the DeepMind-wrapped env is "
+                       "made without a render mode)")
     return PlaySession(model=agent.model, env=agent.env, model_path=agent.paths.model_path, env_id=agent.env_id,
                        deterministic=agent.deterministic, atari=agent.atari)
 
@@ -317,5 +317,5 @@ def _play(session: PlaySession, args: argparse.Namespace) -> int:
 register_subcommand("enjoy", run_enjoy, add_enjoy_arguments,
                     help="play a trained agent (returns, GIF, video)",
                     description="Load a trained agent (and its VecNormalize statistics) and play it: prints each "
-                                "episode's return and their mean +/- std, optionally writes a GIF or an mp4 video. With --folder, "
-                                "play an rl-baselines-zoo agent folder as the zoo did.")
+                                "episode's return and their mean +/- std, optionally writes a GIF or an mp4 video. "
+                                "With --folder, play an rl-baselines-zoo agent folder as the zoo did.")
