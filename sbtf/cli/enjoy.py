@@ -24,6 +24,10 @@ from sbtf.cli.zoo_folders import ZooRecord, add_zoo_arguments, open_zoo_agent, r
 
 #: frames stacked for Atari agents (the DeepMind setting the zoo used)
 ATARI_FRAME_STACK = 4
+#: steps played without -n and --episodes (the zoo's enjoy.py default)
+DEFAULT_PLAY_STEPS = 1000
+#: with --episodes N and no -n, at most this many steps per episode asked for
+STEPS_PER_EPISODE_CAP = 10000
 
 
 def add_enjoy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,8 +36,9 @@ def add_enjoy_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run number (LOG_FOLDER/<algo>/<ENV_ID>_<N>); 0: the latest (default). With --folder: "
                              "the run of a zoo log folder (ZOO_FOLDER/<algo>/<ENV_ID>_<N>/); default: the "
                              "trained_agents layout")
-    parser.add_argument("-n", "--n-timesteps", type=positive_int, default=1000, metavar="STEPS",
-                        help="maximum number of steps to play (default: 1000)")
+    parser.add_argument("-n", "--n-timesteps", type=positive_int, default=None, metavar="STEPS",
+                        help="maximum number of steps to play (default: {}; with --episodes N: {} x N)".format(
+                            DEFAULT_PLAY_STEPS, STEPS_PER_EPISODE_CAP))
     parser.add_argument("--episodes", type=int, default=None, metavar="N", help="stop after N episodes")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--deterministic", dest="deterministic", action="store_true", default=None,
@@ -144,6 +149,8 @@ def _check_play_arguments(args: argparse.Namespace) -> None:
         _check_video_writer()
     if args.episodes is not None and args.episodes < 1:
         raise CLIError("--episodes must be at least 1, got {}".format(args.episodes))
+    if args.n_timesteps is None:
+        args.n_timesteps = DEFAULT_PLAY_STEPS if args.episodes is None else STEPS_PER_EPISODE_CAP * args.episodes
     if args.folder is not None:
         for flag, given in (("--model", args.model), ("--load-best", args.load_best)):
             if given:
