@@ -4,6 +4,10 @@
 returned nothing); ``figsize`` is an extra keyword with the old size as default. A colour of
 ``COLORS`` that matplotlib does not know (``'lightpurple'``) is drawn as ``'mediumpurple'``, and
 more curves than colours cycle through the list instead of failing.
+
+Beyond stable-baselines: :func:`plot_learning_curves` draws groups of runs (e.g. one algorithm on one env,
+several seeds) as smoothed curves, with the mean and a +/- one standard deviation band over the runs of a group,
+on a figure that does not touch pyplot's state (``sbtf plot`` and the ``learning_curve.png`` of ``sbtf train``).
 """
 from __future__ import annotations
 
@@ -28,7 +32,8 @@ COLORS = [
 
 __all__ = [
     "X_TIMESTEPS", "X_EPISODES", "X_WALLTIME", "POSSIBLE_X_AXES", "EPISODES_WINDOW", "COLORS", "rolling_window",
-    "window_func", "ts2xy", "plot_curves", "plot_results", "load_results", "main",
+    "window_func", "ts2xy", "plot_curves", "plot_results", "load_results", "main", "smooth", "load_curve",
+    "mean_std_curve", "plot_learning_curves", "LearningCurves",
 ]
 
 
@@ -156,6 +161,112 @@ def plot_results(
         tslist.append(timesteps)
     xy_list = [ts2xy(timesteps_item, xaxis) for timesteps_item in tslist]
     return plot_curves(xy_list, xaxis, task_name, figsize=figsize)
+
+
+def smooth(values: Any, window: int) -> np.ndarray:
+    """
+    Moving average over the last ``window`` values (fewer at the start, so the output is as long as the input).
+
+    :param values: (np.ndarray) 1-D values (episode returns)
+    :param window: (int) window length (1: no smoothing)
+    :return: (np.ndarray) float array, same length
+    """
+    values = np.asarray(values, dtype=np.float64).reshape(-1)
+    if window < 1:
+        raise ValueError("the smoothing window must be at least 1, got {}".format(window))
+    if values.size == 0:
+        return values
+    cumsum = np.concatenate([[0.0], np.cumsum(values)])
+    ends = np.arange(1, values.size + 1)
+    starts = np.maximum(ends - window, 0)
+    return (cumsum[ends] - cumsum[starts]) / (ends - starts)
+
+
+def load_curve(folder: str, xaxis: str = X_TIMESTEPS, max_x: Optional[float] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """
+    The learning curve of one run: x (``xaxis``) and the episode returns, from the ``Monitor`` files of ``folder``
+    (all its ``*.monitor.csv``, episodes ordered by the time they ended).
+
+    :param folder: (str) a folder with monitor files (a run folder of ``sbtf train``)
+    :param xaxis: (str) X_TIMESTEPS, X_EPISODES or X_WALLTIME
+    :param max_x: (float) keep only the episodes up to this x
+    :return: (np.ndarray, np.ndarray) x and returns
+    """
+    x_var, y_var = ts2xy(load_results(folder), xaxis)
+    x_var, y_var = np.asarray(x_var, dtype=np.float64), np.asarray(y_var, dtype=np.float64)
+    if max_x is not None:
+        keep = x_var <= max_x
+        x_var, y_var = x_var[keep], y_var[keep]
+    return x_var, y_var
+
+
+def mean_std_curve(curves: Sequence[Tuple[np.ndarray, np.ndarray]], window: int = EPISODES_WINDOW,
+                   n_points: int = 200) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """
+    Smooth each run's curve, interpolate them on a common x grid (the x range every run covers) and return their
+    mean and standard deviation there.
+
+    :param curves: ([(np.ndarray, np.ndarray)]) the (x, returns) of each run (x increasing)
+    :param window: (int) smoothing window (episodes)
+    :param n_points: (int) points of the common grid
+    :return: (np.ndarray, np.ndarray, np.ndarray) grid, mean, std
+    """
+    curves = [(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)) for x, y in curves if len(x) > 0]
+    if not curves:
+        raise ValueError("no episodes to draw")
+    low, high = max(x[0] for x, _ in curves), min(x[-1] for x, _ in curves)
+    grid = np.array([low]) if high <= low else np.linspace(low, high, n_points)
+    stacked = np.stack([np.interp(grid, x, smooth(y, window)) for x, y in curves])
+    return grid, stacked.mean(axis=0), stacked.std(axis=0)
+
+
+#: the curves of ``plot_learning_curves``: (label, [(x, returns) of each run])
+LearningCurves = Sequence[Tuple[str, Sequence[Tuple[np.ndarray, np.ndarray]]]]
+
+_X_LABELS = {X_TIMESTEPS: "Timesteps", X_EPISODES: "Episodes", X_WALLTIME: "Wall time (hours)"}
+
+
+def plot_learning_curves(groups: LearningCurves, xaxis: str = X_TIMESTEPS, title: str = "",
+                         window: int = EPISODES_WINDOW, figsize: Tuple[float, float] = (8, 4.5)) -> Any:
+    """
+    Draw learning curves on a new figure (not registered with pyplot: save it with ``fig.savefig(path)``).
+
+    A group with one run is drawn as its raw episode returns (faint dots) and their moving average; a group with
+    several runs (seeds) as the mean of their smoothed curves with a band of +/- one standard deviation.
+
+    :param groups: ([(str, [(np.ndarray, np.ndarray)])]) a label and the (x, returns) of each run, per group
+    :param xaxis: (str) X_TIMESTEPS, X_EPISODES or X_WALLTIME (the x label)
+    :param title: (str) the figure's title
+    :param window: (int) smoothing window (episodes)
+    :param figsize: (tuple) size in inches
+    :return: (matplotlib.figure.Figure)
+    """
+    from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+
+    fig = Figure(figsize=figsize)
+    axes = fig.add_subplot(1, 1, 1)
+    for index, (label, curves) in enumerate(groups):
+        color = _color(index)
+        curves = [curve for curve in curves if len(curve[0]) > 0]
+        if not curves:
+            continue
+        if len(curves) == 1:
+            x_var, y_var = curves[0]
+            axes.scatter(x_var, y_var, s=4, color=color, alpha=0.35, linewidths=0)
+            axes.plot(x_var, smooth(y_var, window), color=color, label=label)
+        else:
+            grid, mean, std = mean_std_curve(curves, window)
+            axes.plot(grid, mean, color=color, label="{} (mean of {} runs)".format(label, len(curves)))
+            axes.fill_between(grid, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
+    axes.set_xlabel(_X_LABELS.get(xaxis, xaxis))
+    axes.set_ylabel("Episode return (moving average over {} episodes)".format(window) if window > 1
+                    else "Episode return")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(loc="best")
+    fig.tight_layout()
+    return fig
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -876,10 +876,11 @@ def test_vec_check_nan():
 
 def test_vec_video_recorder_npz_fallback(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "gymnasium.utils.save_video", None)  # as without moviepy
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # ... and without the video extra
     venv = DummyVecEnv([functools.partial(_counting, 50, False, "rgb_array") for _ in range(2)])
     recorder = VecVideoRecorder(venv, str(tmp_path), record_video_trigger=lambda step: step == 5, video_length=3)
     recorder.reset()
-    with pytest.warns(UserWarning, match="moviepy is not installed"):
+    with pytest.warns(UserWarning, match="no video library is installed"):
         for _ in range(8):
             recorder.step(np.zeros(2, dtype=np.int64))
     recorder.close()
@@ -905,6 +906,7 @@ def test_vec_video_recorder_uses_gymnasium_save_video(tmp_path, monkeypatch):
     module = types.ModuleType("gymnasium.utils.save_video")
     module.save_video = fake_save_video
     monkeypatch.setitem(sys.modules, "gymnasium.utils.save_video", module)
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # moviepy (through gymnasium) is the fallback writer
     venv = DummyVecEnv([functools.partial(_counting, 50, False, "rgb_array")])
     recorder = VecVideoRecorder(venv, str(tmp_path / "videos"), record_video_trigger=lambda step: False,
                                 video_length=2, name_prefix="clip")

@@ -5,6 +5,8 @@ Subcommands::
     sbtf train --algo ppo2 --env CartPole-v1 [-n TIMESTEPS] [-f logs] [--hyperparams FILE.yml | KEY:VALUE ...] ...
     sbtf enjoy --algo ppo2 --env CartPole-v1 [-f logs] [--exp-id N] [--episodes N] [--gif out.gif] ...
     sbtf enjoy --folder trained_agents/ --algo trpo --env BipedalWalker-v2   (an rl-baselines-zoo folder)
+    sbtf plot -f logs --algo ppo2 a2c --env CartPole-v1 [-x episodes] [-w 50] [-o curves.png]
+    sbtf optimize --algo ppo2 --env CartPole-v1 --n-trials 50 [--sampler tpe] [--pruner median] [--storage URL]
     sbtf convert OLD.pkl NEW.zip ...           (from sbtf_converters, when installed)
     sbtf convert --folder trained_agents/ --algo A --env E -f logs   (a zoo agent as an sbtf run folder)
     sbtf export MODEL.zip --format onnx ...    (from sbtf_converters, when installed)
@@ -13,7 +15,8 @@ Subcommands::
 
 The package, one module per part:
 
-* :mod:`sbtf.cli.train`, :mod:`sbtf.cli.enjoy` -- the two built-in subcommands;
+* :mod:`sbtf.cli.train`, :mod:`sbtf.cli.enjoy`, :mod:`sbtf.cli.plot`, :mod:`sbtf.cli.optimize` -- built-in
+  subcommands (:mod:`sbtf.cli.search_spaces`: the search spaces of ``optimize``);
 * :mod:`sbtf.cli.hyperparams` -- shipped and user hyperparameters, their checks, the model's arguments (what each
   algorithm accepts comes from :mod:`sbtf.algorithms`);
 * :mod:`sbtf.cli.envs` -- env ids, env settings (normalize, frame_stack, env_wrapper, env_kwargs), the VecEnvs;
@@ -55,6 +58,8 @@ from sbtf.cli.zoo_folders import (ZOO_RECORD, ZooRecord, add_zoo_arguments, conv
 # the built-in subcommands register themselves on import, in this order (``sbtf --help`` lists them so)
 from sbtf.cli.train import TrainPlan, plan_training, run_train
 from sbtf.cli.enjoy import make_play_env, run_enjoy
+from sbtf.cli.plot import find_runs, run_plot, save_run_curve
+from sbtf.cli.optimize import run_optimize
 
 __all__ = [
     "main", "build_parser", "CLIError", "Subcommand", "register_subcommand", "registered_subcommands",
@@ -66,6 +71,7 @@ __all__ = [
     "model_kwargs", "her_model_class", "resolve_env", "EnvSettings", "env_settings", "wrapper_class", "make_env",
     "wrap_vec_env", "find_run_dir", "TrainPlan", "plan_training", "run_train", "make_play_env", "run_enjoy",
     "ZOO_RECORD", "ZooRecord", "add_zoo_arguments", "convert_zoo_run", "open_zoo_agent", "read_zoo_record",
+    "find_runs", "run_plot", "save_run_curve", "run_optimize",
 ]
 
 

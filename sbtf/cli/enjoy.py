@@ -24,6 +24,10 @@ from sbtf.cli.zoo_folders import ZooRecord, add_zoo_arguments, open_zoo_agent, r
 
 #: frames stacked for Atari agents (the DeepMind setting the zoo used)
 ATARI_FRAME_STACK = 4
+#: steps played without -n and --episodes (the zoo's enjoy.py default)
+DEFAULT_PLAY_STEPS = 1000
+#: with --episodes N and no -n, at most this many steps per episode asked for
+STEPS_PER_EPISODE_CAP = 10000
 
 
 def add_enjoy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,8 +36,9 @@ def add_enjoy_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run number (LOG_FOLDER/<algo>/<ENV_ID>_<N>); 0: the latest (default). With --folder: "
                              "the run of a zoo log folder (ZOO_FOLDER/<algo>/<ENV_ID>_<N>/); default: the "
                              "trained_agents layout")
-    parser.add_argument("-n", "--n-timesteps", type=positive_int, default=1000, metavar="STEPS",
-                        help="maximum number of steps to play (default: 1000)")
+    parser.add_argument("-n", "--n-timesteps", type=positive_int, default=None, metavar="STEPS",
+                        help="maximum number of steps to play (default: {}; with --episodes N: {} x N)".format(
+                            DEFAULT_PLAY_STEPS, STEPS_PER_EPISODE_CAP))
     parser.add_argument("--episodes", type=int, default=None, metavar="N", help="stop after N episodes")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--deterministic", dest="deterministic", action="store_true", default=None,
@@ -44,6 +49,9 @@ def add_enjoy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gif", default=None, metavar="OUT.gif",
                         help="write the played frames as an animated GIF (the env is made with render_mode="
                              "'rgb_array')")
+    parser.add_argument("--video", default=None, metavar="OUT.mp4",
+                        help="write the played frames as an mp4 video (H.264; needs the video extra: pip install "
+                             "'sbtf[video]'; the env is made with render_mode='rgb_array'); can go with --gif")
     parser.add_argument("--render", action="store_true", help="show the env in a window (render_mode='human')")
     parser.add_argument("--load-best", action="store_true", help="play best_model.zip instead of the final model")
     parser.add_argument("--model", default=None, metavar="PATH",
@@ -54,7 +62,11 @@ def add_enjoy_arguments(parser: argparse.ArgumentParser) -> None:
                               "stacking and deterministic choice")
 
 
-def _write_gif(frames: List[Any], path: str, fps: float) -> None:
+def _write_gif(images: List[Any], path: str, fps: float) -> None:
+    """Write RGB frames (uint8 arrays) as an animated GIF (Pillow, adaptive palette) at ``fps``."""
+    from PIL import Image  # pylint: disable=import-outside-toplevel
+
+    frames = [Image.fromarray(image).convert("P", palette=Image.ADAPTIVE) for image in images]
     # GIF frame durations are in 1/100 s (and viewers slow down anything shorter than 2/100 s)
     duration = 10 * max(int(round(100.0 / fps)), 2)
     folder = os.path.dirname(os.path.abspath(path))
@@ -78,7 +90,7 @@ def make_play_env(env_id: str, stats_dir: str, settings: EnvSettings, seed: Opti
     """
     if atari:
         if render_mode is not None:
-            raise CLIError("--gif and --render are not available for Atari agents (the DeepMind-wrapped env "
+            raise CLIError("--gif, --video and --render are not available for Atari agents (the DeepMind-wrapped env "
                            "is made without a render mode)")
         env = _make_atari_play_env(env_id, seed)
     else:
@@ -130,10 +142,15 @@ class PlaySession:
 
 
 def _check_play_arguments(args: argparse.Namespace) -> None:
-    if args.gif and args.render:
-        raise CLIError("--gif and --render cannot be used together (an env renders in one mode)")
+    if (args.gif or args.video) and args.render:
+        raise CLIError("--{} and --render cannot be used together (an env renders in one mode)".format(
+            "gif" if args.gif else "video"))
+    if args.video:
+        _check_video_writer()
     if args.episodes is not None and args.episodes < 1:
         raise CLIError("--episodes must be at least 1, got {}".format(args.episodes))
+    if args.n_timesteps is None:
+        args.n_timesteps = DEFAULT_PLAY_STEPS if args.episodes is None else STEPS_PER_EPISODE_CAP * args.episodes
     if args.folder is not None:
         for flag, given in (("--model", args.model), ("--load-best", args.load_best)):
             if given:
@@ -141,6 +158,15 @@ def _check_play_arguments(args: argparse.Namespace) -> None:
     elif args.time_feature is not None:
         raise CLIError("--{}time-feature applies to a zoo folder: use it with --folder".format(
             "" if args.time_feature else "no-"))
+
+
+def _check_video_writer() -> None:
+    """Fail before playing when no library can write the mp4 file."""
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    from sbtf.common.vec_env.vec_video_recorder import VIDEO_INSTALL_HINT  # pylint: disable=import-outside-toplevel
+
+    if importlib.util.find_spec("imageio_ffmpeg") is None and importlib.util.find_spec("moviepy") is None:
+        raise CLIError("--video needs a video writer: {}".format(VIDEO_INSTALL_HINT), exit_code=1)
 
 
 def _open_run(args: argparse.Namespace, algo: str, render_mode: Optional[str]) -> PlaySession:
@@ -201,8 +227,8 @@ def _open_zoo_folder(args: argparse.Namespace, algo: str, render_mode: Optional[
     agent = open_zoo_agent(args, algo, render_mode=render_mode)
     if agent.atari and render_mode is not None:
         agent.close()
-        raise CLIError("--gif and --render are not available for Atari agents (the DeepMind-wrapped env is made "
-                       "without a render mode)")
+        raise CLIError("--gif, --video and --render are not available for Atari agents (the DeepMind-wrapped env is "
+                       "made without a render mode)")
     return PlaySession(model=agent.model, env=agent.env, model_path=agent.paths.model_path, env_id=agent.env_id,
                        deterministic=agent.deterministic, atari=agent.atari)
 
@@ -212,7 +238,10 @@ def run_enjoy(args: argparse.Namespace) -> int:
     algo = algo_name(args.algo)
     import_gym_packages(args.gym_packages)
     _check_play_arguments(args)
-    render_mode = "rgb_array" if args.gif else ("human" if args.render else None)
+    recording = bool(args.gif or args.video)
+    render_mode = "rgb_array" if recording else ("human" if args.render else None)
+    if recording and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws the frames off-screen: no window needed
     if args.folder is not None:
         session = _open_zoo_folder(args, algo, render_mode)
     else:
@@ -231,18 +260,17 @@ def _play(session: PlaySession, args: argparse.Namespace) -> int:
         "" if args.episodes is None else " / {} episode(s)".format(args.episodes)))
 
     frames: List[Any] = []
+    recording = bool(args.gif or args.video)
 
     def grab() -> None:
-        from PIL import Image  # pylint: disable=import-outside-toplevel
-        image = env.get_images()[0]
-        frames.append(Image.fromarray(np.asarray(image, dtype=np.uint8)).convert("P", palette=Image.ADAPTIVE))
+        frames.append(np.asarray(env.get_images()[0], dtype=np.uint8))
 
     returns: List[float] = []
     lengths: List[int] = []
     current_return, current_length = 0.0, 0
     try:
         obs = env.reset()
-        if args.gif:
+        if recording:
             grab()
         state = None
         dones = np.zeros((1,), dtype=bool)
@@ -251,7 +279,7 @@ def _play(session: PlaySession, args: argparse.Namespace) -> int:
             obs, rewards, dones, infos = env.step(action)
             current_return += float(np.asarray(rewards).reshape(-1)[0])
             current_length += 1
-            if args.gif:
+            if recording:
                 grab()
             if bool(np.asarray(dones).reshape(-1)[0]):
                 episode = (infos[0] or {}).get("episode") if infos else None
@@ -268,7 +296,7 @@ def _play(session: PlaySession, args: argparse.Namespace) -> int:
     except gymnasium.error.DependencyNotInstalled as exc:
         raise CLIError("cannot render {}: {}".format(env_id, exc), exit_code=1) from exc
     except ValueError as exc:
-        if args.gif and "render" in str(exc):
+        if recording and "render" in str(exc):
             raise CLIError("cannot render {} as images: {}".format(env_id, exc), exit_code=1) from exc
         raise
     finally:
@@ -280,16 +308,21 @@ def _play(session: PlaySession, args: argparse.Namespace) -> int:
     else:
         print("No episode finished within {} steps (return so far: {:.2f})".format(args.n_timesteps,
                                                                                   current_return))
-    if args.gif:
+    if recording:
         metadata = env.get_attr("metadata")[0] or {}
         fps = float(metadata.get("render_fps") or metadata.get("video.frames_per_second") or 30)
-        _write_gif(frames, args.gif, fps)
-        print("Saved a GIF of {} frames to {}".format(len(frames), args.gif))
+        if args.gif:
+            _write_gif(frames, args.gif, fps)
+            print("Saved a GIF of {} frames to {}".format(len(frames), args.gif))
+        if args.video:
+            from sbtf.common.vec_env.vec_video_recorder import write_video  # pylint: disable=import-outside-toplevel
+            write_video(frames, args.video, fps=fps)
+            print("Saved a video of {} frames ({:.0f} fps) to {}".format(len(frames), fps, args.video))
     return 0
 
 
 register_subcommand("enjoy", run_enjoy, add_enjoy_arguments,
-                    help="play a trained agent (returns, GIF)",
+                    help="play a trained agent (returns, GIF, video)",
                     description="Load a trained agent (and its VecNormalize statistics) and play it: prints each "
-                                "episode's return and their mean +/- std, optionally writes a GIF. With --folder, "
-                                "play an rl-baselines-zoo agent folder as the zoo did.")
+                                "episode's return and their mean +/- std, optionally writes a GIF or an mp4 video. "
+                                "With --folder, play an rl-baselines-zoo agent folder as the zoo did.")

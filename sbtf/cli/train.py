@@ -4,8 +4,8 @@ The hyperparameters are merged (shipped defaults, then the ``--hyperparams`` ite
 ``--n-envs``), checked against the algorithm's constructor, and the run is saved into
 ``LOG_FOLDER/<algo>/<ENV_ID>_<run_id>/``: ``<ENV_ID>.zip`` (the model), ``config.yml`` (the final hyperparameters,
 reusable with ``--hyperparams``), ``args.yml`` (the command's arguments), ``vecnormalize.pkl`` (when ``normalize`` is
-on), ``best_model.zip`` + ``evaluations.npz`` (when evaluating), ``checkpoints/`` (with ``--save-freq``) and the
-``Monitor`` files ``<rank>.monitor.csv``.
+on), ``best_model.zip`` + ``evaluations.npz`` (when evaluating), ``checkpoints/`` (with ``--save-freq``), the
+``Monitor`` files ``<rank>.monitor.csv`` and ``learning_curve.png`` (their episode returns, drawn at the end).
 """
 from __future__ import annotations
 
@@ -159,6 +159,21 @@ def _learn(model: Any, n_timesteps: int, callbacks: List[Any], progress: bool, l
     model.learn(n_timesteps, callback=callbacks or None, **kwargs)
 
 
+def _save_learning_curve(run_dir: str, title: str) -> None:
+    """Write ``learning_curve.png`` (a drawing failure is a warning: the trained model is what matters)."""
+    from sbtf.cli.plot import save_run_curve  # pylint: disable=import-outside-toplevel
+
+    try:
+        path = save_run_curve(run_dir, title)
+    except Exception as exc:  # noqa: BLE001 - e.g. a matplotlib problem; the run is saved already
+        print("sbtf: warning: could not draw the learning curve: {}".format(exc_text(exc)), file=sys.stderr)
+        return
+    if path is None:
+        print("No episode finished: no learning curve drawn")
+    else:
+        print("Saved the learning curve to {}".format(path))
+
+
 def run_train(args: argparse.Namespace) -> int:
     """The ``train`` subcommand."""
     plan = plan_training(args)
@@ -252,6 +267,7 @@ def run_train(args: argparse.Namespace) -> int:
             best, os.path.join(run_dir, "evaluations.npz")))
     for env in envs_to_close:
         env.close()
+    _save_learning_curve(run_dir, "{} on {}".format(algo, env_id))
     print("Watch it with: sbtf enjoy --algo {} --env {} -f {} --exp-id {}".format(algo, env_id, args.log_folder,
                                                                                   run_id))
     return exit_code

@@ -286,7 +286,9 @@ class BaseRLModel(ABC):
             if self.verbose >= 1:
                 print(f"Creating environment from the given name {env!r}, wrapped in a DummyVecEnv.")
             env_id = env
-            return DummyVecEnv([lambda: wrap_env(env_id)])
+            from sbtf.common.cmd_util import render_mode_kwargs  # frames for env.render(mode='rgb_array'), as in SB2
+            make_kwargs = render_mode_kwargs(env_id)
+            return DummyVecEnv([lambda: wrap_env(env_id, **make_kwargs)])
         single = wrap_env(env)
         if self.verbose >= 1:
             print("Wrapping the env in a DummyVecEnv.")

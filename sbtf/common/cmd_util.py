@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, Callable, Dict, Optional, Type, Union
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Type, Union
 
 import gymnasium
+from gymnasium.envs.registration import load_env_creator
 
 from sbtf.bench import Monitor
 from sbtf.common.atari_wrappers import make_atari, wrap_deepmind
-from sbtf.common.gym_compat import wrap_env
+from sbtf.common.gym_compat import resolve_env_id, wrap_env
 from sbtf.common.misc_util import mpi_rank_or_zero, set_global_seeds
 from sbtf.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
@@ -20,11 +22,47 @@ def _log_dir() -> Optional[str]:
     return logger.get_dir()
 
 
+def supported_render_modes(env_id: str) -> List[str]:
+    """
+    The render modes a registered env lists in its ``metadata["render_modes"]`` (empty when unknown).
+
+    :param env_id: (str) a gymnasium env id (retired ids are resolved as ``gymnasium.make`` is called by sbtf)
+    :return: (list of str)
+    """
+    try:
+        with warnings.catch_warnings():  # a retired id is reported once, by the make call itself
+            warnings.simplefilter("ignore")
+            spec = gymnasium.spec(resolve_env_id(env_id))
+        creator = spec.entry_point if callable(spec.entry_point) else load_env_creator(spec.entry_point)
+    except Exception:  # noqa: BLE001 - unknown id or broken entry point: gymnasium.make reports it properly
+        return []
+    metadata = getattr(creator, "metadata", None) or {}
+    return list(metadata.get("render_modes", []))
+
+
+def render_mode_kwargs(env_id: Any, env_kwargs: Optional[Dict[str, Any]] = None,
+                       render_mode: Optional[str] = "rgb_array") -> Dict[str, Any]:
+    """
+    ``{"render_mode": render_mode}`` when ``env_id`` is an env id whose env supports that mode and ``env_kwargs`` does
+    not choose one; ``{}`` otherwise. With the default 'rgb_array', ``vec_env.render(mode='rgb_array')`` returns
+    frames as it did in stable-baselines (gymnasium envs only render in the mode they were made with).
+
+    :param env_id: (str or callable) what is being made
+    :param env_kwargs: (dict) the user's keyword arguments for the env
+    :param render_mode: (str) the wanted render mode (None: none)
+    :return: (dict) keyword arguments to add for ``gymnasium.make``
+    """
+    if render_mode is None or not isinstance(env_id, str) or "render_mode" in (env_kwargs or {}):
+        return {}
+    return {"render_mode": render_mode} if render_mode in supported_render_modes(env_id) else {}
+
+
 def make_vec_env(env_id: Union[str, Callable[..., Any]], n_envs: int = 1, seed: Optional[int] = None,
                  start_index: int = 0, monitor_dir: Optional[str] = None,
                  wrapper_class: Optional[Callable[[gymnasium.Env], gymnasium.Env]] = None,
                  env_kwargs: Optional[Dict[str, Any]] = None, vec_env_cls: Optional[Type[VecEnv]] = None,
-                 vec_env_kwargs: Optional[Dict[str, Any]] = None) -> VecEnv:
+                 vec_env_kwargs: Optional[Dict[str, Any]] = None,
+                 render_mode: Optional[str] = "rgb_array") -> VecEnv:
     """
     Create ``n_envs`` envs, each wrapped in a ``Monitor``, in a VecEnv (a ``DummyVecEnv`` unless told otherwise,
     which is usually the fastest).
@@ -41,9 +79,14 @@ def make_vec_env(env_id: Union[str, Callable[..., Any]], n_envs: int = 1, seed: 
     :param env_kwargs: (dict) keyword arguments for the env class (or for ``gymnasium.make`` with an env id)
     :param vec_env_cls: (Type[VecEnv]) the VecEnv class (DummyVecEnv by default)
     :param vec_env_kwargs: (dict) keyword arguments for the VecEnv class
+    :param render_mode: (str) render mode of envs made from an env id, used when the env lists it in its
+        ``metadata["render_modes"]`` and ``env_kwargs`` gives none. The default 'rgb_array' makes
+        ``env.render(mode='rgb_array')`` (stable-baselines' GIF recipe) and ``VecVideoRecorder`` work; it costs
+        nothing until a frame is asked for. None: gymnasium's default (no rendering)
     :return: (VecEnv) the vectorized environment
     """
     env_kwargs = {} if env_kwargs is None else env_kwargs
+    env_kwargs = {**render_mode_kwargs(env_id, env_kwargs, render_mode), **env_kwargs}
     vec_env_kwargs = {} if vec_env_kwargs is None else vec_env_kwargs
 
     def make_env(rank: int) -> Callable[[], gymnasium.Env]:

@@ -1,14 +1,77 @@
-"""Recording videos of the rendered frames of a vectorized environment."""
+"""Recording videos of the rendered frames of a vectorized environment, and :func:`write_video` (mp4 files)."""
 from __future__ import annotations
 
 import json
 import os
 import warnings
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from sbtf.common.vec_env.base_vec_env import VecEnv, VecEnvWrapper
+
+#: what to install for mp4 videos
+VIDEO_INSTALL_HINT = 'pip install "sbtf[video]" (imageio-ffmpeg, which ships its own ffmpeg)'
+
+
+class VideoWriterMissing(ImportError):
+    """Neither imageio-ffmpeg nor moviepy is installed: no library can write an mp4 file."""
+
+
+def _even_frame(frame: np.ndarray, height: int, width: int) -> np.ndarray:
+    """The frame as uint8 RGB, padded (edge pixels repeated) to ``height x width`` (H.264 needs even sizes)."""
+    frame = np.asarray(frame, dtype=np.uint8)
+    if frame.ndim == 2:
+        frame = np.repeat(frame[:, :, None], 3, axis=2)
+    frame = frame[:, :, :3]
+    pad_h, pad_w = height - frame.shape[0], width - frame.shape[1]
+    if pad_h or pad_w:
+        frame = np.pad(frame, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge")
+    return np.ascontiguousarray(frame)
+
+
+def write_video(frames: Sequence[np.ndarray], path: str, fps: float = 30.0) -> str:
+    """
+    Write RGB frames (``(height, width, 3)`` uint8 arrays, all the same size) as an H.264 mp4 video.
+
+    The video is written with imageio-ffmpeg (the ``video`` extra: ``pip install "sbtf[video]"``, which ships its own
+    ffmpeg binary) or, without it, with moviepy through gymnasium's ``save_video``. Odd sizes are padded by one pixel.
+
+    :param frames: (sequence of np.ndarray) the frames
+    :param path: (str) the output file (``.mp4``); its folder is created if needed
+    :param fps: (float) frames per second
+    :return: (str) the path written
+    :raises VideoWriterMissing: neither imageio-ffmpeg nor moviepy is installed
+    """
+    if len(frames) == 0:
+        raise ValueError("write_video: no frames to write to {}".format(path))
+    first = np.asarray(frames[0])
+    height, width = first.shape[0] + first.shape[0] % 2, first.shape[1] + first.shape[1] % 2
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    try:
+        import imageio_ffmpeg  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        imageio_ffmpeg = None
+    if imageio_ffmpeg is not None:
+        writer = imageio_ffmpeg.write_frames(path, (width, height), fps=float(fps), codec="libx264",
+                                             pix_fmt_out="yuv420p", macro_block_size=1, ffmpeg_log_level="error")
+        writer.send(None)  # start ffmpeg
+        try:
+            for frame in frames:
+                writer.send(_even_frame(frame, height, width))
+        finally:
+            writer.close()
+        return path
+    try:
+        from gymnasium.utils.save_video import save_video  # pylint: disable=import-outside-toplevel
+    except ImportError as exc:  # gymnasium raises DependencyNotInstalled (an ImportError) without moviepy
+        raise VideoWriterMissing("no library to write the video {}: {}".format(path, VIDEO_INSTALL_HINT)) from exc
+    stem = os.path.splitext(os.path.basename(path))[0]
+    save_video([_even_frame(frame, height, width) for frame in frames], folder, episode_trigger=lambda episode: True,
+               name_prefix=stem, episode_index=0, fps=fps)
+    os.replace(os.path.join(folder, "{}-episode-0.mp4".format(stem)), path)
+    return path
 
 
 class VecVideoRecorder(VecEnvWrapper):
@@ -17,9 +80,9 @@ class VecVideoRecorder(VecEnvWrapper):
 
     Frames are ``venv.render(mode='rgb_array')`` (the images of all envs, tiled), so the envs must be made with
     ``render_mode='rgb_array'``. A recording starts at ``reset()`` and whenever ``record_video_trigger(step_id)`` is
-    True, and lasts ``video_length`` steps. Videos are written with gymnasium's video utilities (they need moviepy:
-    ``pip install moviepy``); without moviepy the frames are saved as ``<name>.npz`` (array ``frames``, shape
-    ``(n_frames, height, width, 3)``, plus ``fps``) and a warning says so.
+    True, and lasts ``video_length`` steps. Videos are mp4 files written by :func:`write_video` (imageio-ffmpeg, the
+    ``video`` extra: ``pip install "sbtf[video]"``; or moviepy); without either the frames are saved as
+    ``<name>.npz`` (array ``frames``, shape ``(n_frames, height, width, 3)``, plus ``fps``) and a warning says so.
 
     :param venv: (VecEnv or VecEnvWrapper)
     :param video_folder: (str) the folder the videos are written to (created if needed)
@@ -110,20 +173,12 @@ class VecVideoRecorder(VecEnvWrapper):
         base_path = os.path.join(self.video_folder, self.video_name)
         meta: Dict[str, Any] = {"step_id": self.video_start_step, "n_frames": len(self.frames), "fps": self.fps}
         try:
-            from gymnasium.utils.save_video import save_video
-        except ImportError:  # gymnasium raises DependencyNotInstalled (an ImportError) without moviepy
-            save_video = None
-        if save_video is not None:
-            save_video(list(self.frames), self.video_folder, episode_trigger=lambda episode: True,
-                       name_prefix=self.video_name, episode_index=0, fps=self.fps)
-            written = os.path.join(self.video_folder, "{}-episode-0.mp4".format(self.video_name))
-            path = base_path + ".mp4"
-            os.replace(written, path)
-        else:
+            path = write_video(self.frames, base_path + ".mp4", fps=self.fps)
+        except VideoWriterMissing:
             path = base_path + ".npz"
             np.savez_compressed(path, frames=np.stack(self.frames), fps=self.fps)
-            warnings.warn("VecVideoRecorder: moviepy is not installed, so the frames were saved as {} (array "
-                          "'frames') instead of an mp4 video; `pip install moviepy` to get videos".format(path))
+            warnings.warn("VecVideoRecorder: no video library is installed, so the frames were saved as {} (array "
+                          "'frames') instead of an mp4 video; {} to get videos".format(path, VIDEO_INSTALL_HINT))
         meta["path"] = path
         with open(base_path + ".meta.json", "w") as file_handler:
             json.dump(meta, file_handler)

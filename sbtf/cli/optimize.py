@@ -1,0 +1,230 @@
+"""``sbtf optimize``: tune an algorithm's hyperparameters on an env with Optuna, as rl-baselines-zoo's
+``train.py --optimize`` did.
+
+Each trial samples hyperparameters from the zoo's search space of the algorithm (:mod:`sbtf.cli.search_spaces`) on
+top of the shipped ones (and the ``--hyperparams`` overrides), trains for ``-n`` timesteps and is evaluated
+``--n-evaluations`` times on a separate env; each evaluation's mean return is reported to Optuna, whose pruner may
+stop a poor trial early. The trial's value is its last evaluation. With ``--storage`` (e.g. ``sqlite:///study.db``)
+and ``--study-name`` a study is resumable: the same command later adds trials to it. At the end the best
+hyperparameters are written as a YAML file that ``sbtf train --hyperparams FILE`` takes, next to a CSV of all trials.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from typing import Any, Dict, List, Optional
+
+import yaml
+
+from sbtf.cli.errors import CLIError, exc_text
+from sbtf.cli.hyperparams import algo_name, model_kwargs, positive_int
+from sbtf.cli.plugins import register_subcommand
+from sbtf.cli.runs import safe_name
+from sbtf.cli.search_spaces import HYPERPARAMS_SAMPLER, SEARCHABLE_ALGOS, sample_her_params
+
+SAMPLERS = ("tpe", "random")
+PRUNERS = ("median", "halving", "none")
+#: name of the YAML file of the best hyperparameters, in the output folder
+BEST_FILE = "best_hyperparams.yml"
+
+
+def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
+    from sbtf.cli.runs import add_common_arguments  # pylint: disable=import-outside-toplevel
+
+    add_common_arguments(parser)
+    parser.add_argument("-n", "--n-timesteps", type=positive_int, default=None, metavar="TIMESTEPS",
+                        help="timesteps per trial (default: n_timesteps of the shipped hyperparameters)")
+    parser.add_argument("--hyperparams", nargs="+", default=[], metavar="FILE_OR_KEY:VALUE",
+                        help="fixed overrides applied before sampling (as for sbtf train)")
+    parser.add_argument("--n-envs", type=int, default=None, metavar="N", help="override n_envs")
+    parser.add_argument("--n-trials", type=positive_int, default=10, metavar="N",
+                        help="trials to run in this call (default: 10)")
+    parser.add_argument("--n-jobs", type=positive_int, default=1, metavar="N",
+                        help="trials run in parallel threads (default: 1)")
+    parser.add_argument("--sampler", default="tpe", choices=SAMPLERS, help="Optuna sampler (default: tpe)")
+    parser.add_argument("--pruner", default="median", choices=PRUNERS, help="Optuna pruner (default: median)")
+    parser.add_argument("--n-startup-trials", type=int, default=5, metavar="N",
+                        help="trials sampled at random before TPE and the median pruner start (default: 5)")
+    parser.add_argument("--n-evaluations", type=positive_int, default=20, metavar="N",
+                        help="evaluations per trial, the points where a trial can be pruned (default: 20)")
+    parser.add_argument("--eval-episodes", type=positive_int, default=5, metavar="N",
+                        help="episodes per evaluation (default: 5)")
+    parser.add_argument("--storage", default=None, metavar="URL",
+                        help="Optuna storage, e.g. sqlite:///study.db: the study is kept there and resumed by the "
+                             "next call with the same --study-name (default: in memory)")
+    parser.add_argument("--study-name", default=None, metavar="NAME",
+                        help="study name (default: <algo>_<ENV_ID>)")
+    parser.add_argument("-o", "--output-dir", default=None, metavar="DIR",
+                        help="where best_hyperparams.yml and trials.csv go (default: LOG_FOLDER/<algo>/"
+                             "optimize_<ENV_ID>)")
+    parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
+                        help="0: only the result; 1: one line per trial (default); 2: training output too")
+
+
+def _import_optuna() -> Any:
+    try:
+        import optuna  # pylint: disable=import-outside-toplevel
+    except ImportError as exc:
+        raise CLIError("sbtf optimize needs Optuna: pip install 'sbtf[optimize]'", exit_code=1) from exc
+    return optuna
+
+
+def make_sampler(optuna: Any, name: str, n_startup_trials: int, seed: int) -> Any:
+    """The Optuna sampler called ``name`` ('tpe' or 'random')."""
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.TPESampler(n_startup_trials=n_startup_trials, seed=seed)
+
+
+def make_pruner(optuna: Any, name: str, n_startup_trials: int, n_evaluations: int) -> Any:
+    """The Optuna pruner called ``name``: the zoo's settings ('median', 'halving') or none."""
+    if name == "halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=4, min_early_stopping_rate=0)
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=n_startup_trials, n_warmup_steps=n_evaluations // 3)
+    return optuna.pruners.NopPruner()
+
+
+def sample_hyperparams(trial: Any, algo: str, hyperparams: Dict[str, Any]) -> Dict[str, Any]:
+    """The hyperparameters a trial samples (HER: from its ``model_class``'s space)."""
+    if algo == "her":
+        return sample_her_params(trial, str(hyperparams.get("model_class", "sac")).lower())
+    return HYPERPARAMS_SAMPLER[algo](trial)
+
+
+class _TrialEvalCallbackFactory:
+    """Builds the evaluation callback that reports to a trial and stops training when Optuna prunes it."""
+
+    @staticmethod
+    def build(trial: Any, eval_env: Any, n_eval_episodes: int, eval_freq: int) -> Any:
+        from sbtf.common.callbacks import EvalCallback  # pylint: disable=import-outside-toplevel
+
+        class TrialEvalCallback(EvalCallback):
+            """``EvalCallback`` that reports each evaluation's mean return to an Optuna trial and stops the training
+            when the trial should be pruned."""
+
+            def __init__(self) -> None:
+                super().__init__(eval_env, n_eval_episodes=n_eval_episodes, eval_freq=eval_freq, deterministic=True,
+                                 verbose=0)
+                self.eval_idx = 0
+                self.is_pruned = False
+
+            def _on_step(self) -> bool:
+                if self.eval_freq > 0 and self.n_calls % self.eval_freq == 0:
+                    super()._on_step()
+                    self.eval_idx += 1
+                    trial.report(self.last_mean_reward, self.eval_idx)
+                    if trial.should_prune():
+                        self.is_pruned = True
+                        return False
+                return True
+
+        return TrialEvalCallback()
+
+
+def run_optimize(args: argparse.Namespace) -> int:
+    """The ``optimize`` subcommand."""
+    from sbtf.cli.envs import make_env, wrap_vec_env  # pylint: disable=import-outside-toplevel
+    from sbtf.cli.hyperparams import default_policy, is_number  # pylint: disable=import-outside-toplevel
+    from sbtf.cli.train import dump_yaml, plain, plan_training  # pylint: disable=import-outside-toplevel
+
+    algo = algo_name(args.algo)
+    if algo not in SEARCHABLE_ALGOS:
+        raise CLIError("no search space for {} (sbtf optimize tunes: {})".format(algo, ", ".join(SEARCHABLE_ALGOS)))
+    optuna = _import_optuna()
+    plan = plan_training(args)
+    env_id, base = plan.env_id, dict(plan.hyperparams)
+    if plan.n_timesteps < args.n_evaluations:
+        raise CLIError("-n ({}) must be at least --n-evaluations ({})".format(plan.n_timesteps, args.n_evaluations))
+    eval_freq = max(plan.n_timesteps // args.n_evaluations // plan.n_envs, 1)
+    output_dir = args.output_dir or os.path.join(args.log_folder, algo, "optimize_{}".format(plan.name))
+    study_name = args.study_name or "{}_{}".format(algo, plan.name)
+    if args.verbose < 2:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    def objective(trial: Any) -> float:
+        sampled = sample_hyperparams(trial, algo, base)
+        hyperparams = {**base, **sampled}
+        trial.set_user_attr("hyperparams", plain(sampled))
+        envs: List[Any] = []
+        try:
+            venv = make_env(env_id, plan.n_envs, args.seed + 10 * trial.number, plan.settings)
+            envs.append(venv)
+            gamma = hyperparams.get("gamma")
+            train_env = wrap_vec_env(venv, plan.settings, gamma=gamma if is_number(gamma) else None)
+            eval_venv = make_env(env_id, 1, args.seed + 10 * trial.number + 1000, plan.settings)
+            envs.append(eval_venv)
+            eval_env = wrap_vec_env(eval_venv, plan.settings, training=False)
+            if "policy" not in hyperparams:
+                hyperparams["policy"] = default_policy(train_env.observation_space)
+            kwargs = model_kwargs(algo, hyperparams, train_env.action_space, plan.model_class)
+            policy = kwargs.pop("policy")
+            model = plan.algo_class(policy, venv.envs[0] if algo == "her" else train_env,
+                                    verbose=1 if args.verbose >= 2 else 0, seed=args.seed, **kwargs)
+            callback = _TrialEvalCallbackFactory.build(trial, eval_env, args.eval_episodes, eval_freq)
+            model.learn(plan.n_timesteps, callback=callback)
+        except (ValueError, TypeError, AssertionError, FloatingPointError, CLIError) as exc:
+            # sampled values that the algorithm refuses or that diverge (NaN): not a result
+            if args.verbose >= 1:
+                print("Trial {}: failed ({}), counted as pruned".format(trial.number, exc_text(exc)))
+            raise optuna.TrialPruned() from exc
+        finally:
+            for env in envs:
+                env.close()
+        value = float(callback.last_mean_reward)
+        if callback.is_pruned:
+            if args.verbose >= 1:
+                print("Trial {}: pruned after {} evaluation(s) (last mean return {:.2f})".format(
+                    trial.number, callback.eval_idx, value))
+            raise optuna.TrialPruned()
+        if not math.isfinite(value):
+            raise optuna.TrialPruned()
+        if args.verbose >= 1:
+            print("Trial {}: mean return {:.2f} with {}".format(trial.number, value, plain(sampled)))
+        return value
+
+    try:
+        study = optuna.create_study(study_name=study_name, storage=args.storage, load_if_exists=True,
+                                    direction="maximize",
+                                    sampler=make_sampler(optuna, args.sampler, args.n_startup_trials, args.seed),
+                                    pruner=make_pruner(optuna, args.pruner, args.n_startup_trials,
+                                                       args.n_evaluations))
+    except Exception as exc:  # noqa: BLE001 - a bad storage URL or a study of another direction: one line
+        raise CLIError("cannot open the study {!r} in {}: {}".format(study_name, args.storage or "memory",
+                                                                    exc_text(exc))) from exc
+    previous = len(study.trials)
+    print("Optimizing {} on {}: {} trial(s) of {} timesteps, sampler {}, pruner {}, study {!r}{}".format(
+        algo, env_id, args.n_trials, plan.n_timesteps, args.sampler, args.pruner, study_name,
+        " ({} earlier trial(s) in {})".format(previous, args.storage) if previous else ""))
+    try:
+        study.optimize(objective, n_trials=args.n_trials, n_jobs=args.n_jobs)
+    except KeyboardInterrupt:
+        print("Interrupted: writing the results of the finished trials.")
+
+    complete = [trial for trial in study.trials if trial.state == optuna.trial.TrialState.COMPLETE]
+    pruned = [trial for trial in study.trials if trial.state == optuna.trial.TrialState.PRUNED]
+    print("Trials in the study: {} ({} complete, {} pruned)".format(len(study.trials), len(complete), len(pruned)))
+    os.makedirs(output_dir, exist_ok=True)
+    study.trials_dataframe().to_csv(os.path.join(output_dir, "trials.csv"), index=False)
+    if not complete:
+        raise CLIError("no trial completed (all were pruned or failed): try more trials, a larger -n or "
+                       "--pruner none", exit_code=1)
+    best = study.best_trial
+    best_path = os.path.join(output_dir, BEST_FILE)
+    best_hyperparams = {key: value for key, value in base.items() if key not in ("n_timesteps",)}
+    best_hyperparams.update(best.user_attrs.get("hyperparams", {}))
+    dump_yaml(best_hyperparams, best_path)
+    print("Best trial: {} (mean return {:.2f})".format(best.number, best.value))
+    print("  " + yaml.safe_dump(plain(best.user_attrs.get("hyperparams", {})), default_flow_style=False,
+                                sort_keys=True).rstrip().replace("\n", "\n  "))
+    print("Saved the best hyperparameters to {}".format(best_path))
+    print("Train with them: sbtf train --algo {} --env {} --hyperparams {}".format(algo, env_id, best_path))
+    return 0
+
+
+register_subcommand("optimize", run_optimize, add_optimize_arguments,
+                    help="tune hyperparameters with Optuna (the rl-baselines-zoo's search spaces)",
+                    description="Tune an algorithm's hyperparameters on an env with Optuna: sampled from the "
+                                "rl-baselines-zoo's search space, pruned through periodic evaluations, resumable "
+                                "with --storage; the best ones are written as a YAML for sbtf train --hyperparams.")
