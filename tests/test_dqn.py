@@ -50,6 +50,10 @@ def randomize_parameters(model, scale: float = 0.2) -> None:
     model._on_parameters_loaded()
 
 
+#: stable-baselines3's replay buffer arguments, after SB2's
+SB3_REPLAY_ARGS = ["replay_buffer_class", "replay_buffer_kwargs", "optimize_memory_usage"]
+
+
 def test_constructor_matches_sb2_signature():
     params = inspect.signature(DQN.__init__).parameters
     expected = dict(gamma=0.99, learning_rate=5e-4, buffer_size=50000, exploration_fraction=0.1,
@@ -59,7 +63,7 @@ def test_constructor_matches_sb2_signature():
                     prioritized_replay_eps=1e-6, param_noise=False, n_cpu_tf_sess=None, verbose=0,
                     tensorboard_log=None, _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False,
                     seed=None)
-    assert list(params)[3:] == list(expected)
+    assert list(params)[3:] == list(expected) + SB3_REPLAY_ARGS
     for name, default in expected.items():
         assert params[name].default == default, name
     assert inspect.signature(DQN.predict).parameters["deterministic"].default is True

@@ -1,7 +1,5 @@
 """HerReplayBuffer (SB3's goal relabelling when sampling) on DQN, SAC, TD3, DDPG; replay_buffer_class /
 replay_buffer_kwargs / optimize_memory_usage."""
-import os
-
 import numpy as np
 import pytest
 

@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer  # noqa: F401 (SB2 imported it from here)
 from sbtf.common.distributions import softmax_np
 from sbtf.common.fast_call import TrainStep
 from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, OffPolicyAlgorithm, learn_doc
