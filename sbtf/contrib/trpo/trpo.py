@@ -12,13 +12,14 @@ as it is; this one is ``sbtf.contrib.TRPO``.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Dict, Optional
 
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common import model_schema as ms
+from sbtf.common import model_schema as ms, save_util
 from sbtf.common.base_class import SetVerbosity
 from sbtf.common.cg import conjugate_gradient_tf
 from sbtf.common.fast_call import TrainStep
@@ -113,6 +114,21 @@ class TRPO(Sb3OnPolicyAlgorithm):
         super().__init__(policy, env, n_steps=n_steps, gamma=gamma, gae_lambda=gae_lambda,
                          stats_window_size=stats_window_size, tensorboard_log=tensorboard_log,
                          policy_kwargs=policy_kwargs, verbose=verbose, seed=seed, _init_setup_model=_init_setup_model)
+
+    # ------------------------------------------------------------------ files: named by the command-line name
+    #: the algorithm name written in (and required of) model files: ``TRPO`` is stable-baselines 2's
+    FILE_ALGO_NAME = "trpo_contrib"
+
+    def save(self, save_path, cloudpickle: bool = False) -> None:
+        """Save the model to a zip file (as every sbtf model; the file names the algorithm ``trpo_contrib``)."""
+        if cloudpickle:
+            warnings.warn("save(cloudpickle=True) is not supported: sbtf writes its safe zip format instead.")
+        save_util.save_to_zip(save_path, self._get_save_data(), self.get_parameters(),
+                              meta={"algo": self.FILE_ALGO_NAME})
+
+    @classmethod
+    def _accepted_algos(cls) -> tuple:
+        return (cls.FILE_ALGO_NAME,)
 
     # ------------------------------------------------------------------ setup
     def _make_policy(self, n_env: int, n_steps: int, n_batch: Optional[int]) -> ActorCriticPolicy:
