@@ -193,3 +193,13 @@ def test_no_retracing_after_warm_up(trained):
     assert before == 1
     trained.learn(128, reset_num_timesteps=False)
     assert step.n_traces == before
+
+
+@pytest.mark.slow
+def test_multidiscrete_learns_to_the_top_with_masks():
+    def make():
+        return InvalidActionEnvMultiDiscrete(dims=[10, 10], n_invalid_actions=10)
+
+    model = MaskablePPO("MlpPolicy", make(), n_steps=512, gamma=0.4, seed=0).learn(30_000)
+    mean_reward, _ = masked_evaluate(model, make(), n_eval_episodes=10, warn=False)
+    assert mean_reward >= 95, mean_reward
