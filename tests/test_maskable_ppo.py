@@ -60,6 +60,9 @@ def test_masked_log_prob_and_entropy_match_sb3_contrib_maths(space):
     np.testing.assert_allclose(dist.entropy_tf(tf.constant(logits), tf.constant(masks)), ref_entropy, rtol=1e-5,
                                atol=1e-5)
     np.testing.assert_allclose(dist.log_prob_np(logits, flat_actions, masks), ref_log_prob, rtol=1e-5, atol=1e-5)
+    for deterministic in (False, True):  # the acting path's one-pass actions and log-probabilities
+        acted, acted_log_prob = dist.act_np(logits, masks, rng, deterministic)
+        np.testing.assert_allclose(acted_log_prob, dist.log_prob_np(logits, acted, masks), rtol=1e-5, atol=1e-5)
     # a masked choice has probability zero
     probs = dist.probabilities_np(logits, masks)
     assert np.all(probs[~masks] == 0.0)

@@ -152,6 +152,25 @@ class MaskableDistribution:
         return np.stack([scores[:, s:s + n].argmax(axis=-1) for s, n in zip(self._offsets, self.action_dims)],
                         axis=-1).astype(np.int64)
 
+    def act_np(self, logits: np.ndarray, masks: Optional[np.ndarray], rng: np.random.Generator,
+               deterministic: bool = False):
+        """Actions (sampled, or the mode) and their log-probabilities in one pass over the masked logits (NumPy).
+
+        :return: (actions int64, log-probabilities float32)
+        """
+        masked = self._masked_np(logits, masks)
+        if deterministic:
+            scores = masked
+        else:
+            scores = masked - np.log(-np.log(rng.uniform(np.finfo(np.float32).tiny, 1.0, masked.shape)))
+        actions = self._argmax_groups(scores)
+        if self.discrete:
+            top = masked.max(axis=-1, keepdims=True)
+            log_norm = top[:, 0] + np.log(np.exp(masked - top).sum(axis=-1))
+            log_prob = masked[np.arange(len(masked)), actions] - log_norm
+            return actions, log_prob.astype(np.float32)
+        return actions, self.log_prob_np(logits, actions, masks)
+
     def log_prob_np(self, logits: np.ndarray, actions: np.ndarray, masks: Optional[np.ndarray] = None) -> np.ndarray:
         """Log-probabilities of ``actions`` under the masked distribution (NumPy, float32)."""
         groups = self.masked_log_softmax_np(logits, masks)

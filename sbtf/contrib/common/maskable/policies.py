@@ -133,11 +133,8 @@ class MaskableActorCriticPolicy(ActorCriticPolicy):
         """
         logits, values = self._logits_values(obs)
         masks = None if action_masks is None else self.dist.check_masks(action_masks, logits.shape[0])
-        if deterministic:
-            actions = self.dist.mode_np(logits, masks)
-        else:
-            actions = self.dist.sample_np(logits, masks, self.np_random)
-        return actions, values, -self.dist.log_prob_np(logits, actions, masks)
+        actions, log_prob = self.dist.act_np(logits, masks, self.np_random, deterministic)
+        return actions, values, -log_prob
 
     def step(self, obs, state=None, mask=None, deterministic=False):
         actions, values, neglogp = self.step_masked(obs, None, deterministic)
