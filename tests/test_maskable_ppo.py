@@ -190,6 +190,16 @@ def test_export_takes_the_mask_and_equals_predict(trained, tmp_path):
     assert np.all(out["probabilities"].numpy()[~masks] == 0.0)
 
 
+def test_onnx_export_takes_the_mask(trained, tmp_path):
+    pytest.importorskip("tf2onnx", reason="the ONNX export needs tf2onnx: pip install 'sbtf[export]'")
+    ort = pytest.importorskip("onnxruntime", reason="ONNX checks need onnxruntime: pip install 'sbtf[export]'")
+    obs, masks = _obs_and_masks(16, seed=2)
+    session = ort.InferenceSession(trained.export(str(tmp_path / "maskable.onnx"), format="onnx"))
+    assert [i.name for i in session.get_inputs()] == ["observation", "action_masks"]
+    action = session.run(["action"], {"observation": obs.astype(np.int32), "action_masks": masks})[0]
+    np.testing.assert_array_equal(action, trained.predict(obs, deterministic=True, action_masks=masks)[0])
+
+
 def test_no_retracing_after_warm_up(trained):
     step = trained._train_step
     before = step.n_traces
