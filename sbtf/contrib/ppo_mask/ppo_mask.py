@@ -41,7 +41,7 @@ class MaskablePPO(Sb3OnPolicyAlgorithm):
         ``action_masks()``
     :param learning_rate: (float or callable) the learning rate, or a function of the remaining progress (1 -> 0)
     :param n_steps: (int) steps per environment per update (the rollout is ``n_steps * n_envs``)
-    :param batch_size: (int) minibatch size
+    :param batch_size: (int) minibatch size (None: the whole rollout)
     :param n_epochs: (int) number of passes over the rollout per update
     :param gamma: (float) discount factor
     :param gae_lambda: (float) factor of the Generalized Advantage Estimator
@@ -99,7 +99,7 @@ class MaskablePPO(Sb3OnPolicyAlgorithm):
 
     def setup_model(self):
         with SetVerbosity(self.verbose):
-            if self.batch_size is None or self.batch_size < 2 and self.normalize_advantage:
+            if self.normalize_advantage and self.batch_size is not None and self.batch_size < 2:
                 raise ValueError("`batch_size` must be greater than 1 (the advantages are normalised per minibatch); "
                                  f"got {self.batch_size}. See https://github.com/DLR-RM/stable-baselines3/issues/440")
             self.n_batch = self.n_envs * self.n_steps
@@ -159,7 +159,7 @@ class MaskablePPO(Sb3OnPolicyAlgorithm):
         policy = self.policy_tf
         dist = policy.dist
         n_batch = int(self.n_batch)
-        batch_size = min(int(self.batch_size), n_batch)
+        batch_size = n_batch if self.batch_size is None else min(int(self.batch_size), n_batch)
         n_minibatches = -(-n_batch // batch_size)
         even = n_batch % batch_size == 0
         n_epochs = int(self.n_epochs)
