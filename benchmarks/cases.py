@@ -42,6 +42,8 @@ class Side:
     module: Optional[str] = None
     action_noise: Optional[Tuple[str, float]] = None
     learn_kwargs: dict = field(default_factory=dict)
+    #: the env class as "module:Class" when the env is not a registered id (each library's own test env)
+    env_entry: Optional[str] = None
 
     def module_name(self, lib: str) -> str:
         return self.module or DEFAULT_MODULES[lib]
@@ -54,6 +56,7 @@ class Side:
             "kwargs": self.kwargs,
             "action_noise": list(self.action_noise) if self.action_noise else None,
             "learn_kwargs": self.learn_kwargs,
+            "env_entry": self.env_entry,
         }
 
     def call_string(self, lib: str) -> str:
@@ -78,6 +81,12 @@ class Case:
     sb3: Side
     notes: Tuple[str, ...] = ()
     eval_episodes: int = 10
+    #: keyword arguments of the env (both sides)
+    env_kwargs: dict = field(default_factory=dict)
+    #: VecNormalize keyword arguments (both sides wrap the training env; evaluation normalises with its statistics)
+    normalize: Optional[dict] = None
+    #: the env has action_masks(): evaluation passes them to predict (MaskablePPO)
+    masked: bool = False
 
     def side(self, lib: str) -> Side:
         return {"sbtf": self.sbtf, "sb3": self.sb3}[lib]
@@ -93,6 +102,9 @@ class Case:
             "sbtf": self.sbtf.to_dict("sbtf"),
             "sb3": self.sb3.to_dict("sb3"),
             "notes": list(self.notes),
+            "env_kwargs": self.env_kwargs,
+            "normalize": self.normalize,
+            "masked": self.masked,
         }
 
 
@@ -392,4 +404,52 @@ _add(Case(
         "run without it (Gaussian exploration of the squashed policy, as sb3-contrib's default).",
         "Same class name, arguments and defaults on both sides (sbtf.contrib takes sb3-contrib's).",
     ),
+))
+
+# ---------------------------------------------------------------------------------------------------------------
+# sb3-contrib algorithms (sbtf.contrib) against sb3-contrib 2.9.2, same constructor arguments on both sides
+_add(Case(
+    name="ppo_mask_invalid_actions",
+    description="MaskablePPO on the invalid-action identity env (Discrete(20), 10 actions invalid at each step), one "
+                "env, sb3-contrib's defaults but n_steps=512; MLP 64x64 tanh, separate policy and value networks.",
+    env_id="InvalidActionEnvDiscrete",
+    env_kwargs=dict(dim=20, n_invalid_actions=10),
+    masked=True,
+    n_envs=1,
+    total_timesteps=20_480,
+    sb3=Side("MaskablePPO", dict(n_steps=512), module="sb3_contrib",
+             env_entry="sb3_contrib.common.envs:InvalidActionEnvDiscrete"),
+    sbtf=Side("MaskablePPO", dict(n_steps=512), module="sbtf.contrib",
+              env_entry="sbtf.contrib.common.maskable.envs:InvalidActionEnvDiscrete"),
+    notes=("Each side uses its own InvalidActionEnvDiscrete (same maths; sb3-contrib's draws the invalid actions "
+           "with NumPy's global generator, sbtf's with the env's seeded one).",
+           "The evaluation passes the env's action masks to predict on both sides."),
+))
+_add(Case(
+    name="ars_pendulum",
+    description="ARS on Pendulum-v1 with the rl-baselines3-zoo hyperparameters (MlpPolicy net_arch=[16], "
+                "learning_rate=0.018, n_delta=4, n_top=1, delta_std=0.1, observations normalised online), one env; "
+                "100k of the zoo's 5M steps.",
+    env_id="Pendulum-v1",
+    normalize=dict(norm_obs=True, norm_reward=False),
+    n_envs=1,
+    total_timesteps=100_000,
+    sb3=Side("ARS", dict(learning_rate=0.018, n_delta=4, n_top=1, delta_std=0.1,
+                         policy_kwargs=dict(net_arch=[16])), module="sb3_contrib"),
+    sbtf=Side("ARS", dict(learning_rate=0.018, n_delta=4, n_top=1, delta_std=0.1,
+                          policy_kwargs=dict(net_arch=[16])), module="sbtf.contrib"),
+    notes=("Both sides evaluate the candidates one after the other on the one env (sb3-contrib without AsyncEval; "
+           "sbtf with n_envs=1). sbtf spreads candidates over the envs of a VecEnv when it has several.",),
+))
+_add(Case(
+    name="trpo_contrib_pendulum",
+    description="TRPO with sb3-contrib's arguments on Pendulum-v1, the rl-baselines3-zoo hyperparameters without "
+                "gSDE (n_envs=2, n_steps=1024, gamma=0.9, n_critic_updates=15), MLP 64x64 tanh.",
+    env_id="Pendulum-v1",
+    n_envs=2,
+    total_timesteps=100_000,
+    sb3=Side("TRPO", dict(n_steps=1024, gamma=0.9, n_critic_updates=15), module="sb3_contrib"),
+    sbtf=Side("TRPO", dict(n_steps=1024, gamma=0.9, n_critic_updates=15), module="sbtf.contrib"),
+    notes=("The zoo's entry uses gSDE (use_sde=True, sde_sample_freq=4); sbtf's TRPO has no gSDE, so both sides "
+           "run without it.",),
 ))

@@ -185,20 +185,32 @@ def _make_action_noise(lib: str, spec, action_space):
     return getattr(module, cls_name)(mean=np.zeros(n_actions), sigma=float(sigma) * np.ones(n_actions))
 
 
+def _env_maker(case, side):
+    """What ``make_vec_env`` gets: the env id, or the library's own env class (``Side.env_entry``)."""
+    if not side.env_entry:
+        return case.env_id
+    module_name, _, attr = side.env_entry.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
 def _build(lib: str, case, seed: int, threads: int):
     side = case.side(lib)
+    maker = _env_maker(case, side)
+    env_kwargs = dict(case.env_kwargs) or None
     if lib == "sb3":
         from stable_baselines3.common.env_util import make_vec_env
-        from stable_baselines3.common.vec_env import DummyVecEnv
+        from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-        env = make_vec_env(case.env_id, n_envs=case.n_envs, seed=seed, vec_env_cls=DummyVecEnv)
+        env = make_vec_env(maker, n_envs=case.n_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs)
         extra = {"device": "cpu"}
     else:
         from sbtf.common import make_vec_env
-        from sbtf.common.vec_env import DummyVecEnv
+        from sbtf.common.vec_env import DummyVecEnv, VecNormalize
 
-        env = make_vec_env(case.env_id, n_envs=case.n_envs, seed=seed, vec_env_cls=DummyVecEnv)
-        extra = {"n_cpu_tf_sess": threads}
+        env = make_vec_env(maker, n_envs=case.n_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs)
+        extra = {"n_cpu_tf_sess": threads} if side.module_name(lib) == "sbtf" else {}
+    if case.normalize:
+        env = VecNormalize(env, **case.normalize)
     cls = getattr(importlib.import_module(side.module_name(lib)), side.algo)
     if lib == "sbtf" and "n_cpu_tf_sess" not in inspect.signature(cls.__init__).parameters:
         extra = {}  # sb3-contrib's signature (sbtf.contrib): the threads were limited in _setup_sbtf
@@ -212,12 +224,19 @@ def _build(lib: str, case, seed: int, threads: int):
     return model, env
 
 
-def evaluate(model, env_id: str, n_episodes: int, seed: int) -> dict:
-    """Deterministic evaluation on a fresh, plain gymnasium env; the same loop for both libraries."""
+def evaluate(model, env_id: str, n_episodes: int, seed: int, case=None, side=None, train_env=None) -> dict:
+    """Deterministic evaluation on a fresh, plain gymnasium env; the same loop for both libraries (observations
+    normalised with the training env's statistics when the case normalises; the env's action masks passed to predict
+    when the case is masked)."""
     import gymnasium as gym
     import numpy as np
 
-    env = gym.make(env_id)
+    maker = _env_maker(case, side) if case is not None else env_id
+    env = maker(**case.env_kwargs) if callable(maker) else gym.make(env_id)
+    normalizer = train_env if case is not None and case.normalize else None
+    if normalizer is not None:
+        normalizer.training = False
+    masked = case is not None and case.masked
     is_box = isinstance(env.action_space, gym.spaces.Box)
     is_discrete = isinstance(env.action_space, gym.spaces.Discrete)
     returns, lengths = [], []
@@ -229,7 +248,11 @@ def evaluate(model, env_id: str, n_episodes: int, seed: int) -> dict:
             obs, _ = env.reset()
         done, total, length = False, 0.0, 0
         while not done:
-            action, _ = model.predict(obs, deterministic=True)
+            model_obs = normalizer.normalize_obs(obs) if normalizer is not None else obs
+            if masked:
+                action, _ = model.predict(model_obs, deterministic=True, action_masks=np.asarray(env.action_masks()))
+            else:
+                action, _ = model.predict(model_obs, deterministic=True)
             if is_discrete:
                 action = int(np.asarray(action).reshape(-1)[0])
             elif is_box:
@@ -296,7 +319,8 @@ def run(lib: str, case_name: str, seed: int, threads: int, total_timesteps=None)
         "import_seconds": import_seconds,
         "construct_seconds": construct_seconds,
     }
-    result.update(evaluate(model, case.env_id, case.eval_episodes, seed + EVAL_SEED_OFFSET))
+    result.update(evaluate(model, case.env_id, case.eval_episodes, seed + EVAL_SEED_OFFSET, case=case, side=side,
+                           train_env=env))
     result["threads_in_effect"] = _threads_in_effect(lib)
     result["versions"] = versions
     env.close()

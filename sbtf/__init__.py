@@ -16,11 +16,14 @@ _native_logs.install()
 
 __version__ = "0.1.0"
 
-__all__ = sorted(algorithms.ALGORITHMS) + ["__version__"]
+#: the sb3-contrib algorithms offered at top level (``sbtf.MaskablePPO``; those whose name SB2 uses stay in contrib)
+_CONTRIB_TOP_LEVEL = {algo.name: algo for algo in algorithms.CONTRIB_ALGORITHMS.values() if algo.top_level}
+
+__all__ = sorted(algorithms.ALGORITHMS) + sorted(_CONTRIB_TOP_LEVEL) + ["__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    algorithm = algorithms.ALGORITHMS.get(name)
+    algorithm = algorithms.ALGORITHMS.get(name) or _CONTRIB_TOP_LEVEL.get(name)
     if algorithm is None:
         raise AttributeError(f"module 'sbtf' has no attribute {name!r}")
     value = algorithm.load()
@@ -29,4 +32,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(algorithms.ALGORITHMS))
+    return sorted(list(globals()) + list(algorithms.ALGORITHMS) + list(_CONTRIB_TOP_LEVEL))

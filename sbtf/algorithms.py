@@ -14,8 +14,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-__all__ = ["ON_POLICY", "OFF_POLICY", "FAMILIES", "NOISE_TYPES", "Algorithm", "ALGORITHMS", "SB2_ALGORITHMS", "get",
-           "find", "AlgorithmNotAvailableError"]
+__all__ = ["ON_POLICY", "OFF_POLICY", "FAMILIES", "NOISE_TYPES", "Algorithm", "ALGORITHMS", "SB2_ALGORITHMS",
+           "CONTRIB_ALGORITHMS", "all_algorithms", "get", "find", "AlgorithmNotAvailableError"]
 
 #: collects rollouts with its current policy, then trains on them (A2C, PPO2, TRPO, ...)
 ON_POLICY = "on-policy"
@@ -49,6 +49,8 @@ class Algorithm:
     :param sb2_module: the stable-baselines 2 module that defined the class, below ``stable_baselines``
         (``ppo1.pposgd_simple``): the path old scripts import and old pickles name; empty for the algorithms
         stable-baselines 2 did not have (sb3-contrib's, in ``sbtf.contrib``)
+    :param cli: the command-line name when it is not the lower-cased class name (sb3-contrib's ``ppo_mask``)
+    :param top_level: ``from sbtf import <name>`` gives it (False for a contrib class whose name SB2 already uses)
     """
 
     name: str
@@ -62,6 +64,8 @@ class Algorithm:
     wraps: Tuple[str, ...] = ()
     extends: Optional[str] = None
     sb2_module: str = ""
+    cli: str = ""
+    top_level: bool = True
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -75,7 +79,7 @@ class Algorithm:
     @property
     def cli_name(self) -> str:
         """The name on the command line (``sbtf train --algo ppo2``)."""
-        return self.name.lower()
+        return self.cli or self.name.lower()
 
     @property
     def module(self) -> str:
@@ -120,7 +124,7 @@ class Algorithm:
 
 _ON_POLICY_MULTI_ENV = dict(family=ON_POLICY, multi_env=True)
 
-#: every algorithm, by class name (alphabetical)
+#: stable-baselines 2's algorithms, by class name (alphabetical); sb3-contrib's are in CONTRIB_ALGORITHMS
 ALGORITHMS: Dict[str, Algorithm] = {algo.name: algo for algo in (
     Algorithm("A2C", "sbtf.a2c:A2C", lr_schedule_argument=True, sb2_module="a2c.a2c", **_ON_POLICY_MULTI_ENV),
     Algorithm("ACER", "sbtf.acer:ACER", lr_schedule_argument=True, sb2_module="acer.acer_simple",
@@ -133,11 +137,8 @@ ALGORITHMS: Dict[str, Algorithm] = {algo.name: algo for algo in (
     Algorithm("HER", "sbtf.her:HER", OFF_POLICY, wraps=("DQN", "SAC", "DDPG", "TD3"), sb2_module="her.her"),
     Algorithm("PPO1", "sbtf.ppo1:PPO1", ON_POLICY, mpi=True, sb2_module="ppo1.pposgd_simple"),
     Algorithm("PPO2", "sbtf.ppo2:PPO2", schedules=True, sb2_module="ppo2.ppo2", **_ON_POLICY_MULTI_ENV),
-    Algorithm("QRDQN", "sbtf.contrib.qrdqn:QRDQN", OFF_POLICY, multi_env=True, schedules=True),
     Algorithm("SAC", "sbtf.sac:SAC", OFF_POLICY, schedules=True, noise_types=NOISE_TYPES[:2], sb2_module="sac.sac"),
     Algorithm("TD3", "sbtf.td3:TD3", OFF_POLICY, schedules=True, noise_types=NOISE_TYPES[:2], sb2_module="td3.td3"),
-    Algorithm("TQC", "sbtf.contrib.tqc:TQC", OFF_POLICY, multi_env=True, schedules=True,
-              noise_types=NOISE_TYPES[:2]),
     Algorithm("TRPO", "sbtf.trpo_mpi:TRPO", ON_POLICY, mpi=True, sb2_module="trpo_mpi.trpo_mpi"),
 )}
 
@@ -146,13 +147,41 @@ ALGORITHMS: Dict[str, Algorithm] = {algo.name: algo for algo in (
 SB2_ALGORITHMS: Dict[str, Algorithm] = {name: algo for name, algo in ALGORITHMS.items() if algo.is_sb2}
 
 
+#: the sb3-contrib algorithms (``sbtf.contrib``), by command-line name: not stable-baselines 2 classes (no SB2
+#: module; the legacy package and the SB2 reader do not list them). Top-level ``sbtf.<name>`` where SB2 has no such
+#: class; sb3-contrib's TRPO is ``sbtf.contrib.TRPO`` / ``--algo trpo_contrib`` (``sbtf.TRPO`` stays SB2's).
+CONTRIB_ALGORITHMS: Dict[str, Algorithm] = {algo.cli_name: algo for algo in (
+    Algorithm("ARS", "sbtf.contrib.ars:ARS", ON_POLICY, multi_env=True, schedules=True),
+    Algorithm("QRDQN", "sbtf.contrib.qrdqn:QRDQN", OFF_POLICY, multi_env=True, schedules=True),
+    Algorithm("TQC", "sbtf.contrib.tqc:TQC", OFF_POLICY, multi_env=True, schedules=True,
+              noise_types=NOISE_TYPES[:2]),
+    Algorithm("MaskablePPO", "sbtf.contrib.ppo_mask:MaskablePPO", ON_POLICY, multi_env=True, schedules=True,
+              cli="ppo_mask"),
+    Algorithm("TRPO", "sbtf.contrib.trpo:TRPO", ON_POLICY, multi_env=True, schedules=True, cli="trpo_contrib",
+              top_level=False),
+)}
+
+
+def all_algorithms() -> Tuple[Algorithm, ...]:
+    """Every algorithm: stable-baselines 2's (:data:`ALGORITHMS`), then the contrib ones (:data:`CONTRIB_ALGORITHMS`)."""
+    return tuple(ALGORITHMS.values()) + tuple(CONTRIB_ALGORITHMS.values())
+
+
 def find(name: str) -> Optional[Algorithm]:
-    """The algorithm named ``name`` (class name ``PPO2`` or command-line name ``ppo2``), or None."""
+    """
+    The algorithm named ``name`` (class name ``PPO2`` or command-line name ``ppo2``, ``ppo_mask``), or None. A class
+    name that SB2 and sb3-contrib share (``TRPO``) is SB2's; the contrib one is found by its command-line name.
+    """
     if not isinstance(name, str):
         return None
     found = ALGORITHMS.get(name)
+    key = name.strip().lower()
     if found is None:
-        found = next((algo for algo in ALGORITHMS.values() if algo.cli_name == name.strip().lower()), None)
+        found = next((algo for algo in ALGORITHMS.values() if algo.cli_name == key), None)
+    if found is None:
+        found = CONTRIB_ALGORITHMS.get(key)
+    if found is None:
+        found = next((algo for algo in CONTRIB_ALGORITHMS.values() if algo.top_level and algo.name == name), None)
     return found
 
 
@@ -164,5 +193,6 @@ def get(name: str) -> Algorithm:
     """
     found = find(name)
     if found is None:
-        raise KeyError(f"unknown algorithm {name!r}; sbtf has {', '.join(ALGORITHMS)}")
+        raise KeyError(f"unknown algorithm {name!r}; sbtf has {', '.join(ALGORITHMS)} and "
+                       f"{', '.join(a.cli_name for a in CONTRIB_ALGORITHMS.values())} (contrib)")
     return found

@@ -32,9 +32,13 @@ def test_every_part_reads_the_one_algorithm_list():
     sb2_names = ["A2C", "ACER", "ACKTR", "DDPG", "DQN", "GAIL", "HER", "PPO1", "PPO2", "SAC", "TD3", "TRPO"]
     assert sorted(algorithms.SB2_ALGORITHMS) == sb2_names
     names = sorted(algorithms.ALGORITHMS)
-    assert set(names) - set(sb2_names) >= {"QRDQN", "TQC"}
-    assert sorted(set(sbtf.__all__) - {"__version__"}) == names
-    assert sorted(cli.ALGOS.values()) == names and cli.ALGOS["trpo"] == "TRPO" and cli.ALGOS["dqn"] == "DQN"
+    assert names == ["A2C", "ACER", "ACKTR", "DDPG", "DQN", "GAIL", "HER", "PPO1", "PPO2", "SAC", "TD3", "TRPO"]
+    contrib_top_level = sorted(a.name for a in algorithms.CONTRIB_ALGORITHMS.values() if a.top_level)
+    assert contrib_top_level == ["ARS", "MaskablePPO", "QRDQN", "TQC"]  # sb3-contrib's TRPO stays sbtf.contrib.TRPO
+    assert sorted(set(sbtf.__all__) - {"__version__"}) == sorted(names + contrib_top_level)
+    assert sorted(name for cli_name, name in cli.ALGOS.items() if cli_name not in algorithms.CONTRIB_ALGORITHMS) \
+        == names and cli.ALGOS["trpo"] == "TRPO" and cli.ALGOS["dqn"] == "DQN"
+    assert cli.ALGOS["ppo_mask"] == "MaskablePPO" and algorithms.get("trpo_contrib").module == "sbtf.contrib.trpo"
     from sbtf_converters import sb2_algos, sb2_pickle
     assert sorted(sb2_algos.ALGORITHMS) == sb2_names
     assert sb2_algos.ALGORITHMS["PPO2"].sbtf_module == "sbtf.ppo2"
@@ -50,9 +54,9 @@ def test_every_part_reads_the_one_algorithm_list():
 
 
 def test_capabilities_the_command_line_reads():
-    assert cli.MULTI_ENV_ALGOS >= {"a2c", "acer", "acktr", "ppo2", "qrdqn", "tqc"}
+    assert cli.MULTI_ENV_ALGOS == {"a2c", "acer", "acktr", "ppo2"} | set(algorithms.CONTRIB_ALGORITHMS)
     assert cli.OFF_POLICY_ALGOS >= {"ddpg", "dqn", "her", "sac", "td3", "qrdqn", "tqc"}
-    assert cli.SCHEDULE_ALGOS >= {"ppo2", "sac", "td3", "qrdqn", "tqc"}
+    assert cli.SCHEDULE_ALGOS == {"ppo2", "sac", "td3"} | set(algorithms.CONTRIB_ALGORITHMS)
     assert cli.NOISE_ALGOS >= {"ddpg", "sac", "td3", "tqc"}
     assert not {"dqn", "sac", "td3", "ddpg"} & cli.MULTI_ENV_ALGOS
     assert cli.HER_MODEL_CLASSES == ("dqn", "sac", "ddpg", "td3")

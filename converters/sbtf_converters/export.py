@@ -204,15 +204,21 @@ def _obs_spec(policy) -> Any:
 
 
 def _graph_from_method(model: Any) -> ExportGraph:
+    """``model._export_outputs(observation, **extra)``; ``model._export_extra_inputs()`` (when defined) names the
+    extra inputs as ``{name: (shape, dtype)}`` (MaskablePPO's ``action_masks``)."""
     policy = model.policy_tf
+    inputs = OrderedDict(observation=_obs_spec(policy))
+    extra = getattr(model, "_export_extra_inputs", None)
+    for name, (shape, dtype) in (extra() if callable(extra) else {}).items():
+        inputs[name] = _spec(shape, dtype, name)
 
-    def outputs(observation):
-        result = model._export_outputs(observation)  # pylint: disable=protected-access
+    def outputs(observation, **more):
+        result = model._export_outputs(observation, **more)  # pylint: disable=protected-access
         if not isinstance(result, Mapping) or "action" not in result:
             raise ExportError(f"{type(model).__name__}._export_outputs must return a dict with an 'action' entry")
         return OrderedDict([("action", result["action"])] + [(k, v) for k, v in result.items() if k != "action"])
 
-    return ExportGraph(OrderedDict(observation=_obs_spec(policy)), outputs,
+    return ExportGraph(inputs, outputs,
                        {"action": "the deterministic action (as predict(deterministic=True))"},
                        {"action": f"{type(model).__name__}._export_outputs"})
 

@@ -8,10 +8,11 @@ It plays an sbtf run folder (``LOG_FOLDER/<algo>/<ENV_ID>_<N>``, or ``--model PA
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import yaml
 
@@ -274,8 +275,10 @@ def _play(session: PlaySession, args: argparse.Namespace) -> int:
             grab()
         state = None
         dones = np.zeros((1,), dtype=bool)
+        read_masks = _action_mask_reader(model, env)
         for _ in range(args.n_timesteps):
-            action, state = model.predict(obs, state=state, mask=dones, deterministic=session.deterministic)
+            extra = {} if read_masks is None else {"action_masks": read_masks()}
+            action, state = model.predict(obs, state=state, mask=dones, deterministic=session.deterministic, **extra)
             obs, rewards, dones, infos = env.step(action)
             current_return += float(np.asarray(rewards).reshape(-1)[0])
             current_length += 1
@@ -326,3 +329,14 @@ register_subcommand("enjoy", run_enjoy, add_enjoy_arguments,
                     description="Load a trained agent (and its VecNormalize statistics) and play it: prints each "
                                 "episode's return and their mean +/- std, optionally writes a GIF or an mp4 video. "
                                 "With --folder, play an rl-baselines-zoo agent folder as the zoo did.")
+
+
+
+def _action_mask_reader(model: Any, env: Any) -> Optional[Callable[[], np.ndarray]]:
+    """For a model whose ``predict`` takes ``action_masks`` (MaskablePPO) on an env that has them: a function that
+    reads the env's current masks; else None."""
+    if "action_masks" not in inspect.signature(model.predict).parameters:
+        return None
+    from sbtf.contrib.common.maskable.utils import get_action_masks, is_masking_supported  # pylint: disable=C0415
+
+    return (lambda: get_action_masks(env)) if is_masking_supported(env) else None

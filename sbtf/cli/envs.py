@@ -23,6 +23,9 @@ VEC_NORMALIZE_KEYS = ("norm_obs", "norm_reward", "clip_obs", "clip_reward", "gam
 #: envs that sbtf itself provides, registered with gymnasium by the command: id -> entry point
 SBTF_ENVS: Dict[str, str] = {
     "BitFlippingEnv-v0": "sbtf.common.bit_flipping_env:BitFlippingEnv",
+    "InvalidActionEnvDiscrete-v0": "sbtf.contrib.common.maskable.envs:InvalidActionEnvDiscrete",
+    "InvalidActionEnvMultiDiscrete-v0": "sbtf.contrib.common.maskable.envs:InvalidActionEnvMultiDiscrete",
+    "InvalidActionEnvMultiBinary-v0": "sbtf.contrib.common.maskable.envs:InvalidActionEnvMultiBinary",
 }
 
 

@@ -26,16 +26,16 @@ from sbtf.common.schedules import SampledSchedule
 from sbtf.cli.errors import CLIError, exc_text
 
 
-#: CLI algorithm name -> attribute of the ``sbtf`` package (SB2 class names).
-ALGOS: Dict[str, str] = {algo.cli_name: algo.name for algo in algorithms.ALGORITHMS.values()}
+#: CLI algorithm name -> class name (SB2 class names, then the contrib ones: ``ppo_mask`` -> ``MaskablePPO``).
+ALGOS: Dict[str, str] = {algo.cli_name: algo.name for algo in algorithms.all_algorithms()}
 #: algorithms that collect experience from several envs at once (the others take exactly one env)
-MULTI_ENV_ALGOS = frozenset(algo.cli_name for algo in algorithms.ALGORITHMS.values() if algo.multi_env)
+MULTI_ENV_ALGOS = frozenset(algo.cli_name for algo in algorithms.all_algorithms() if algo.multi_env)
 #: off-policy algorithms (deterministic actions are the sensible default when playing them)
 OFF_POLICY_ALGOS = frozenset(algo.cli_name for algo in algorithms.ALGORITHMS.values()
                              if algo.family == algorithms.OFF_POLICY)
 #: algorithms whose learning_rate (and, for ppo2, cliprange / cliprange_vf) may be a schedule ('lin_<value>')
-SCHEDULE_ALGOS = frozenset(algo.cli_name for algo in algorithms.ALGORITHMS.values() if algo.schedules)
-SCHEDULE_KEYS = ("learning_rate", "cliprange", "cliprange_vf")
+SCHEDULE_ALGOS = frozenset(algo.cli_name for algo in algorithms.all_algorithms() if algo.schedules)
+SCHEDULE_KEYS = ("learning_rate", "cliprange", "cliprange_vf", "clip_range", "clip_range_vf", "delta_std")
 #: algorithms that take action noise (noise_type / noise_std)
 NOISE_ALGOS = frozenset(algo.cli_name for algo in algorithms.ALGORITHMS.values() if algo.noise_types)
 NOISE_TYPES = algorithms.NOISE_TYPES

@@ -1,5 +1,5 @@
-"""sbtf.contrib: the sb3-contrib algorithms on sbtf's core (``from sbtf.contrib import TQC`` reads like
-``from sb3_contrib import TQC``).
+"""sbtf.contrib: the sb3-contrib algorithms on sbtf's core (``from sbtf.contrib import TQC, MaskablePPO`` reads like
+``from sb3_contrib import TQC, MaskablePPO``).
 
 Names are imported lazily from the table below (importing ``sbtf.contrib`` imports no TensorFlow).
 """
@@ -12,6 +12,9 @@ from typing import Any, Dict
 _LAZY_NAMES: Dict[str, str] = {
     "QRDQN": "sbtf.contrib.qrdqn:QRDQN",
     "TQC": "sbtf.contrib.tqc:TQC",
+    "ARS": "sbtf.contrib.ars:ARS",
+    "MaskablePPO": "sbtf.contrib.ppo_mask:MaskablePPO",
+    "TRPO": "sbtf.contrib.trpo:TRPO",
 }
 
 __all__ = sorted(_LAZY_NAMES)

@@ -1,0 +1,112 @@
+"""TRPO with sb3-contrib's arguments (sbtf.contrib.TRPO): defaults, learning CartPole, the trust region, the shared
+Fisher-vector product, files (distinct from SB2's TRPO), export and no retracing."""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import sbtf
+from sbtf.common.evaluation import evaluate_policy
+from sbtf.common.file_errors import WrongAlgorithmError
+from sbtf.common.fisher import hessian_vector_product
+from sbtf.common.vec_env import DummyVecEnv
+from sbtf.contrib import TRPO
+from sbtf.contrib.trpo.trpo import sb3_policy_kwargs_to_sb2
+
+
+def test_sb3_contrib_defaults_and_names():
+    model = TRPO("MlpPolicy", "CartPole-v1", _init_setup_model=False)
+    assert (model.learning_rate, model.n_steps, model.batch_size, model.gamma, model.cg_max_steps, model.cg_damping,
+            model.line_search_shrinking_factor, model.line_search_max_iter, model.n_critic_updates,
+            model.gae_lambda, model.normalize_advantage, model.target_kl, model.sub_sampling_factor) == (
+        1e-3, 2048, 128, 0.99, 15, 0.1, 0.8, 10, 10, 0.95, True, 0.01, 1)
+    assert sbtf.TRPO is not TRPO and sbtf.algorithms.get("trpo_contrib").load() is TRPO
+    assert sbtf.algorithms.get("trpo").load() is sbtf.TRPO
+
+
+def test_sb3_policy_kwargs():
+    assert sb3_policy_kwargs_to_sb2(dict(net_arch=[32, 32], activation_fn="relu")) == dict(
+        net_arch=[dict(pi=[32, 32], vf=[32, 32])], act_fun="relu")
+    assert sb3_policy_kwargs_to_sb2(dict(net_arch=dict(pi=[8], vf=[16]))) == dict(net_arch=[dict(pi=[8], vf=[16])])
+    model = TRPO("MlpPolicy", "CartPole-v1", n_steps=64, policy_kwargs=dict(net_arch=dict(pi=[8], vf=[16])))
+    shapes = {name: tuple(v.shape) for name, v in model.get_parameters().items()}
+    assert shapes["model/pi_fc0/w:0"] == (4, 8) and shapes["model/vf_fc0/w:0"] == (4, 16)
+
+
+def test_hessian_vector_product_of_a_quadratic():
+    matrix = np.array([[3.0, 1.0, 0.0], [1.0, 2.0, 0.5], [0.0, 0.5, 1.0]], np.float32)
+    x = tf.Variable(np.array([0.3, -1.0, 2.0], np.float32))
+    vector = tf.constant([1.0, 2.0, -1.0])
+    product = hessian_vector_product(lambda: 0.5 * tf.tensordot(x, tf.linalg.matvec(matrix, x), 1), [x], vector)
+    np.testing.assert_allclose(product.numpy(), matrix @ vector.numpy(), rtol=1e-5)
+
+
+def test_learns_cartpole():
+    env = DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2)
+    model = TRPO("MlpPolicy", env, n_steps=512, batch_size=512, cg_damping=1e-3, gae_lambda=0.98,
+                 n_critic_updates=20, seed=0).learn(16384)
+    mean_reward, _ = evaluate_policy(model, DummyVecEnv([lambda: gym.make("CartPole-v1")]), n_eval_episodes=5)
+    assert mean_reward >= 250, mean_reward
+
+
+def test_each_step_stays_in_the_trust_region():
+    model = TRPO("MlpPolicy", "Pendulum-v1", n_steps=256, target_kl=0.005, n_critic_updates=1, seed=1)
+    obs = np.random.default_rng(0).normal(size=(64, 3)).astype(np.float32)
+    before = model.policy_tf.flat_params(obs)
+    model.learn(256)
+    after = model.policy_tf.flat_params(obs)
+    mean_b, logstd_b = np.split(before, 2, axis=1)
+    mean_a, logstd_a = np.split(after, 2, axis=1)
+    kl = np.sum(logstd_b - logstd_a + (np.exp(2 * logstd_a) + (mean_a - mean_b) ** 2) / (2 * np.exp(2 * logstd_b))
+                - 0.5, axis=1)  # KL(new || old), the line search's condition (on the rollout, not these obs)
+    assert not np.allclose(before, after)
+    assert kl.mean() < 0.05
+
+
+@pytest.fixture(scope="module")
+def pendulum_model():
+    return TRPO("MlpPolicy", "Pendulum-v1", n_steps=128, batch_size=64, n_critic_updates=2, seed=0).learn(256)
+
+
+def test_save_load_and_file_name(pendulum_model, tmp_path):
+    obs = np.random.default_rng(1).normal(size=(10, 3)).astype(np.float32)
+    pendulum_model.save(tmp_path / "trpo")
+    loaded = TRPO.load(tmp_path / "trpo")
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0],
+                                  pendulum_model.predict(obs, deterministic=True)[0])
+    assert loaded.cg_max_steps == 15 and loaded.n_steps == 128
+    with pytest.raises(WrongAlgorithmError, match="trpo_contrib"):
+        sbtf.TRPO.load(tmp_path / "trpo")
+
+
+def test_export_equals_predict(pendulum_model, tmp_path):
+    obs = np.random.default_rng(2).normal(size=(16, 3)).astype(np.float32)
+    path = pendulum_model.export(str(tmp_path / "saved"))
+    out = tf.saved_model.load(path).signatures["serving_default"](observation=tf.constant(obs))
+    np.testing.assert_allclose(out["action"].numpy(), pendulum_model.predict(obs, deterministic=True)[0], atol=1e-5)
+
+
+def test_no_retracing_after_warm_up(pendulum_model):
+    steps = (pendulum_model._policy_step, pendulum_model._critic_step)
+    assert [s.n_traces for s in steps] == [1, 1]
+    pendulum_model.learn(256, reset_num_timesteps=False)
+    assert [s.n_traces for s in steps] == [1, 1]
+
+
+@pytest.mark.slow
+def test_rl_zoo_cartpole():
+    env = DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2)
+    model = TRPO("MlpPolicy", env, n_steps=512, batch_size=512, cg_damping=1e-3, gae_lambda=0.98,
+                 n_critic_updates=20, seed=0).learn(100_000)
+    mean_reward, _ = evaluate_policy(model, DummyVecEnv([lambda: gym.make("CartPole-v1")]), n_eval_episodes=10)
+    assert mean_reward >= 475, mean_reward
+
+
+@pytest.mark.slow
+def test_rl_zoo_pendulum_without_gsde():
+    env = DummyVecEnv([lambda: gym.make("Pendulum-v1")] * 2)
+    model = TRPO("MlpPolicy", env, n_steps=1024, gamma=0.9, n_critic_updates=15, seed=0).learn(100_000)
+    mean_reward, _ = evaluate_policy(model, DummyVecEnv([lambda: gym.make("Pendulum-v1")]), n_eval_episodes=10)
+    assert mean_reward >= -600, mean_reward
