@@ -1093,7 +1093,7 @@ def detect_algorithm(model_path: str) -> str:
 def _algorithm_class(name: str) -> type:
     info = algorithms.find(name.strip())
     if info is None:
-        choices = sorted(algo.cli_name for algo in algorithms.ALGORITHMS.values())
+        choices = sorted(algo.cli_name for algo in algorithms.all_algorithms())
         raise CommandError(f"unknown algorithm {name!r}; valid choices: {', '.join(choices)}", 2)
     try:
         return info.load()

@@ -31,13 +31,13 @@ ALGOS: Dict[str, str] = {algo.cli_name: algo.name for algo in algorithms.all_alg
 #: algorithms that collect experience from several envs at once (the others take exactly one env)
 MULTI_ENV_ALGOS = frozenset(algo.cli_name for algo in algorithms.all_algorithms() if algo.multi_env)
 #: off-policy algorithms (deterministic actions are the sensible default when playing them)
-OFF_POLICY_ALGOS = frozenset(algo.cli_name for algo in algorithms.ALGORITHMS.values()
+OFF_POLICY_ALGOS = frozenset(algo.cli_name for algo in algorithms.all_algorithms()
                              if algo.family == algorithms.OFF_POLICY)
 #: algorithms whose learning_rate (and, for ppo2, cliprange / cliprange_vf) may be a schedule ('lin_<value>')
 SCHEDULE_ALGOS = frozenset(algo.cli_name for algo in algorithms.all_algorithms() if algo.schedules)
 SCHEDULE_KEYS = ("learning_rate", "cliprange", "cliprange_vf", "clip_range", "clip_range_vf", "delta_std")
 #: algorithms that take action noise (noise_type / noise_std)
-NOISE_ALGOS = frozenset(algo.cli_name for algo in algorithms.ALGORITHMS.values() if algo.noise_types)
+NOISE_ALGOS = frozenset(algo.cli_name for algo in algorithms.all_algorithms() if algo.noise_types)
 NOISE_TYPES = algorithms.NOISE_TYPES
 #: the algorithms HER can wrap
 HER_MODEL_CLASSES = tuple(name.lower() for name in algorithms.get("HER").wraps)
@@ -366,7 +366,7 @@ def _action_noise(hyperparams: Dict[str, Any], effective_algo: str, action_space
         raise CLIError("noise_type {} needs noise_std, a number >= 0 (got {!r})".format(noise_type, noise_std))
 
     if noise_type not in algorithms.get(effective_algo).noise_types:
-        supported = sorted(algo.cli_name for algo in algorithms.ALGORITHMS.values() if noise_type in algo.noise_types)
+        supported = sorted(algo.cli_name for algo in algorithms.all_algorithms() if noise_type in algo.noise_types)
         raise CLIError("noise_type {}{} is only supported by {}, not by {}".format(
             noise_type, " (parameter noise)" if noise_type == "adaptive-param" else "", ", ".join(supported),
             effective_algo))

@@ -23,7 +23,7 @@ import sys
 import threading
 from typing import Dict, Optional
 
-from sbtf.algorithms import ALGORITHMS
+from sbtf.algorithms import all_algorithms
 
 __all__ = ["class_key", "register_class", "lookup_class", "registered_names", "KINDS"]
 
@@ -37,7 +37,7 @@ _AUTO: Dict[str, list] = {kind: [] for kind in KINDS}  # named by their current 
 _BUILTIN_MODULES = (
     "sbtf.common.policies", "sbtf.common.extractors", "sbtf.deepq.policies", "sbtf.sac.policies",
     "sbtf.td3.policies", "sbtf.ddpg.policies",
-) + tuple(algo.module for algo in ALGORITHMS.values())
+) + tuple(algo.module for algo in all_algorithms())
 _builtins_loaded = [False]
 
 
