@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from sbtf.common.mpi_util import allreduce_sum, allreduce_tf, get_comm, sync_check
 from sbtf.common.optimizers import Adam
-from sbtf.common.tf_util import GetFlat, SetFromFlat, flat_size, unflatten_tensor
+from sbtf.common.tf_util import GetFlat, SetFromFlat, flat_size
 
 
 class MpiAdam:
@@ -84,8 +84,7 @@ class MpiAdam:
         One Adam step with an already averaged flat gradient (TF ops: call it inside a ``tf.function`` to keep a
         whole minibatch loop in one compiled call). Returns the new step count.
         """
-        grads = unflatten_tensor(tf.cast(flat_grad, tf.float32), self.var_list)
-        self.adam.apply(grads, learning_rate)
+        self.adam.apply_flat(flat_grad, learning_rate)
         return self.adam.t.read_value()
 
     def reduce_grad_tf(self, local_grad: tf.Tensor) -> tf.Tensor:

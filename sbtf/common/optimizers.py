@@ -11,6 +11,8 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
+from sbtf.common.tf_util import flat_size, flatten_tensors, unflatten_tensor
+
 
 def _zeros_like_var(var, name: str, init: float = 0.0) -> tf.Variable:
     return tf.Variable(tf.fill(var.shape, tf.constant(init, dtype=var.dtype)), trainable=False, name=name)
@@ -21,11 +23,12 @@ class Adam(tf.Module):
     Adam (``tf.train.AdamOptimizer``): ``lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t)``,
     ``var -= lr_t * m / (sqrt(v) + epsilon)``.
 
-    :param fused: (bool) True: TF1's fused ``ResourceApplyAdam`` kernel (what ``tf.train.AdamOptimizer`` ran for
-        stable-baselines 2's A2C, PPO2, DQN, SAC, TD3). False: the arithmetic of stable-baselines 2's ``MpiAdam``
-        (DDPG, PPO1, TRPO, GAIL): the bias-corrected step size in float64, ``m = b1*m + (1-b1)*g``,
-        ``v = b2*v + (1-b2)*g^2``, ``var += -step_size * m / (sqrt(v) + epsilon)``. Same maths, other rounding; the
-        learning runs of those algorithms (DDPG's adaptive parameter noise in particular) are sensitive to it.
+    :param fused: (bool) True: TF1's fused ``ResourceApplyAdam`` kernel, one slot pair per variable (what
+        ``tf.train.AdamOptimizer`` ran for stable-baselines 2's A2C, PPO2, DQN, SAC, TD3). False: stable-baselines 2's
+        ``MpiAdam`` (DDPG, PPO1, TRPO, GAIL) on one flat vector: the bias-corrected step size in float64,
+        ``m = b1*m + (1-b1)*g``, ``v = b2*v + (1-b2)*g^2``, ``var += -step_size * m / (sqrt(v) + epsilon)`` (missing
+        gradients count as zeros). Same maths, other rounding: the learning runs of those algorithms (DDPG's adaptive
+        parameter noise in particular) depend on it.
     """
 
     def __init__(self, variables: Sequence, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8,
@@ -36,13 +39,19 @@ class Adam(tf.Module):
         self.beta2 = beta2
         self.epsilon = epsilon
         self.fused = bool(fused)
-        self.m = [_zeros_like_var(v, "m") for v in self.variables_]
-        self.v = [_zeros_like_var(v, "v") for v in self.variables_]
+        if self.fused:
+            self.m = [_zeros_like_var(v, "m") for v in self.variables_]
+            self.v = [_zeros_like_var(v, "v") for v in self.variables_]
+        else:  # one flat slot pair (first and second moments of the flat gradient), as SB2's MpiAdam
+            size = flat_size(self.variables_)
+            self.m = [tf.Variable(tf.zeros((size,), tf.float32), trainable=False, name="m")]
+            self.v = [tf.Variable(tf.zeros((size,), tf.float32), trainable=False, name="v")]
         self.t = tf.Variable(0.0, trainable=False, name="t")
 
     def apply(self, grads: Sequence[Optional[tf.Tensor]], learning_rate) -> None:
+        """One Adam step with one gradient per variable (None: no gradient)."""
         if not self.fused:
-            self._apply_mpi_adam(grads, learning_rate)
+            self.apply_flat(flatten_tensors(grads, self.variables_), learning_rate)
             return
         t = self.t.assign_add(1.0)
         beta1_power = tf.pow(tf.constant(self.beta1, tf.float32), t)
@@ -59,19 +68,21 @@ class Adam(tf.Module):
                                          beta2_power=beta2_power, lr=lr, beta1=beta1, beta2=beta2, epsilon=epsilon,
                                          grad=grad)
 
-    def _apply_mpi_adam(self, grads: Sequence[Optional[tf.Tensor]], learning_rate) -> None:
-        """stable-baselines 2's ``MpiAdam.update`` arithmetic (see ``fused``), elementwise, in the same op order."""
+    def apply_flat(self, flat_grad: tf.Tensor, learning_rate) -> None:
+        """One Adam step with the gradients of all variables as one flat vector (in ``variables`` order)."""
+        if self.fused:
+            self.apply(unflatten_tensor(tf.cast(flat_grad, tf.float32), self.variables_), learning_rate)
+            return
+        # stable-baselines 2's MpiAdam.update, in its op order
         t = tf.cast(self.t.assign_add(1.0), tf.float64)
         step_size = (tf.cast(learning_rate, tf.float64) * tf.sqrt(1.0 - tf.pow(tf.constant(self.beta2, tf.float64), t))
                      / (1.0 - tf.pow(tf.constant(self.beta1, tf.float64), t)))
-        neg_step_size = -tf.cast(step_size, tf.float32)
-        for var, grad, m, v in zip(self.variables_, grads, self.m, self.v):
-            if grad is None:
-                continue
-            grad = tf.cast(grad, tf.float32)
-            new_m = m.assign(self.beta1 * m + (1.0 - self.beta1) * grad)
-            new_v = v.assign(self.beta2 * v + (1.0 - self.beta2) * tf.square(grad))
-            var.assign_add(neg_step_size * new_m / (tf.sqrt(new_v) + self.epsilon))
+        grad = tf.cast(flat_grad, tf.float32)
+        m = self.m[0].assign(self.beta1 * self.m[0] + (1.0 - self.beta1) * grad)
+        v = self.v[0].assign(self.beta2 * self.v[0] + (1.0 - self.beta2) * tf.square(grad))
+        step = -tf.cast(step_size, tf.float32) * m / (tf.sqrt(v) + self.epsilon)
+        for var, value in zip(self.variables_, unflatten_tensor(step, self.variables_)):
+            var.assign_add(value)
 
     def reset(self) -> None:
         for slot in self.m + self.v:
