@@ -106,6 +106,10 @@ def main(argv=None) -> int:
     if args.threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    if args.xla != "auto":  # the off-policy algorithms decide through their own `jit_compile` attribute
+        from sbtf.common.off_policy_algorithm import OffPolicyAlgorithm
+
+        OffPolicyAlgorithm.jit_compile = args.xla == "on"
     calls: list = []
     _timed_train_steps(calls)
     from sbtf.common.vec_env import VecEnv

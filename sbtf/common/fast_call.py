@@ -79,12 +79,27 @@ def xla_pays_off(networks: Iterable, gpu: Optional[bool] = None) -> bool:
     Pong, ``learn(1024)``: 98.5 s with XLA vs 3.3 s without), while XLA fuses the many small ops of MLP steps into a
     few kernels (small-MLP PPO2/A2C/DQN/SAC steps 1.5-3x faster). On GPU XLA's convolutions are cuDNN's: kept.
 
+    ``SBTF_XLA=on``/``off`` (environment) overrides the rule, for measurements.
+
     :param networks: the policies / Keras layers the step computes with
     :param gpu: whether the step runs on a GPU (default: whether TensorFlow sees one)
     """
+    forced = _forced_xla()
+    if forced is not None:
+        return forced
     if not has_convolution(networks):
         return True
     return on_gpu() if gpu is None else bool(gpu)
+
+
+def _forced_xla() -> Optional[bool]:
+    """``SBTF_XLA``: ``on`` -> True, ``off`` -> False, unset/``auto`` -> None (the rule decides)."""
+    forced = os.environ.get(XLA_ENV_VAR, "auto").strip().lower()
+    if forced in ("auto", ""):
+        return None
+    if forced not in ("on", "off"):
+        raise ValueError(f"{XLA_ENV_VAR}={forced!r}: expected 'auto', 'on' or 'off'")
+    return forced == "on"
 
 
 def decide_jit_compile(requested: Union[bool, str], networks: Iterable) -> bool:
@@ -98,13 +113,6 @@ def decide_jit_compile(requested: Union[bool, str], networks: Iterable) -> bool:
         raise ValueError(f"jit_compile: expected True, False or 'auto', got {requested!r}")
     if requested is False or requested is None:
         return False
-    forced = os.environ.get(XLA_ENV_VAR, "auto").strip().lower()
-    if forced == "on":
-        return True
-    if forced == "off":
-        return False
-    if forced not in ("auto", ""):
-        raise ValueError(f"{XLA_ENV_VAR}={forced!r}: expected 'auto', 'on' or 'off'")
     return xla_pays_off(networks)
 
 class FastFunction:
