@@ -434,7 +434,7 @@ _add(Case(
                 "(rl-zoo's n_steps 2048 per env would make one update per 32k steps; n_steps 256 is used).",
     env_id="BipedalWalker-v3",
     n_envs=16,
-    total_timesteps=65_536,
+    total_timesteps=32_768,
     eval_episodes=2,
     sb3=Side("PPO", dict(n_steps=256, batch_size=1024, n_epochs=10, learning_rate=3e-4, gamma=0.99,
                          gae_lambda=0.95, clip_range=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
