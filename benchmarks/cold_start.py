@@ -113,13 +113,14 @@ def main(argv=None) -> int:
             secs = statistics.median(r["seconds"] for r in ok)
             rss = statistics.median(r["peak_rss_mb"] for r in ok)
             summary[f"{phase}_{lib}"] = {"seconds_median": secs, "peak_rss_mb_median": rss}
-            lines.append(f"| {phase} | {lib} | {secs:.1f} | {', '.join(f'{r['seconds']:.1f}' for r in ok)} | "
-                         f"{rss:.0f} | {', '.join(str(r['load_average_1m']) for r in ok)} |")
+            each = ", ".join(f"{r['seconds']:.1f}" for r in ok)
+            loads = ", ".join(str(r["load_average_1m"]) for r in ok)
+            lines.append(f"| {phase} | {lib} | {secs:.1f} | {each} | {rss:.0f} | {loads} |")
     print("\n".join(lines))
     if not args.no_write:
         os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-        with open(os.path.join(HERE, "results", f"cold_start{'' if args.threads == 1 else f'.threads-{args.threads or 'default'}'}.json"),
-                  "w", encoding="utf-8") as handle:
+        suffix = "" if args.threads == 1 else f".threads-{args.threads or 'default'}"
+        with open(os.path.join(HERE, "results", f"cold_start{suffix}.json"), "w", encoding="utf-8") as handle:
             json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "threads": args.threads,
                        "cores": os.cpu_count(), "summary": summary, "runs": runs}, handle, indent=2)
     return 0 if all(r["ok"] for r in runs) else 1
