@@ -28,6 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+from run_benchmarks import _prioritise  # noqa: E402
 from worker import thread_env  # noqa: E402
 
 CHILD = r'''
@@ -59,14 +60,15 @@ else:
     model = Algo.load(path)
     model.predict(np.zeros(4, np.float32), deterministic=True)
     done = time.time()
-print("RESULT " + json.dumps({"done": done, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}),
-      flush=True)
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print("RESULT " + json.dumps({"done": done, "peak_rss_mb": usage.ru_maxrss / 1024,
+                              "cpu_seconds": usage.ru_utime + usage.ru_stime}), flush=True)
 '''
 
 PYTHONS = {"sbtf": sys.executable, "sb3": os.environ.get("SB3_PYTHON", "/work/sb3venv/bin/python")}
 
 
-def run_once(lib: str, phase: str, path: str, threads: int) -> dict:
+def run_once(lib: str, phase: str, path: str, threads: int, nice: int = 0) -> dict:
     env = dict(os.environ)
     env.update(thread_env(threads))
     env["CUDA_VISIBLE_DEVICES"] = ""
@@ -76,12 +78,14 @@ def run_once(lib: str, phase: str, path: str, threads: int) -> dict:
     load = os.getloadavg()[0]
     start = time.time()
     proc = subprocess.run([PYTHONS[lib], "-c", CHILD, lib, phase, path, str(threads)], env=env, cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=1800)
+                          capture_output=True, text=True, timeout=1800,
+                          preexec_fn=_prioritise(nice) if nice else None)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             out = json.loads(line[len("RESULT "):])
             return {"ok": True, "lib": lib, "phase": phase, "seconds": out["done"] - start,
-                    "peak_rss_mb": out["peak_rss_mb"], "load_average_1m": round(load, 2)}
+                    "cpu_seconds": out["cpu_seconds"], "peak_rss_mb": out["peak_rss_mb"],
+                    "load_average_1m": round(load, 2)}
     return {"ok": False, "lib": lib, "phase": phase, "error": proc.stderr[-2000:]}
 
 
@@ -89,6 +93,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="0: the libraries' defaults")
+    parser.add_argument("--nice", type=int, default=0, help="niceness of the children (see run_benchmarks.py)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     runs = []
@@ -97,31 +102,35 @@ def main(argv=None) -> int:
             for lib in ("sbtf", "sb3"):
                 path = os.path.join(tmp, f"{lib}_{repeat}.zip")
                 for phase in ("learn", "predict"):
-                    result = run_once(lib, phase, path, args.threads)
+                    result = run_once(lib, phase, path, args.threads, args.nice)
                     result["repeat"] = repeat
                     runs.append(result)
                     print(json.dumps(result)[:300], file=sys.stderr, flush=True)
-    lines = ["| phase | library | wall s (median) | runs | peak RSS MB (median) | load average (1 min) at start |",
-             "|---|---|---|---|---|---|"]
+    print(f"threads={args.threads or 'default'}, nice={args.nice}, {os.cpu_count()} cores, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    lines = ["| phase | library | wall s (median) | runs | CPU s (median) | peak RSS MB (median) | "
+             "load average (1 min) at start |", "|---|---|---|---|---|---|---|"]
     summary = {}
     for phase in ("learn", "predict"):
         for lib in ("sbtf", "sb3"):
             ok = [r for r in runs if r["ok"] and r["lib"] == lib and r["phase"] == phase]
             if not ok:
-                lines.append(f"| {phase} | {lib} | failed | 0 | | |")
+                lines.append(f"| {phase} | {lib} | failed | 0 | | | |")
                 continue
             secs = statistics.median(r["seconds"] for r in ok)
             rss = statistics.median(r["peak_rss_mb"] for r in ok)
-            summary[f"{phase}_{lib}"] = {"seconds_median": secs, "peak_rss_mb_median": rss}
+            cpu = statistics.median(r["cpu_seconds"] for r in ok)
+            summary[f"{phase}_{lib}"] = {"seconds_median": secs, "cpu_seconds_median": cpu, "peak_rss_mb_median": rss}
             each = ", ".join(f"{r['seconds']:.1f}" for r in ok)
             loads = ", ".join(str(r["load_average_1m"]) for r in ok)
-            lines.append(f"| {phase} | {lib} | {secs:.1f} | {each} | {rss:.0f} | {loads} |")
+            lines.append(f"| {phase} | {lib} | {secs:.1f} | {each} | {cpu:.1f} | {rss:.0f} | {loads} |")
     print("\n".join(lines))
     if not args.no_write:
         os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
         suffix = "" if args.threads == 1 else f".threads-{args.threads or 'default'}"
         with open(os.path.join(HERE, "results", f"cold_start{suffix}.json"), "w", encoding="utf-8") as handle:
             json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "threads": args.threads,
+                       "nice": args.nice,
                        "cores": os.cpu_count(), "summary": summary, "runs": runs}, handle, indent=2)
     return 0 if all(r["ok"] for r in runs) else 1
 

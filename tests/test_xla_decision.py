@@ -155,3 +155,29 @@ def test_cnn_dqn_step_equals_eager_keras():
     _compare_compiled_and_eager(
         lambda: DQN("CnnPolicy", ImageEnv(), learning_starts=10, buffer_size=100, batch_size=8, seed=3),
         lambda model: model._build_train_step(2, True))
+
+
+def test_dqn_skips_the_q_network_for_random_actions(monkeypatch):
+    """Epsilon-greedy draws first and runs the Q-network only when a greedy action is kept: same actions."""
+    model = DQN("CnnPolicy", ImageEnv(), learning_starts=10, buffer_size=100, batch_size=8, seed=0)
+    obs = np.stack([ImageEnv().reset(seed=s)[0] for s in range(3)])
+    calls = []
+    q_values_np = model.q_net.q_values_np
+    monkeypatch.setattr(model.q_net, "q_values_np", lambda x: calls.append(1) or q_values_np(x))
+    for eps, expect_calls in ((1.0, 0), (0.0, 1)):
+        model.exploration = type("Fixed", (), {"value": staticmethod(lambda _t, e=eps: e)})()
+        np.random.seed(1)
+        actions, _ = model._select_actions(obs)
+        assert len(calls) == expect_calls and actions.shape == (3,)
+        calls.clear()
+        if eps == 0.0:
+            np.testing.assert_array_equal(actions, np.argmax(q_values_np(obs), axis=1))
+    # eps = 0.5: the draws are the reference's (random_sample, then randint for the random ones)
+    model.exploration = type("Fixed", (), {"value": staticmethod(lambda _t: 0.5)})()
+    np.random.seed(2)
+    actions, _ = model._select_actions(obs)
+    np.random.seed(2)
+    expected = np.argmax(q_values_np(obs), axis=1)
+    chose = np.random.random_sample(3) < 0.5
+    expected[chose] = np.random.randint(0, 3, size=int(chose.sum()))
+    np.testing.assert_array_equal(actions, expected)
