@@ -41,7 +41,7 @@ XLA_ENV_VAR = "SBTF_XLA"
 
 
 def _layers_of(network) -> list:
-    """Every Keras layer inside ``network`` (itself included), or ``[]`` for an object that is not a layer."""
+    """Every Keras layer inside ``network``, itself included (just ``[network]`` for an object that is not a layer)."""
     flatten = getattr(network, "_flatten_layers", None)
     if callable(flatten):
         try:
@@ -77,7 +77,7 @@ def xla_pays_off(networks: Iterable, gpu: Optional[bool] = None) -> bool:
     **yes, unless a network contains a convolution and the step runs on the CPU.** Measured on CPU: XLA:CPU's
     convolution kernels (forward and gradients) run ~35x slower than TensorFlow's oneDNN kernels (PPO2 Nature-CNN on
     Pong, ``learn(1024)``: 98.5 s with XLA vs 3.3 s without), while XLA fuses the many small ops of MLP steps into a
-    few kernels (small-MLP PPO2/A2C/DQN/SAC steps 1.5-3x faster). On GPU XLA's convolutions are cuDNN's: kept.
+    few kernels (PPO2 CartPole zoo step: 11.6 vs 14.1 CPU-ms per call). On GPU XLA's convolutions are cuDNN's: kept.
 
     ``SBTF_XLA=on``/``off`` (environment) overrides the rule, for measurements.
 
@@ -109,11 +109,12 @@ def decide_jit_compile(requested: Union[bool, str], networks: Iterable) -> bool:
     measurements, the environment variable ``SBTF_XLA`` overrides the rule for the steps that ask for XLA: ``on``
     compiles them all (convolutions on CPU too), ``off`` none of them.
     """
-    if requested is not True and requested not in (False, None, "auto"):
+    if isinstance(requested, str) and requested != "auto":
         raise ValueError(f"jit_compile: expected True, False or 'auto', got {requested!r}")
-    if requested is False or requested is None:
+    if not requested:
         return False
     return xla_pays_off(networks)
+
 
 class FastFunction:
     """
