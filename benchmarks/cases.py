@@ -87,6 +87,10 @@ class Case:
     normalize: Optional[dict] = None
     #: the env has action_masks(): evaluation passes them to predict (MaskablePPO)
     masked: bool = False
+    #: ``"dummy"`` or ``"subproc"``: the VecEnv class both sides build
+    vec_env: str = "dummy"
+    #: Atari: each library's ``make_atari_env`` (DeepMind wrappers, 84x84 grey frames) + ``VecFrameStack(4)``
+    atari: bool = False
 
     def side(self, lib: str) -> Side:
         return {"sbtf": self.sbtf, "sb3": self.sb3}[lib]
@@ -105,6 +109,8 @@ class Case:
             "env_kwargs": self.env_kwargs,
             "normalize": self.normalize,
             "masked": self.masked,
+            "vec_env": self.vec_env,
+            "atari": self.atari,
         }
 
 
@@ -453,3 +459,128 @@ _add(Case(
     notes=("The zoo's entry uses gSDE (use_sde=True, sde_sample_freq=4); sbtf's TRPO has no gSDE, so both sides "
            "run without it.",),
 ))
+
+# --------------------------------------------------------------------------- CNN policies on Atari (issue #18)
+_ATARI_NOTES = (
+    "Both sides build their envs with their own `make_atari_env` (NoFrameskip-v4, DeepMind wrappers: no-op reset, "
+    "frame skip 4 with max-pooling, episodic life, fire reset, 84x84 grey frames, reward clipping) and stack 4 "
+    "frames with `VecFrameStack`; both feed uint8 frames and scale them by 1/255 inside the network.",
+    "rl-zoo's schedules (`lin_2.5e-4`, `lin_0.1`) are constants here on both sides; the speed does not depend on "
+    "them. Speed only: 25k steps of Pong teach neither side anything, so there is no evaluation.",
+    "Warm-up = everything up to the end of the first update (tracing and compilation in sbtf, the first "
+    "rollout on both sides; DQN: `learning_starts`); *steps/s after it* is the steady rate.",
+)
+_add(Case(
+    name="ppo_pong_cnn",
+    description="PPO with the Nature CNN (`CnnPolicy`) on PongNoFrameskip-v4, 8 envs, rl-zoo's Atari "
+                "hyperparameters (n_steps 128, 4 epochs of 4 minibatches of 256).",
+    env_id="PongNoFrameskip-v4",
+    n_envs=8,
+    total_timesteps=24_576,
+    atari=True,
+    eval_episodes=0,
+    sb3=Side("PPO", dict(n_steps=128, batch_size=256, n_epochs=4, learning_rate=2.5e-4, clip_range=0.1,
+                         ent_coef=0.01, vf_coef=0.5, gamma=0.99, gae_lambda=0.95, max_grad_norm=0.5),
+             policy="CnnPolicy"),
+    sbtf=Side("PPO2", dict(n_steps=128, nminibatches=4, noptepochs=4, learning_rate=2.5e-4, cliprange=0.1,
+                           cliprange_vf=-1, ent_coef=0.01, vf_coef=0.5, gamma=0.99, lam=0.95, max_grad_norm=0.5),
+              policy="CnnPolicy"),
+    notes=("Minibatch: SB3 `batch_size=256` = SB2 `n_steps * n_envs / nminibatches` = 128 * 8 / 4.",
+           _VF_CLIP_NOTE) + _ATARI_NOTES,
+))
+_add(Case(
+    name="a2c_pong_cnn",
+    description="A2C with the Nature CNN (`CnnPolicy`) on PongNoFrameskip-v4, 8 envs, rl-zoo's Atari "
+                "hyperparameters (n_steps 5, ent_coef 0.01, vf_coef 0.25, RMSprop with TF's epsilon placement).",
+    env_id="PongNoFrameskip-v4",
+    n_envs=8,
+    total_timesteps=24_000,
+    atari=True,
+    eval_episodes=0,
+    sb3=Side("A2C", dict(n_steps=5, learning_rate=7e-4, ent_coef=0.01, vf_coef=0.25, gamma=0.99, gae_lambda=1.0,
+                         max_grad_norm=0.5, normalize_advantage=False,
+                         policy_kwargs=dict(optimizer_class="RMSpropTFLike", optimizer_kwargs=dict(eps=1e-5))),
+             policy="CnnPolicy"),
+    sbtf=Side("A2C", dict(n_steps=5, learning_rate=7e-4, ent_coef=0.01, vf_coef=0.25, gamma=0.99,
+                          max_grad_norm=0.5, alpha=0.99, epsilon=1e-5, lr_schedule="constant"),
+              policy="CnnPolicy"),
+    notes=("rl-zoo runs A2C on Atari with SB3's `RMSpropTFLike` (TF1's RMSprop, as SB2), which is sbtf's default "
+           "optimizer: both sides run TF1's RMSprop maths.",) + _ATARI_NOTES,
+))
+_add(Case(
+    name="dqn_pong_cnn",
+    description="DQN with the Nature CNN (`CnnPolicy`) on PongNoFrameskip-v4, one env, rl-zoo's Atari "
+                "hyperparameters except a 10k replay buffer and `learning_starts=1000`.",
+    env_id="PongNoFrameskip-v4",
+    n_envs=1,
+    total_timesteps=25_000,
+    atari=True,
+    eval_episodes=0,
+    sb3=Side("DQN", dict(buffer_size=10_000, learning_starts=1000, learning_rate=1e-4, batch_size=32, gamma=0.99,
+                         train_freq=4, gradient_steps=1, target_update_interval=1000, exploration_fraction=0.1,
+                         exploration_final_eps=0.01, optimize_memory_usage=False, tau=1.0, max_grad_norm=10),
+             policy="CnnPolicy"),
+    sbtf=Side("DQN", dict(buffer_size=10_000, learning_starts=1000, learning_rate=1e-4, batch_size=32, gamma=0.99,
+                          train_freq=4, target_network_update_freq=1000, exploration_fraction=0.1,
+                          exploration_final_eps=0.01, double_q=False, prioritized_replay=False,
+                          policy_kwargs=dict(dueling=False)),
+              policy="CnnPolicy"),
+    notes=("SB2's DQN defaults to double-Q and a dueling head; both are off, as in SB3's DQN. SB2 clips gradients at "
+           "norm 10, SB3 `max_grad_norm=10`.",) + _ATARI_NOTES,
+))
+
+# --------------------------------------------------------------------------- large networks (issue #18)
+_add(Case(
+    name="ppo_bipedalwalker_256",
+    description="PPO on BipedalWalker-v3, 16 envs, separate 256x256 tanh policy and value networks "
+                "(rl-zoo's n_steps 2048 per env would make one update per 32k steps; n_steps 256 is used).",
+    env_id="BipedalWalker-v3",
+    n_envs=16,
+    total_timesteps=32_768,
+    eval_episodes=2,
+    sb3=Side("PPO", dict(n_steps=256, batch_size=1024, n_epochs=10, learning_rate=3e-4, gamma=0.99,
+                         gae_lambda=0.95, clip_range=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
+                         policy_kwargs=dict(net_arch=dict(pi=[256, 256], vf=[256, 256]))), ),
+    sbtf=Side("PPO2", dict(n_steps=256, nminibatches=4, noptepochs=10, learning_rate=3e-4, gamma=0.99, lam=0.95,
+                           cliprange=0.2, cliprange_vf=-1, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
+                           policy_kwargs=dict(net_arch=[dict(pi=[256, 256], vf=[256, 256])]))),
+    notes=("Minibatch: SB3 `batch_size=1024` = SB2 `n_steps * n_envs / nminibatches` = 256 * 16 / 4.",
+           _VF_CLIP_NOTE, _PPO_TIMESTEPS_NOTE),
+))
+_add(Case(
+    name="sac_lunarlander_256",
+    description="SAC on LunarLanderContinuous-v3, one env, 256x256 ReLU, SB3's defaults except "
+                "`learning_starts=1000`.",
+    env_id="LunarLanderContinuous-v3",
+    n_envs=1,
+    total_timesteps=10_000,
+    eval_episodes=2,
+    sb3=Side("SAC", dict(learning_rate=3e-4, buffer_size=1_000_000, learning_starts=1000, batch_size=256, tau=0.005,
+                         gamma=0.99, train_freq=1, gradient_steps=1, ent_coef="auto")),
+    sbtf=Side("SAC", dict(learning_rate=3e-4, buffer_size=1_000_000, learning_starts=1000, batch_size=256, tau=0.005,
+                          gamma=0.99, train_freq=1, gradient_steps=1, ent_coef="auto",
+                          policy_kwargs=dict(layers=[256, 256]))),
+    notes=("SB2's SAC trains a state-value network besides the twin Q-networks (one more network per step); see "
+           "`sac_pendulum`.",),
+))
+
+# --------------------------------------------------------------------------- many envs (issue #18)
+for _vec in ("dummy", "subproc"):
+    for _n in (1, 8, 32, 128):
+        _add(Case(
+            name=f"ppo_cartpole_{_vec}_{_n}",
+            description=f"Scaling: PPO on CartPole-v1 with the rl-zoo hyperparameters (n_steps 32, 20 epochs, one "
+                        f"minibatch of the whole rollout), {_n} env{'s' if _n > 1 else ''} in a "
+                        f"{'SubprocVecEnv' if _vec == 'subproc' else 'DummyVecEnv'}.",
+            env_id="CartPole-v1",
+            n_envs=_n,
+            total_timesteps=max(20_480, 32 * _n * 8),
+            vec_env=_vec,
+            eval_episodes=2,
+            sb3=Side("PPO", dict(n_steps=32, batch_size=32 * _n, n_epochs=20, gae_lambda=0.8, gamma=0.98,
+                                 learning_rate=1e-3, clip_range=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5)),
+            sbtf=Side("PPO2", dict(n_steps=32, nminibatches=1, noptepochs=20, lam=0.8, gamma=0.98,
+                                   learning_rate=1e-3, cliprange=0.2, cliprange_vf=-1, ent_coef=0.0, vf_coef=0.5,
+                                   max_grad_norm=0.5)),
+            notes=(_VF_CLIP_NOTE, _PPO_TIMESTEPS_NOTE),
+        ))

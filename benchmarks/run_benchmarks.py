@@ -210,8 +210,12 @@ def run_case(name: str, args, seeds) -> list:
                 result["before_run"] = quiet
             runs.append(result)
             if result.get("ok"):
-                print(f"{result['steps_per_s']:.0f} steps/s ({result['learn_seconds']:.1f} s learn), "
-                      f"eval {result['eval_mean']:.1f}", file=sys.stderr, flush=True)
+                steady = result.get("steady_steps_per_s")
+                print(f"{result['steps_per_s']:.0f} steps/s ({result['learn_seconds']:.1f} s learn"
+                      + (f", {steady:.0f} steps/s after the first update at {result['first_update_seconds']:.1f} s"
+                      if steady else "")
+                      + f"; load {result.get('load_average_1m')}), eval {result.get('eval_mean', float('nan')):.1f}",
+                      file=sys.stderr, flush=True)
             else:
                 failed[lib] = result["error"]
                 print(f"FAILED: {result['error']}", file=sys.stderr, flush=True)
@@ -231,7 +235,7 @@ def aggregate(runs: list, lib: str) -> dict | None:
         agg["error"] = mine[0].get("error", "failed")
         return agg
     steps = [r["steps_per_s"] for r in ok]
-    evals = [r["eval_mean"] for r in ok]
+    evals = [r["eval_mean"] for r in ok if "eval_mean" in r]
 
     def median_of(key):
         values = [r[key] for r in ok if r.get(key) is not None]
@@ -245,9 +249,13 @@ def aggregate(runs: list, lib: str) -> dict | None:
         "steps_per_s_all": steps,
         "learn_seconds_median": statistics.median(r["learn_seconds"] for r in ok),
         "timesteps": sorted({r["timesteps"] for r in ok}),
-        "eval_mean": statistics.fmean(evals),
+        "eval_mean": statistics.fmean(evals) if evals else None,
         "eval_std_over_seeds": statistics.pstdev(evals) if len(evals) > 1 else 0.0,
-        "eval_mean_per_seed": {str(r["seed"]): r["eval_mean"] for r in ok},
+        "eval_mean_per_seed": {str(r["seed"]): r["eval_mean"] for r in ok if "eval_mean" in r},
+        "first_update_seconds_median": median_of("first_update_seconds"),
+        "steady_steps_per_s_median": median_of("steady_steps_per_s"),
+        "load_average_1m_max": max((max(r["load_average_1m"]) for r in ok if r.get("load_average_1m")),
+                                   default=None),
         "eval_predict_per_s_median": median_of("eval_predict_per_s"),
         "learn_cpu_utilisation_median": median_of("learn_cpu_utilisation"),
         "learn_cpu_utilisation_min": min(r["learn_cpu_utilisation"] for r in ok),
@@ -268,6 +276,11 @@ def summarise(runs: list) -> dict:
     sbtf, sb3 = summary["sbtf"], summary["sb3"]
     if sbtf and sb3 and "steps_per_s_median" in sbtf and "steps_per_s_median" in sb3:
         summary["speed_ratio_sbtf_over_sb3"] = sbtf["steps_per_s_median"] / sb3["steps_per_s_median"]
+        for key, name in (("steady_steps_per_s_median", "steady_speed_ratio_sbtf_over_sb3"),
+                          ("steps_per_cpu_s_median", "cpu_speed_ratio_sbtf_over_sb3"),
+                          ("first_update_seconds_median", "first_update_ratio_sbtf_over_sb3")):
+            if sbtf.get(key) and sb3.get(key):
+                summary[name] = sbtf[key] / sb3[key]
     else:
         summary["speed_ratio_sbtf_over_sb3"] = None
     return summary
@@ -290,10 +303,11 @@ def results_table(result: dict) -> str:
     summary = result["summary"]
     lines = [
         "| library | runs ok | learn steps/s (median) | min - max | steps per CPU-s | learn s (median) | timesteps | "
-        "eval reward, mean ± std over seeds | predict/s in eval | CPU use in learn | other load (cores, max) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "eval reward, mean ± std over seeds | predict/s in eval | CPU use in learn | other load (cores, max) | "
+        "first update at (s) | steps/s after it | load average (1 min, max) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    empty = " |" * 9
+    empty = " |" * 12
     for lib in LIBS:
         agg = summary.get(lib)
         if agg is None:
@@ -301,16 +315,17 @@ def results_table(result: dict) -> str:
             continue
         if "steps_per_s_median" not in agg:
             err = agg.get("error", "failed").replace("|", "\\|").splitlines()[0][:160]
-            lines.append(f"| {LABEL[lib]} | 0/{agg['runs']} | failed: {err} |" + " |" * 8)
+            lines.append(f"| {LABEL[lib]} | 0/{agg['runs']} | failed: {err} |" + " |" * 11)
             continue
         lines.append(
             f"| {LABEL[lib]} | {agg['ok_runs']}/{agg['runs']} | **{_num(agg['steps_per_s_median'])}** | "
             f"{_num(agg['steps_per_s_min'])} - {_num(agg['steps_per_s_max'])} | "
             f"{_num(agg['steps_per_cpu_s_median'])} | "
             f"{_num(agg['learn_seconds_median'], 1)} | {', '.join(f'{t:,}' for t in agg['timesteps'])} | "
-            f"{_num(agg['eval_mean'], 1)} ± {_num(agg['eval_std_over_seeds'], 1)} | "
-            f"{_num(agg['eval_predict_per_s_median'])} | {_num(agg['learn_cpu_utilisation_median'] * 100)} % | "
-            f"{_num(agg['others_busy_cores_max'], 2)} |"
+            f"{_num(agg.get('eval_mean'), 1)} ± {_num(agg['eval_std_over_seeds'], 1)} | "
+            f"{_num(agg.get('eval_predict_per_s_median'))} | {_num(agg['learn_cpu_utilisation_median'] * 100)} % | "
+            f"{_num(agg['others_busy_cores_max'], 2)} | {_num(agg.get('first_update_seconds_median'), 1)} | "
+            f"{_num(agg.get('steady_steps_per_s_median'))} | {_num(agg.get('load_average_1m_max'), 1)} |"
         )
     ratio = summary.get("speed_ratio_sbtf_over_sb3")
     lines.append("")
@@ -319,6 +334,13 @@ def results_table(result: dict) -> str:
     else:
         verdict = "sbtf faster" if ratio >= 1 else "sbtf slower"
         lines.append(f"**sbtf/SB3 speed ratio: {ratio:.2f}** (median learn steps/s; {verdict}).")
+        extra = [f"{label} {summary[key]:.2f}" for key, label in (
+            ("steady_speed_ratio_sbtf_over_sb3", "after the first update"),
+            ("cpu_speed_ratio_sbtf_over_sb3", "per CPU-second"),
+            ("first_update_ratio_sbtf_over_sb3", "time to the first update (below 1: sbtf sooner)"))
+            if summary.get(key)]
+        if extra:
+            lines.append("Other sbtf/SB3 ratios: " + "; ".join(extra) + ".")
     warning = contention_warning(result)
     if warning:
         lines += ["", warning]
@@ -373,9 +395,12 @@ def meta_line(meta: dict) -> str:
 def case_section(case, result: dict | None) -> str:
     out = [f"<!-- BEGIN CASE {case.name} -->", f"## `{case.name}`", "", case.description, ""]
     out += [
-        f"Env `{case.env_id}`, {case.n_envs} env{'s' if case.n_envs > 1 else ''} (DummyVecEnv), "
-        f"`total_timesteps={case.total_timesteps:,}`, evaluation: {case.eval_episodes} deterministic episodes "
-        f"on a separate env.",
+        f"Env `{case.env_id}`, {case.n_envs} env{'s' if case.n_envs > 1 else ''} "
+        f"({'SubprocVecEnv' if case.vec_env == 'subproc' else 'DummyVecEnv'}"
+        f"{'; each library`s make_atari_env + VecFrameStack(4)' if case.atari else ''}), "
+        f"`total_timesteps={case.total_timesteps:,}`, evaluation: "
+        + (f"{case.eval_episodes} deterministic episodes on a separate env." if case.eval_episodes
+           else "none (speed only)."),
         "",
         "| | constructor call (plus `verbose=0, seed=<seed>`; SB3 `device=\"cpu\"`, sbtf `n_cpu_tf_sess=<threads>`) |",
         "|---|---|",
@@ -424,7 +449,7 @@ def summary_section(all_results: dict) -> str:
         evals = []
         for lib in LIBS:
             agg = result["summary"].get(lib)
-            evals.append(_num(agg["eval_mean"], 1) if agg and "eval_mean" in agg else "")
+            evals.append(_num(agg.get("eval_mean"), 1) if agg and "eval_mean" in agg else "")
         date = result["meta"]["date"][:10]
         out.append(f"| `{name}` | {cells[0]} | {cells[1]} | {'n/a' if ratio is None else f'{ratio:.2f}'} | "
                    f"{evals[0]} | {evals[1]} | {date}, threads={result['meta']['threads']}, "
@@ -513,7 +538,8 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=2, help="runs per library and case (default 2)")
     parser.add_argument("--seeds", default=None,
                         help="comma-separated seeds, one per repeat (default 0..repeats-1)")
-    parser.add_argument("--threads", type=int, default=1, help="threads per run, both libraries (default 1)")
+    parser.add_argument("--threads", type=int, default=1, help="threads per run, both libraries (default 1; 0: each library's default thread pools, "
+                             "results in results/threads-default/)")
     parser.add_argument("--libs", default="sbtf,sb3", help="which sides to run: sbtf,sb3 (default both)")
     parser.add_argument("--first", choices=LIBS, default="sbtf", help="which library runs first in each pair")
     parser.add_argument("--sbtf-python", default=os.environ.get("SBTF_PYTHON", sys.executable),
@@ -553,8 +579,13 @@ def parse_args(argv=None):
         if args.repeats < 1:
             parser.error("--repeats must be at least 1")
         args.seed_list = list(range(args.repeats))
-    if args.threads < 1:
-        parser.error("--threads must be at least 1")
+    if args.threads < 0:
+        parser.error("--threads must be 0 (the libraries' defaults) or more")
+    if args.threads != 1 and args.results_dir == DEFAULT_RESULTS_DIR:
+        # the docs page shows the 1-thread results; other thread settings keep their own folder
+        args.results_dir = os.path.join(DEFAULT_RESULTS_DIR, f"threads-{args.threads or 'default'}")
+        if args.docs == DEFAULT_DOCS:
+            args.docs = os.path.join(args.results_dir, "benchmarks.md")
     return args
 
 

@@ -49,7 +49,8 @@ EVAL_SEED_OFFSET = 10_000
 
 
 def thread_env(threads: int) -> dict:
-    return {name: str(threads) for name in THREAD_ENV_VARS}
+    """The thread-limit environment variables for ``threads`` (0: the libraries' defaults, nothing is set)."""
+    return {name: str(threads) for name in THREAD_ENV_VARS} if threads > 0 else {}
 
 
 def system_busy_seconds():
@@ -86,11 +87,12 @@ def _load_cases():
 def _setup_sb3(threads: int) -> dict:
     import torch as th
 
-    th.set_num_threads(threads)
-    try:
-        th.set_num_interop_threads(threads)
-    except RuntimeError:  # already set (only possible once per process)
-        pass
+    if threads > 0:
+        th.set_num_threads(threads)
+        try:
+            th.set_num_interop_threads(threads)
+        except RuntimeError:  # already set (only possible once per process)
+            pass
     import gymnasium
     import numpy
     import stable_baselines3
@@ -115,8 +117,9 @@ def _setup_sbtf(threads: int) -> dict:
     import tensorflow as tf
 
     # Must happen before TensorFlow runs its first op.
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    if threads > 0:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
     import gymnasium
     import numpy
     import sbtf
@@ -166,6 +169,10 @@ _ACTIVATION_KEYS = {"sb3": "activation_fn", "sbtf": "act_fun"}
 def _resolve_policy_kwargs(lib: str, policy_kwargs: dict) -> dict:
     """Turn activation names given as data in the case registry into the library's callables."""
     resolved = dict(policy_kwargs)
+    if lib == "sb3" and resolved.get("optimizer_class") == "RMSpropTFLike":
+        from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
+
+        resolved["optimizer_class"] = RMSpropTFLike
     key = _ACTIVATION_KEYS[lib]
     if isinstance(resolved.get(key), str):
         module_name, attr = _ACTIVATIONS[lib][resolved[key]]
@@ -193,24 +200,40 @@ def _env_maker(case, side):
     return getattr(importlib.import_module(module_name), attr)
 
 
-def _build(lib: str, case, seed: int, threads: int):
-    side = case.side(lib)
-    maker = _env_maker(case, side)
-    env_kwargs = dict(case.env_kwargs) or None
+def _make_env(lib: str, case, side, seed: int):
+    """The training VecEnv: ``make_vec_env`` (Monitor-wrapped envs, the case's env kwargs, VecNormalize when the case
+    normalises) or, for Atari, ``make_atari_env`` + ``VecFrameStack(4)``, with the case's VecEnv class; each
+    library's own helpers."""
     if lib == "sb3":
-        from stable_baselines3.common.env_util import make_vec_env
-        from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
-
-        env = make_vec_env(maker, n_envs=case.n_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs)
-        extra = {"device": "cpu"}
+        from stable_baselines3.common.env_util import make_atari_env, make_vec_env
+        from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack, VecNormalize
     else:
         from sbtf.common import make_vec_env
-        from sbtf.common.vec_env import DummyVecEnv, VecNormalize
+        from sbtf.common.cmd_util import make_atari_env
+        from sbtf.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack, VecNormalize
+    vec_env_cls = {"dummy": DummyVecEnv, "subproc": SubprocVecEnv}[case.vec_env]
+    if case.atari:  # ale-py registers the Atari ids with gymnasium only when asked
+        import ale_py
+        import gymnasium
 
-        env = make_vec_env(maker, n_envs=case.n_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs)
-        extra = {"n_cpu_tf_sess": threads} if side.module_name(lib) == "sbtf" else {}
+        gymnasium.register_envs(ale_py)
+        if lib == "sb3":
+            env = make_atari_env(case.env_id, n_envs=case.n_envs, seed=seed, vec_env_cls=vec_env_cls)
+        else:
+            env = make_atari_env(case.env_id, num_env=case.n_envs, seed=seed,
+                                 use_subprocess=case.vec_env == "subproc")
+        return VecFrameStack(env, n_stack=4)
+    env = make_vec_env(_env_maker(case, side), n_envs=case.n_envs, seed=seed, vec_env_cls=vec_env_cls,
+                       env_kwargs=dict(case.env_kwargs) or None)
     if case.normalize:
         env = VecNormalize(env, **case.normalize)
+    return env
+
+
+def _build(lib: str, case, seed: int, threads: int):
+    side = case.side(lib)
+    env = _make_env(lib, case, side, seed)
+    extra = {"device": "cpu"} if lib == "sb3" else {"n_cpu_tf_sess": threads or None}
     cls = getattr(importlib.import_module(side.module_name(lib)), side.algo)
     if lib == "sbtf" and "n_cpu_tf_sess" not in inspect.signature(cls.__init__).parameters:
         extra = {}  # sb3-contrib's signature (sbtf.contrib): the threads were limited in _setup_sbtf
@@ -222,6 +245,38 @@ def _build(lib: str, case, seed: int, threads: int):
         kwargs["action_noise"] = noise
     model = cls(side.policy, env, verbose=0, seed=seed, **extra, **kwargs)
     return model, env
+
+
+def watch_first_update(lib: str, model) -> dict:
+    """Record ``perf_counter`` time and ``num_timesteps`` when the first update (gradient step) returns: SB3's
+    ``model.train``, sbtf's compiled ``TrainStep`` call. Filled in place: ``{"t": ..., "steps": ...}``."""
+    mark: dict = {}
+
+    def note():
+        if not mark:
+            mark.update(t=time.perf_counter(), steps=int(model.num_timesteps))
+
+    if lib == "sb3":
+        original = model.train
+
+        def train(*args, **kwargs):
+            out = original(*args, **kwargs)
+            note()
+            return out
+
+        model.train = train
+    else:
+        from sbtf.common.fast_call import TrainStep
+
+        original_call = TrainStep.__call__
+
+        def call(self, **values):
+            out = original_call(self, **values)
+            note()
+            return out
+
+        TrainStep.__call__ = call
+    return mark
 
 
 def evaluate(model, env_id: str, n_episodes: int, seed: int, case=None, side=None, train_env=None) -> dict:
@@ -292,10 +347,13 @@ def run(lib: str, case_name: str, seed: int, threads: int, total_timesteps=None)
     construct_seconds = time.perf_counter() - t0
 
     side = case.side(lib)
+    first_update = watch_first_update(lib, model)
     busy0 = system_busy_seconds()
+    load0 = os.getloadavg()[0]
     cpu0, wall0 = time.process_time(), time.perf_counter()
     model.learn(total_timesteps=timesteps_asked, **side.learn_kwargs)
-    learn_seconds = time.perf_counter() - wall0
+    wall1 = time.perf_counter()
+    learn_seconds = wall1 - wall0
     learn_cpu_seconds = time.process_time() - cpu0
     busy1 = system_busy_seconds()
     timesteps = int(model.num_timesteps)
@@ -318,9 +376,18 @@ def run(lib: str, case_name: str, seed: int, threads: int, total_timesteps=None)
                               if busy0 is not None and busy1 is not None else None),
         "import_seconds": import_seconds,
         "construct_seconds": construct_seconds,
+        "load_average_1m": [round(load0, 2), round(os.getloadavg()[0], 2)],
     }
-    result.update(evaluate(model, case.env_id, case.eval_episodes, seed + EVAL_SEED_OFFSET, case=case, side=side,
-                           train_env=env))
+    if first_update:
+        # warm-up = everything up to the end of the first update (tracing, compilation, learning_starts)
+        result["first_update_seconds"] = first_update["t"] - wall0
+        after = timesteps - first_update["steps"]
+        if after > 0 and wall1 > first_update["t"]:
+            result["steady_steps_per_s"] = after / (wall1 - first_update["t"])
+            result["steady_timesteps"] = after
+    if case.eval_episodes > 0:
+        result.update(evaluate(model, case.env_id, case.eval_episodes, seed + EVAL_SEED_OFFSET, case=case, side=side,
+                               train_env=env))
     result["threads_in_effect"] = _threads_in_effect(lib)
     result["versions"] = versions
     env.close()

@@ -7,7 +7,8 @@ These helpers keep one tensor per input and skip the re-checking where TF expose
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping, Optional, Sequence
+import os
+from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
@@ -30,6 +31,91 @@ def to_tensor(value) -> tf.Tensor:
         except Exception:  # noqa: BLE001 - fall back to the public API
             pass
     return tf.constant(value)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# When sbtf uses XLA (docs/benchmarks.md, "When sbtf uses XLA")
+# ---------------------------------------------------------------------------------------------------------------
+#: environment variable overriding the decision for every train step: ``auto`` (the rule), ``on`` or ``off``
+XLA_ENV_VAR = "SBTF_XLA"
+
+
+def _layers_of(network) -> list:
+    """Every Keras layer inside ``network``, itself included (just ``[network]`` for an object that is not a layer)."""
+    flatten = getattr(network, "_flatten_layers", None)
+    if callable(flatten):
+        try:
+            return list(flatten(include_self=True, recursive=True))
+        except TypeError:  # pragma: no cover - other Keras versions
+            pass
+    return [network]
+
+
+def is_convolution(layer) -> bool:
+    """Whether ``layer`` is a convolution: sbtf's ``Conv``, a Keras ``Conv*`` layer or a subclass of either."""
+    return any(cls.__name__.startswith(("Conv", "DepthwiseConv", "SeparableConv")) for cls in type(layer).__mro__)
+
+
+def has_convolution(networks: Iterable) -> bool:
+    """Whether any of ``networks`` (policies or other Keras layers) contains a convolution layer."""
+    for network in networks:
+        if getattr(network, "feature_extraction", None) == "cnn":
+            return True
+        if any(is_convolution(layer) for layer in _layers_of(network)):
+            return True
+    return False
+
+
+def on_gpu() -> bool:
+    """Whether TensorFlow places ops on a GPU by default (a GPU is visible)."""
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+def xla_pays_off(networks: Iterable, gpu: Optional[bool] = None) -> bool:
+    """
+    The rule deciding whether a train step over ``networks`` is XLA-compiled (when its algorithm asks for XLA):
+    **yes, unless a network contains a convolution and the step runs on the CPU.** Measured on CPU: XLA:CPU's
+    convolution kernels (forward and gradients) run ~35x slower than TensorFlow's oneDNN kernels (PPO2 Nature-CNN on
+    Pong, ``learn(1024)``: 98.5 s with XLA vs 3.3 s without), while XLA fuses the many small ops of MLP steps into a
+    few kernels (PPO2 CartPole zoo step: 11.6 vs 14.1 CPU-ms per call). On GPU XLA's convolutions are cuDNN's: kept.
+
+    ``SBTF_XLA=on``/``off`` (environment) overrides the rule, for measurements.
+
+    :param networks: the policies / Keras layers the step computes with
+    :param gpu: whether the step runs on a GPU (default: whether TensorFlow sees one)
+    """
+    forced = _forced_xla()
+    if forced is not None:
+        return forced
+    networks = list(networks)
+    # a policy may say itself that XLA does not pay on CPU (``xla_friendly``: e.g. a user's Keras extractor)
+    if not has_convolution(networks) and all(getattr(net, "xla_friendly", True) for net in networks):
+        return True
+    return on_gpu() if gpu is None else bool(gpu)
+
+
+def _forced_xla() -> Optional[bool]:
+    """``SBTF_XLA``: ``on`` -> True, ``off`` -> False, unset/``auto`` -> None (the rule decides)."""
+    forced = os.environ.get(XLA_ENV_VAR, "auto").strip().lower()
+    if forced in ("auto", ""):
+        return None
+    if forced not in ("on", "off"):
+        raise ValueError(f"{XLA_ENV_VAR}={forced!r}: expected 'auto', 'on' or 'off'")
+    return forced == "on"
+
+
+def decide_jit_compile(requested: Union[bool, str], networks: Iterable) -> bool:
+    """
+    Whether to XLA-compile a step. ``requested`` is what the algorithm asks for: ``False`` (never: steps XLA cannot
+    compile, or has not been measured to help) or ``True``/``"auto"`` (where :func:`xla_pays_off` says it pays). For
+    measurements, the environment variable ``SBTF_XLA`` overrides the rule for the steps that ask for XLA: ``on``
+    compiles them all (convolutions on CPU too), ``off`` none of them.
+    """
+    if isinstance(requested, str) and requested != "auto":
+        raise ValueError(f"jit_compile: expected True, False or 'auto', got {requested!r}")
+    if not requested:
+        return False
+    return xla_pays_off(networks)
 
 
 class FastFunction:
@@ -113,16 +199,18 @@ class TrainStep:
     :param fn: the train maths, ``fn(**tensors) -> dict[str, tf.Tensor]``
     :param inputs: ``{name: tf.TensorSpec}``, the inputs ``fn`` takes
     :param updates: the policies whose acting weights ``fn`` changes
-    :param jit_compile: compile with XLA
+    :param jit_compile: compile with XLA: ``True``/``"auto"`` where it pays (:func:`xla_pays_off` on ``updates`` and
+        ``networks``: not for convolutions on CPU), ``False`` never; the decision is ``self.jit_compile``
+    :param networks: further networks the step computes with but does not update (for the XLA decision)
     :param name: name of the compiled function (shows in traces and profiles)
     :param autograph: convert Python control flow on tensors (``tf.function``'s ``autograph``)
     """
 
     def __init__(self, fn: Callable[..., Mapping[str, tf.Tensor]], inputs: Mapping[str, tf.TensorSpec],
-                 updates: Sequence = (), jit_compile: bool = False, name: str = "train_step", autograph: bool = True):
+                 updates: Sequence = (), jit_compile: Union[bool, str] = False, name: str = "train_step",
+                 autograph: bool = True, networks: Sequence = ()):
         self.fn = fn
         self.name = name
-        self.jit_compile = bool(jit_compile)
         self.autograph = bool(autograph)
         self.input_specs: "dict[str, tf.TensorSpec]" = {}
         for key, spec in inputs.items():
@@ -133,6 +221,7 @@ class TrainStep:
         for policy in updates:
             unique.setdefault(id(policy), policy)
         self.updates = list(unique.values())
+        self.jit_compile = decide_jit_compile(jit_compile, list(self.updates) + list(networks))
         self.n_traces = 0
         packed = [k for k, s in self.input_specs.items() if s.dtype == tf.float32 and s.shape.is_fully_defined()]
         self._packed_names = packed

@@ -288,7 +288,10 @@ class ActorCriticPolicy(BasePolicy):
             state_spec = tf.TensorSpec((None, self.state_size), tf.float32) if self.recurrent else \
                 tf.TensorSpec((None, 1), tf.float32)
 
-            @tf.function(input_signature=[self.obs_signature(), state_spec, tf.TensorSpec((None,), tf.float32)])
+            # no autograph for feed-forward policies: converting the network's Python code cost ~7 CPU-s of a CNN
+            # policy's first predict (the maths has no tensor-dependent Python control flow)
+            @tf.function(input_signature=[self.obs_signature(), state_spec, tf.TensorSpec((None,), tf.float32)],
+                         autograph=self.recurrent)
             def _step(obs, state, mask):
                 flat, value, _, new_state = self.forward(obs, state if self.recurrent else None, mask, n_steps=1)
                 dist = self.proba_distribution_from_flat(flat)

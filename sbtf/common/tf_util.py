@@ -165,14 +165,10 @@ __all__ = ["intprod", "numel", "flat_size", "flatten_tensors", "flatgrad", "unfl
 
 def xla_pays_off(policy: Any) -> bool:
     """
-    Whether to XLA-compile a train step of ``policy``. On CPU, XLA's convolution kernels (forward and gradients) ran
-    about 35x slower than TensorFlow's oneDNN ones (PPO2 Nature-CNN on Pong: 98.5 s vs 3.3 s per ``learn(1024)``),
-    while XLA wins on small MLPs where per-op overhead dominates; so networks with convolutions compile with XLA only
-    on GPU.
+    Whether to XLA-compile a train step of ``policy``: the rule of ``sbtf.common.fast_call.xla_pays_off`` (XLA,
+    unless the network has a convolution and runs on the CPU; see docs/benchmarks.md, "When sbtf uses XLA").
+    ``TrainStep`` applies the same rule itself to the policies it updates.
     """
-    friendly = getattr(policy, "xla_friendly", None)  # policies with feature extractors say it themselves
-    if friendly is None:
-        friendly = getattr(policy, "feature_extraction", "mlp") == "mlp"
-    if friendly:
-        return True
-    return bool(tf.config.list_physical_devices("GPU"))
+    from sbtf.common.fast_call import xla_pays_off as _rule
+
+    return _rule([policy])

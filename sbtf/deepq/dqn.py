@@ -358,13 +358,14 @@ class DQN(OffPolicyAlgorithm):
             self._adapt_param_noise(obs)
             actions = np.argmax(self._perturbed_q_values(obs), axis=1)
             return actions, actions
-        q_values = self.q_net.q_values_np(obs)
-        actions = np.argmax(q_values, axis=1)
-        if eps > 0:
-            n = actions.shape[0]
-            chose_random = np.random.random_sample(n) < eps
-            if chose_random.any():
-                actions[chose_random] = np.random.randint(0, self.action_space.n, size=int(chose_random.sum()))
+        n = len(next(iter(obs.values()))) if isinstance(obs, dict) else len(obs)
+        chose_random = np.random.random_sample(n) < eps if eps > 0 else np.zeros(n, bool)
+        # the greedy actions only when one is kept: with eps near 1 most steps skip the network (a CNN's forward
+        # pass is most of an Atari step); the same random draws in the same order, so the same actions
+        actions = (np.zeros(n, np.intp) if chose_random.all()
+                   else np.argmax(self.q_net.q_values_np(obs), axis=1))
+        if chose_random.any():
+            actions[chose_random] = np.random.randint(0, self.action_space.n, size=int(chose_random.sum()))
         return actions, actions
 
     def _on_dones(self, dones: np.ndarray) -> None:
