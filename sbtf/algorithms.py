@@ -134,6 +134,7 @@ ALGORITHMS: Dict[str, Algorithm] = {algo.name: algo for algo in (
     Algorithm("PPO1", "sbtf.ppo1:PPO1", ON_POLICY, mpi=True, sb2_module="ppo1.pposgd_simple"),
     Algorithm("PPO2", "sbtf.ppo2:PPO2", schedules=True, sb2_module="ppo2.ppo2", **_ON_POLICY_MULTI_ENV),
     Algorithm("QRDQN", "sbtf.contrib.qrdqn:QRDQN", OFF_POLICY, multi_env=True, schedules=True),
+    Algorithm("RecurrentPPO", "sbtf.contrib.ppo_recurrent:RecurrentPPO", ON_POLICY, multi_env=True, schedules=True),
     Algorithm("SAC", "sbtf.sac:SAC", OFF_POLICY, schedules=True, noise_types=NOISE_TYPES[:2], sb2_module="sac.sac"),
     Algorithm("TD3", "sbtf.td3:TD3", OFF_POLICY, schedules=True, noise_types=NOISE_TYPES[:2], sb2_module="td3.td3"),
     Algorithm("TQC", "sbtf.contrib.tqc:TQC", OFF_POLICY, multi_env=True, schedules=True,
