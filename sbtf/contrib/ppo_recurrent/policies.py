@@ -32,6 +32,10 @@ from sbtf.common.tf_layers import ortho_init as orthogonal_init
 from sbtf.contrib.common.networks import FeaturesExtractor, TorchLinear, extractor_name
 
 
+#: sequences up to this length are unrolled in the train step's graph (longer ones run in a ``tf.scan`` loop)
+UNROLL_LIMIT = 64
+
+
 def _sigmoid_np(x: np.ndarray) -> np.ndarray:
     return 0.5 * (np.tanh(0.5 * x) + 1.0)
 
@@ -328,14 +332,10 @@ class RecurrentActorCriticPolicy(BasePolicy):
         flat_obs = tf.reshape(obs, (n_seq * seq_len,) + tuple(obs.shape[2:]))
         features = self.features_extractor.ops_call(flat_obs, TF_OPS)
         features = tf.reshape(features, (n_seq, seq_len, int(features.shape[-1])))
-        time_major_x = tf.transpose(features, (1, 0, 2))
-        time_major_starts = tf.transpose(episode_starts, (1, 0))
         pi_size = self.pi_state_size
         critic_lstm = self.lstm_critic
 
-        def scan_step(carry, elems):
-            _, state = carry
-            x_t, start_t = elems
+        def one_step(state, x_t, start_t):
             out_pi, pi_state = self.lstm_actor.step(TF_OPS, x_t, state[:, :pi_size], start_t)
             if critic_lstm is not None:
                 out_vf, vf_state = critic_lstm.step(TF_OPS, x_t, state[:, pi_size:], start_t)
@@ -343,9 +343,17 @@ class RecurrentActorCriticPolicy(BasePolicy):
             return out_pi, pi_state
 
         width = self.lstm_hidden_size * (2 if critic_lstm is not None else 1)
-        init = (tf.zeros((n_seq, width)), start_states)
-        outputs, _ = tf.scan(scan_step, (time_major_x, time_major_starts), initializer=init)
-        outputs = tf.reshape(tf.transpose(outputs, (1, 0, 2)), (-1, width))
+        if seq_len <= UNROLL_LIMIT:  # unrolled: no loop overhead per step (the common, short sequences)
+            state, steps = start_states, []
+            for t in range(seq_len):
+                out, state = one_step(state, features[:, t], episode_starts[:, t])
+                steps.append(out)
+            outputs = tf.reshape(tf.stack(steps, axis=1), (-1, width))
+        else:
+            outputs, _ = tf.scan(lambda carry, elems: one_step(carry[1], *elems),
+                                 (tf.transpose(features, (1, 0, 2)), tf.transpose(episode_starts, (1, 0))),
+                                 initializer=(tf.zeros((n_seq, width)), start_states))
+            outputs = tf.reshape(tf.transpose(outputs, (1, 0, 2)), (-1, width))
         hidden = self.lstm_hidden_size
         latent_pi = outputs[:, :hidden]
         if critic_lstm is not None:

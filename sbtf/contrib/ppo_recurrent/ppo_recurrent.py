@@ -30,6 +30,7 @@ from sbtf.common.on_policy import OnPolicyAlgorithm
 from sbtf.common.rollout import RolloutBuffer, swap_and_flatten
 from sbtf.common.runners import AbstractEnvRunner
 from sbtf.common.schedules import get_schedule_fn
+from sbtf.common.tf_util import xla_pays_off
 from sbtf.common.train_log import record_episode_means
 from sbtf.contrib.common.optim import make_optimizer
 from sbtf.contrib.ppo_recurrent.policies import RecurrentActorCriticPolicy
@@ -274,7 +275,8 @@ class RecurrentPPO(OnPolicyAlgorithm):
             states=tf.TensorSpec((n_seq, state_size), tf.float32),
             perms=tf.TensorSpec((n_epochs, n_minibatches, per_batch), tf.int32), lr=tf.TensorSpec((), tf.float32),
             clip=tf.TensorSpec((), tf.float32), clip_vf_value=tf.TensorSpec((), tf.float32))
-        return TrainStep(train, inputs, updates=(policy,), name="recurrent_ppo_train", autograph=False)
+        return TrainStep(train, inputs, updates=(policy,), name="recurrent_ppo_train", autograph=False,
+                         jit_compile=xla_pays_off(policy))
 
     # ------------------------------------------------------------------ the on-policy loop's parts
     def _progress_remaining(self, progress) -> float:
