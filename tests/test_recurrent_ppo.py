@@ -170,3 +170,24 @@ def test_beats_feed_forward_ppo2_on_partially_observed_cartpole():
     feed_forward.learn(budget)
     ff_reward, _ = evaluate_policy(feed_forward, NoVelocityCartPole(), n_eval_episodes=10, deterministic=True)
     assert recurrent > 150 and recurrent > ff_reward + 30, (recurrent, ff_reward)
+
+
+def test_export_takes_and_returns_the_state(tmp_path):
+    pytest.importorskip("sbtf_converters")
+    model = _model()
+    model.learn(32)
+    path = model.export(str(tmp_path / "saved"), format="savedmodel")
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    policy = model.policy_tf
+    rng = np.random.RandomState(2)
+    rows = np.zeros((2, policy.state_size), np.float32)
+    sb3_state = None
+    for t in range(6):
+        obs = rng.randn(2, 4).astype(np.float32)
+        start = np.array([t == 0, t in (0, 3)], np.float32)
+        out = serve(observation=tf.constant(obs), state=tf.constant(rows), mask=tf.constant(start))
+        action, sb3_state = model.predict(obs, state=sb3_state, episode_start=start, deterministic=True)
+        _, _, rows, _ = policy.step(obs, rows, start, deterministic=True)
+        np.testing.assert_array_equal(out["action"].numpy(), action)
+        np.testing.assert_allclose(out["state"].numpy(), rows, atol=1e-5)
+        np.testing.assert_allclose(policy.to_sb3_state(out["state"].numpy())[0], sb3_state[0], atol=1e-5)

@@ -364,6 +364,20 @@ class RecurrentActorCriticPolicy(BasePolicy):
             latent_vf = tf.stop_gradient(latent_pi)
         return self._heads(TF_OPS, latent_pi, latent_vf)
 
+    def forward(self, obs, state=None, mask=None, n_steps: int = 1):
+        """
+        One step in TF (what sbtf's exporter calls): (distribution parameters, values, None, new state rows).
+
+        :param obs: a batch of observations
+        :param state: (batch, state_size) state rows (None: zeros)
+        :param mask: (batch,) episode starts (None: no start)
+        """
+        batch = tf.shape(obs)[0]
+        state = tf.zeros((batch, self.state_size)) if state is None else tf.cast(state, tf.float32)
+        mask = tf.zeros((batch,)) if mask is None else tf.cast(mask, tf.float32)
+        flat, value, new_state = self.forward_step(TF_OPS, obs, state, mask)
+        return flat, value, None, new_state
+
     def proba_distribution_from_flat(self, flat):
         return self.pdtype.proba_distribution_from_flat(flat)
 
