@@ -64,8 +64,8 @@ def test_lstm_options():
     assert not any("lstm_critic" in name for name in shared.get_parameters())
     linear = _model(policy_kwargs=dict(TINY, enable_critic_lstm=False))
     assert "model/critic/kernel:0" in linear.get_parameters()
+    shared.learn(32)  # the critic reads the actor's LSTM output with the gradient stopped
     for model in (shared, linear):
-        model.learn(64)
         _, state = model.predict(np.zeros((3, 4), np.float32))
         layers = model.policy_tf.n_lstm_layers
         assert state[0].shape == state[1].shape == (layers, 3, 8)
@@ -135,9 +135,9 @@ def test_box_actions_and_dict_observations():
     box.learn(64)
     action, _ = box.predict(np.zeros(3, np.float32))
     assert action.shape == (1,) and -2 <= action[0] <= 2
-    multi = RecurrentPPO("MultiInputLstmPolicy", SimpleMultiObsEnv(random_start=False), n_steps=8, batch_size=8,
+    multi = RecurrentPPO("MultiInputLstmPolicy", SimpleMultiObsEnv(random_start=False), n_steps=4, batch_size=4,
                          n_epochs=1, seed=0, policy_kwargs=dict(TINY, features_extractor_kwargs=dict(cnn_output_dim=8)))
-    multi.learn(16)
+    multi.learn(8)
     obs, _ = SimpleMultiObsEnv().reset()
     action, state = multi.predict(obs)
     assert np.shape(action) == () and state[0].shape == (1, 1, 8)
