@@ -153,6 +153,8 @@ SB2_ALGORITHMS: Dict[str, Algorithm] = {name: algo for name, algo in ALGORITHMS.
 CONTRIB_ALGORITHMS: Dict[str, Algorithm] = {algo.cli_name: algo for algo in (
     Algorithm("ARS", "sbtf.contrib.ars:ARS", ON_POLICY, multi_env=True, schedules=True),
     Algorithm("QRDQN", "sbtf.contrib.qrdqn:QRDQN", OFF_POLICY, multi_env=True, schedules=True),
+    Algorithm("RecurrentPPO", "sbtf.contrib.ppo_recurrent:RecurrentPPO", ON_POLICY, multi_env=True, schedules=True,
+              cli="ppo_lstm"),
     Algorithm("TQC", "sbtf.contrib.tqc:TQC", OFF_POLICY, multi_env=True, schedules=True,
               noise_types=NOISE_TYPES[:2]),
     Algorithm("MaskablePPO", "sbtf.contrib.ppo_mask:MaskablePPO", ON_POLICY, multi_env=True, schedules=True,

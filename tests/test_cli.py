@@ -225,7 +225,7 @@ def _error(capsys, argv, code=2) -> str:
 def test_unknown_algorithm_names_the_valid_choices(tmp_path, capsys):
     err = _error(capsys, ["train", "--algo", "ppo3", "--env", "CartPole-v1", "-f", str(tmp_path)])
     assert err.startswith("sbtf train: error: unknown algorithm 'ppo3'")
-    assert "did you mean ppo2" in err and "a2c, acer, acktr, ars, ddpg, dqn, gail, her, ppo1, ppo2, ppo_mask, qrdqn, sac, td3, tqc, trpo, trpo_contrib" in err
+    assert "did you mean ppo2" in err and "a2c, acer, acktr, ars, ddpg, dqn, gail, her, ppo1, ppo2, ppo_lstm, ppo_mask, qrdqn, sac, td3, tqc, trpo, trpo_contrib" in err
     assert not any(tmp_path.iterdir())
 
 
@@ -251,7 +251,7 @@ def test_unknown_hyperparameter_names_the_valid_ones(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("override, fragment", [
-    ("learning_rate:lin_0.001", "only supported by ars, ppo2, ppo_mask, qrdqn, sac, td3, tqc, trpo_contrib, not by a2c (a2c "
+    ("learning_rate:lin_0.001", "only supported by ars, ppo2, ppo_lstm, ppo_mask, qrdqn, sac, td3, tqc, trpo_contrib, not by a2c (a2c "
                                 "anneals with lr_schedule"),
     ("normalize:maybe", "normalize must be true, false or a dict"),
     ("seed:3", "'seed' cannot be set as a hyperparameter: it is set by the command line flag --seed"),

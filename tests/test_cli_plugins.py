@@ -34,7 +34,7 @@ def test_every_part_reads_the_one_algorithm_list():
     names = sorted(algorithms.ALGORITHMS)
     assert names == ["A2C", "ACER", "ACKTR", "DDPG", "DQN", "GAIL", "HER", "PPO1", "PPO2", "SAC", "TD3", "TRPO"]
     contrib_top_level = sorted(a.name for a in algorithms.CONTRIB_ALGORITHMS.values() if a.top_level)
-    assert contrib_top_level == ["ARS", "MaskablePPO", "QRDQN", "TQC"]  # sb3-contrib's TRPO stays sbtf.contrib.TRPO
+    assert contrib_top_level == ["ARS", "MaskablePPO", "QRDQN", "RecurrentPPO", "TQC"]  # sb3-contrib's TRPO stays sbtf.contrib.TRPO
     assert sorted(set(sbtf.__all__) - {"__version__"}) == sorted(names + contrib_top_level)
     assert sorted(name for cli_name, name in cli.ALGOS.items() if cli_name not in algorithms.CONTRIB_ALGORITHMS) \
         == names and cli.ALGOS["trpo"] == "TRPO" and cli.ALGOS["dqn"] == "DQN"

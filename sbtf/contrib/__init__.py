@@ -11,6 +11,7 @@ from typing import Any, Dict
 #: public name -> "module:attribute"
 _LAZY_NAMES: Dict[str, str] = {
     "QRDQN": "sbtf.contrib.qrdqn:QRDQN",
+    "RecurrentPPO": "sbtf.contrib.ppo_recurrent:RecurrentPPO",
     "TQC": "sbtf.contrib.tqc:TQC",
     "ARS": "sbtf.contrib.ars:ARS",
     "MaskablePPO": "sbtf.contrib.ppo_mask:MaskablePPO",
