@@ -25,7 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.tf_layers import Linear, _affine_np
+from sbtf.common.tf_layers import Linear, SB2Layer, _affine_np
 
 #: SB3's ``StateDependentNoiseDistribution.epsilon``: added to the variance (and to 1 - tanh(x)**2 when squashing)
 SDE_EPSILON = 1e-6
@@ -86,17 +86,60 @@ def sde_std(log_std, action_dim: int, use_expln: bool = False, full_std: bool = 
     return std * (np.ones((1, action_dim), np.float32) if numpy else tf.ones((1, action_dim), tf.float32))
 
 
+class SDELogStd(SB2Layer):
+    """
+    gSDE's free ``log_std`` parameter as a layer of its own (SAC's actor, whose heads are ``Dense`` layers): calling
+    it on the latent features returns ``log_std`` (latent_dim, action_dim or 1), so acting paths find it.
+
+    :param scope: (str) SB2 scope (the variable is ``<scope>/log_std``)
+    :param action_dim: (int) action dimension
+    :param log_std_init: (float) initial value
+    :param full_std: (bool) one std per (latent, action) pair, else one per latent unit
+    """
+
+    def __init__(self, scope: str, action_dim: int, log_std_init: float = -3.0, full_std: bool = True, **kwargs):
+        kwargs.setdefault("name", scope.replace("/", "__") + "__log_std")
+        super().__init__(scope, **kwargs)
+        self.action_dim = int(action_dim)
+        self.log_std_init = float(log_std_init)
+        self.full_std = bool(full_std)
+
+    def build(self, input_shape):
+        self.log_std = self.add_weight(name="log_std", shape=(int(input_shape[-1]),
+                                                              self.action_dim if self.full_std else 1),
+                                       initializer=keras.initializers.Constant(self.log_std_init))
+
+    def call(self, inputs):
+        return tf.convert_to_tensor(self.log_std)
+
+    @staticmethod
+    def numpy_call(weights: Sequence[np.ndarray], x: np.ndarray) -> np.ndarray:
+        return weights[0]
+
+
+def sde_log_std(latent, std, numpy: bool = False, learn_features: bool = True):
+    """The per-action log std of gSDE's action distribution: ``0.5 * log(latent**2 @ std**2 + 1e-6)``
+    (``learn_features=False`` stops the gradient through ``latent``, SB3's on-policy default)."""
+    if numpy:
+        return 0.5 * np.log(np.dot(np.square(latent), np.square(std)) + SDE_EPSILON)
+    if not learn_features:
+        latent = tf.stop_gradient(latent)
+    return 0.5 * tf.math.log(tf.matmul(tf.square(latent), tf.square(std)) + SDE_EPSILON)
+
+
+def gaussian_log_prob(x, mean, log_std):
+    """Log-density of a diagonal Gaussian, summed over the last axis (TF)."""
+    return tf.reduce_sum(-0.5 * tf.square((x - mean) * tf.exp(-log_std)) - log_std - 0.5 * np.log(2.0 * np.pi),
+                         axis=-1)
+
+
 def sde_flat(ops, head: SDEHead, mean, latent):
     """
     SB2-style flat parameters ``[mean, logstd]`` of a gSDE action distribution in the backend ``ops``:
     ``logstd = 0.5 * log(stop_gradient(latent)**2 @ std**2 + 1e-6)``.
     """
     std = sde_std(ops.weight(head, "log_std"), head.n_hidden, head.use_expln, head.full_std, numpy=ops.is_numpy)
-    if ops.is_numpy:
-        variance = np.dot(np.square(latent), np.square(std))
-        return np.concatenate([mean, 0.5 * np.log(variance + SDE_EPSILON)], axis=-1)
-    variance = tf.matmul(tf.square(tf.stop_gradient(latent)), tf.square(std))
-    return tf.concat([mean, 0.5 * tf.math.log(variance + SDE_EPSILON)], axis=-1)
+    return ops.concat([mean, sde_log_std(latent, std, numpy=ops.is_numpy, learn_features=False)])
 
 
 class ExplorationNoise:
@@ -191,4 +234,4 @@ def refuse_sde(algorithm: str, use_sde: bool) -> None:
                          "PPO, A2C and SAC only (sbtf: PPO2, A2C, SAC).")
 
 
-__all__ = ["SDE_EPSILON", "SDEHead", "sde_std", "sde_flat", "ExplorationNoise", "OnPolicySDEMixin", "refuse_sde"]
+__all__ = ["SDE_EPSILON", "SDEHead", "SDELogStd", "sde_log_std", "gaussian_log_prob", "sde_std", "sde_flat", "ExplorationNoise", "OnPolicySDEMixin", "refuse_sde"]
