@@ -230,8 +230,19 @@ class OnPolicySDEMixin:
 def refuse_sde(algorithm: str, use_sde: bool) -> None:
     """Raise a clear error for ``use_sde=True`` on an algorithm without gSDE (as in stable-baselines3)."""
     if use_sde:
-        raise ValueError(f"Error: {algorithm} does not support gSDE (use_sde=True); stable-baselines3 has gSDE for "
-                         "PPO, A2C and SAC only (sbtf: PPO2, A2C, SAC).")
+        raise sde_kwarg_error(algorithm)
 
 
-__all__ = ["SDE_EPSILON", "SDEHead", "SDELogStd", "sde_log_std", "gaussian_log_prob", "sde_std", "sde_flat", "ExplorationNoise", "OnPolicySDEMixin", "refuse_sde"]
+#: the algorithms with gSDE (as in stable-baselines3: PPO, A2C, SAC)
+SDE_ALGORITHMS = ("PPO2", "A2C", "SAC")
+
+
+def sde_kwarg_error(algorithm: str) -> ValueError:
+    """The error for ``policy_kwargs=dict(use_sde=...)``: gSDE is switched on by the algorithm's argument."""
+    if algorithm in SDE_ALGORITHMS:
+        return ValueError(f"Error: pass use_sde to {algorithm}(..., use_sde=True), not in policy_kwargs.")
+    return ValueError(f"Error: {algorithm} does not support gSDE (use_sde); stable-baselines3 has gSDE for PPO, A2C "
+                      "and SAC only (sbtf: PPO2, A2C, SAC).")
+
+
+__all__ = ["SDE_ALGORITHMS", "sde_kwarg_error", "SDE_EPSILON", "SDEHead", "SDELogStd", "sde_log_std", "gaussian_log_prob", "sde_std", "sde_flat", "ExplorationNoise", "OnPolicySDEMixin", "refuse_sde"]

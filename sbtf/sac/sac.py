@@ -117,8 +117,6 @@ class SAC(ActorCriticOffPolicyAlgorithm):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
-        if "use_sde" in (self.policy_kwargs or {}):
-            raise ValueError("Error: pass use_sde to SAC(...), not in policy_kwargs.")
         if self.use_sde:
             base_kwargs = self.policy_kwargs
             self.policy_kwargs = dict(base_kwargs or {}, use_sde=True)
