@@ -189,7 +189,7 @@ def _pendulum_return(model, n_episodes=4):
 
 def _ppo2_pendulum(seed):
     from sbtf.common.vec_env import DummyVecEnv, VecNormalize
-    env = VecNormalize(DummyVecEnv([lambda: gym.make("Pendulum-v1")] * 4), gamma=0.9)
+    env = VecNormalize(DummyVecEnv([lambda: gym.make("Pendulum-v1")] * 4), gamma=0.9, norm_reward=False)
     # rl-zoo's gSDE hyperparameters for Pendulum, scaled down
     return PPO2("MlpPolicy", env, n_steps=256, nminibatches=8, noptepochs=10, gamma=0.9, lam=0.95, ent_coef=0.0,
                 learning_rate=1e-3, cliprange=0.2, use_sde=True, sde_sample_freq=4, seed=seed,
