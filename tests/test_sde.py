@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from sbtf import A2C, DDPG, DQN, PPO2, SAC, TD3
+from sbtf.common.cmd_util import make_vec_env
 from sbtf.common.evaluation import evaluate_policy
 from sbtf.common.network_ops import TF_OPS
 from sbtf.common.policies import MlpPolicy
@@ -183,36 +184,24 @@ def test_unsupported_raise_clear_errors():
         PPO2("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(use_expln=True))
 
 
-def _pendulum_return(model, n_episodes=4):
-    return evaluate_policy(model, model.get_env(), n_eval_episodes=n_episodes, deterministic=True)[0]
-
-
-def _ppo2_pendulum(seed):
-    from sbtf.common.vec_env import DummyVecEnv, VecNormalize
-    env = VecNormalize(DummyVecEnv([lambda: gym.make("Pendulum-v1")] * 4), gamma=0.9, norm_reward=False)
-    # rl-zoo's gSDE hyperparameters for Pendulum, scaled down
-    return PPO2("MlpPolicy", env, n_steps=256, nminibatches=8, noptepochs=10, gamma=0.9, lam=0.95, ent_coef=0.0,
-                learning_rate=1e-3, cliprange=0.2, use_sde=True, sde_sample_freq=4, seed=seed,
-                policy_kwargs=dict(log_std_init=-2.0, ortho_init=False, activation_fn="relu",
-                                   net_arch=dict(pi=[64, 64], vf=[64, 64])))
-
-
 def _learning_gain(timesteps, seed=0):
-    model = _ppo2_pendulum(seed)
-    model.get_env().training = False
-    before = _pendulum_return(model)
-    model.get_env().training = True
+    """Deterministic return on Pendulum-v1 before and after ``timesteps`` of PPO2 + gSDE (rl-zoo's gSDE settings,
+    smaller rollouts)."""
+    env = make_vec_env("Pendulum-v1", n_envs=4, seed=seed)
+    model = PPO2("MlpPolicy", env, n_steps=256, nminibatches=4, noptepochs=10, gamma=0.9, lam=0.95, ent_coef=0.0,
+                 learning_rate=1e-3, use_sde=True, sde_sample_freq=4, seed=seed,
+                 policy_kwargs=dict(log_std_init=-1.0, activation_fn="relu", net_arch=dict(pi=[64, 64], vf=[64, 64])))
+    before = evaluate_policy(model, env, n_eval_episodes=8)[0]
     model.learn(timesteps)
-    model.get_env().training = False
-    return before, _pendulum_return(model)
+    return before, evaluate_policy(model, env, n_eval_episodes=8)[0]
 
 
 def test_ppo2_sde_improves_on_pendulum():
-    before, after = _learning_gain(20_000)
-    assert after > before + 150, (before, after)
+    before, after = _learning_gain(30_000)  # measured: about -1200 -> -470
+    assert after > before + 300, (before, after)
 
 
 @pytest.mark.slow
 def test_ppo2_sde_learns_pendulum():
-    before, after = _learning_gain(100_000)
+    before, after = _learning_gain(90_000)  # measured: about -160
     assert after > -400, (before, after)
