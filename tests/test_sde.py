@@ -205,3 +205,11 @@ def test_ppo2_sde_improves_on_pendulum():
 def test_ppo2_sde_learns_pendulum():
     before, after = _learning_gain(90_000)  # measured: about -160
     assert after > -400, (before, after)
+
+
+@pytest.mark.slow
+def test_sac_sde_learns_pendulum():
+    model = SAC("MlpPolicy", "Pendulum-v1", use_sde=True, learning_rate=1e-3, learning_starts=500, batch_size=128,
+                seed=0, policy_kwargs=dict(net_arch=[64, 64]))
+    model.learn(5000)  # measured: about -150 (random: about -1200)
+    assert evaluate_policy(model, model.get_env(), n_eval_episodes=4)[0] > -500
