@@ -52,6 +52,10 @@ def _fill(model, n: int = 64, seed: int = 0) -> None:
 
 
 # ------------------------------------------------------------------------------------------ API and names
+#: stable-baselines3's replay buffer arguments, after SB2's
+SB3_REPLAY_ARGS = ["replay_buffer_class", "replay_buffer_kwargs", "optimize_memory_usage"]
+
+
 def test_constructor_matches_sb2_signature_and_exports():
     params = inspect.signature(DDPG.__init__).parameters
     expected = dict(gamma=0.99, memory_policy=None, eval_env=None, nb_train_steps=50, nb_rollout_steps=100,
@@ -63,7 +67,7 @@ def test_constructor_matches_sb2_signature_and_exports():
                     _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False, seed=None,
                     n_cpu_tf_sess=1)
     assert list(params)[1:3] == ["policy", "env"]
-    assert list(params)[3:] == list(expected)
+    assert list(params)[3:] == list(expected) + SB3_REPLAY_ARGS + ["use_sde"]  # use_sde=True raises
     assert all(params[name].default == default for name, default in expected.items())
     # the names stable-baselines exported from stable_baselines.ddpg (and ddpg.noise / ddpg.policies)
     from sbtf.ddpg import CnnPolicy, LnCnnPolicy, LnMlpPolicy, MlpPolicy  # noqa: F401
