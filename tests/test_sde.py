@@ -213,3 +213,14 @@ def test_sac_sde_learns_pendulum():
                 seed=0, policy_kwargs=dict(net_arch=[64, 64]))
     model.learn(5000)  # measured: about -150 (random: about -1200)
     assert evaluate_policy(model, model.get_env(), n_eval_episodes=4)[0] > -500
+
+
+@pytest.mark.parametrize("algo", [PPO2, SAC])
+def test_export_equals_predict(algo, tmp_path):
+    pytest.importorskip("sbtf_converters")
+    model = algo("MlpPolicy", "Pendulum-v1", use_sde=True, seed=0)
+    model.learn(200)
+    loaded = tf.saved_model.load(model.export(str(tmp_path / "exported"), format="savedmodel"))
+    obs = np.random.default_rng(0).uniform(-1, 1, (5, 3)).astype(np.float32)
+    exported = loaded.signatures["serving_default"](tf.constant(obs))["action"].numpy()
+    np.testing.assert_allclose(exported, model.predict(obs, deterministic=True)[0], atol=1e-5)
