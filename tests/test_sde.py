@@ -180,8 +180,13 @@ def test_unsupported_raise_clear_errors():
         PPO2("MlpPolicy", "CartPole-v1", use_sde=True)
     with pytest.raises(ValueError, match="recurrent"):
         PPO2("MlpLstmPolicy", "Pendulum-v1", use_sde=True, nminibatches=1)
-    with pytest.raises(ValueError, match="need use_sde=True"):
-        PPO2("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(use_expln=True))
+    with pytest.raises(ValueError, match="only available when using gSDE"):
+        PPO2("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(squash_output=True))
+    with pytest.raises(NotImplementedError, match="squash_output"):
+        PPO2("MlpPolicy", "Pendulum-v1", use_sde=True, policy_kwargs=dict(squash_output=True))
+    # without gSDE, log_std_init sets the Gaussian's initial log std (SB3); use_expln/full_std are ignored
+    model = A2C("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(log_std_init=-0.5, use_expln=True, full_std=False))
+    np.testing.assert_allclose(model.get_parameters()["model/pi/logstd:0"], -0.5)
 
 
 def _learning_gain(timesteps, seed=0):

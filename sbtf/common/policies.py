@@ -591,12 +591,12 @@ class FeedForwardPolicy(ActorCriticPolicy):
 
     def _sde_settings(self, use_sde, log_std_init, use_expln, full_std, squash_output):
         """Check the gSDE policy_kwargs; the exploration noise (the acting state) when ``use_sde``."""
+        if squash_output and not use_sde:
+            raise ValueError("Error: squash_output=True is only available when using gSDE (use_sde=True).")
         if squash_output:
             raise NotImplementedError(f"Error: squash_output=True is not supported by {type(self).__name__} yet "
                                       "(sbtf's on-policy gSDE acts without tanh squashing; SAC squashes always).")
-        if not use_sde:
-            if use_expln or not full_std:
-                raise ValueError("Error: use_expln and full_std are gSDE settings; they need use_sde=True.")
+        if not use_sde:  # use_expln and full_std only matter with gSDE (ignored otherwise, as in SB3)
             return False, None
         if not isinstance(self.ac_space, gym.spaces.Box):
             raise ValueError(f"Error: gSDE (use_sde=True) needs a Box action space, got {self.ac_space!r}.")
