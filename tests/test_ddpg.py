@@ -67,7 +67,7 @@ def test_constructor_matches_sb2_signature_and_exports():
                     _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False, seed=None,
                     n_cpu_tf_sess=1)
     assert list(params)[1:3] == ["policy", "env"]
-    assert list(params)[3:] == list(expected) + SB3_REPLAY_ARGS
+    assert list(params)[3:] == list(expected) + SB3_REPLAY_ARGS + ["use_sde"]  # use_sde=True raises
     assert all(params[name].default == default for name, default in expected.items())
     # the names stable-baselines exported from stable_baselines.ddpg (and ddpg.noise / ddpg.policies)
     from sbtf.ddpg import CnnPolicy, LnCnnPolicy, LnMlpPolicy, MlpPolicy  # noqa: F401

@@ -43,7 +43,7 @@ def test_constructors_match_sb2_signatures():
                     target_entropy='auto', action_noise=None, random_exploration=0.0, verbose=0, tensorboard_log=None,
                     _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False, seed=None,
                     n_cpu_tf_sess=None)
-    assert list(sac)[3:] == list(expected) + SB3_REPLAY_ARGS
+    assert list(sac)[3:] == list(expected) + SB3_REPLAY_ARGS + ["use_sde", "sde_sample_freq", "use_sde_at_warmup"]
     assert all(sac[name].default == default for name, default in expected.items())
     td3 = inspect.signature(TD3.__init__).parameters
     expected = dict(gamma=0.99, learning_rate=3e-4, buffer_size=50000, learning_starts=100, train_freq=100,
@@ -51,7 +51,7 @@ def test_constructors_match_sb2_signatures():
                     target_policy_noise=0.2, target_noise_clip=0.5, random_exploration=0.0, verbose=0,
                     tensorboard_log=None, _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False,
                     seed=None, n_cpu_tf_sess=None)
-    assert list(td3)[3:] == list(expected) + SB3_REPLAY_ARGS
+    assert list(td3)[3:] == list(expected) + SB3_REPLAY_ARGS + ["use_sde"]  # use_sde=True raises
     assert all(td3[name].default == default for name, default in expected.items())
 
 

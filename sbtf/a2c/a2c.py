@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from sbtf.common.base_class import SetVerbosity
 from sbtf.common.fast_call import TrainStep
+from sbtf.common.sde import OnPolicySDEMixin
 from sbtf.common.on_policy import NStepActorCriticRLModel
 from sbtf.common.optimizers import check_rms_prop_style, clip_grads, make_rmsprop
 from sbtf.common.rollout import RolloutBatch
@@ -19,7 +20,7 @@ from sbtf.common import model_schema as ms
 from sbtf.common.tf_util import xla_pays_off
 
 
-class A2C(NStepActorCriticRLModel):
+class A2C(OnPolicySDEMixin, NStepActorCriticRLModel):
     """
     The A2C (Advantage Actor Critic) model class, https://arxiv.org/abs/1602.01783
 
@@ -47,17 +48,22 @@ class A2C(NStepActorCriticRLModel):
     :param rms_prop_style: (str) sbtf extension: ``"tf"`` (default) is stable-baselines 2's TF1 RMSProp (mean
         square starting at 1, epsilon inside the square root); ``"torch"`` is PyTorch's RMSprop (mean square starting
         at 0, epsilon added after the square root), the optimizer of stable-baselines3's A2C
+    :param use_sde: (bool) generalized State-Dependent Exploration (gSDE, Box actions; see ``sbtf.common.sde``)
+    :param sde_sample_freq: (int) resample the gSDE exploration matrices every n steps (-1: only at rollout start)
     """
 
     _save_schema = dict(
         gamma=ms.Real(), n_steps=ms.Integer(1, ms.MAX_ROLLOUT), vf_coef=ms.Real(), ent_coef=ms.Real(),
         max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(), alpha=ms.Real(), momentum=ms.Real(),
-        epsilon=ms.Real(), lr_schedule=ms.AnyOf(ms.Text(), ms.Schedule()), rms_prop_style=ms.Text(("tf", "torch")))
+        epsilon=ms.Real(), lr_schedule=ms.AnyOf(ms.Text(), ms.Schedule()), rms_prop_style=ms.Text(("tf", "torch")),
+        use_sde=ms.Flag(), sde_sample_freq=ms.Integer(-1))
 
     def __init__(self, policy, env, gamma=0.99, n_steps=5, vf_coef=0.25, ent_coef=0.01, max_grad_norm=0.5,
                  learning_rate=7e-4, alpha=0.99, momentum=0.0, epsilon=1e-5, lr_schedule="constant", verbose=0,
                  tensorboard_log=None, _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False,
-                 seed=None, n_cpu_tf_sess=None, rms_prop_style="tf"):
+                 seed=None, n_cpu_tf_sess=None, rms_prop_style="tf", use_sde=False, sde_sample_freq=-1):
+        self.use_sde = bool(use_sde)
+        self.sde_sample_freq = int(sde_sample_freq)
         self.rms_prop_style = check_rms_prop_style(rms_prop_style)
         self.gamma = gamma
         self.vf_coef = vf_coef

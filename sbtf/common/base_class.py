@@ -257,6 +257,9 @@ class BaseRLModel(ABC):
         self.verbose = verbose
         self._requires_vec_env = requires_vec_env
         self.policy_kwargs = {} if policy_kwargs is None else dict(policy_kwargs)
+        if "use_sde" in self.policy_kwargs:  # gSDE is an algorithm argument (sbtf.common.sde)
+            from sbtf.common.sde import sde_kwarg_error
+            raise sde_kwarg_error(type(self).__name__)
         self.observation_space: Optional[gym.Space] = None
         self.action_space: Optional[gym.Space] = None
         self.n_envs: Optional[int] = None

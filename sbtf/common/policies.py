@@ -31,6 +31,7 @@ from sbtf.common.network_ops import TF_OPS
 from sbtf.common.extractors import CombinedExtractor, FlattenExtractor
 from sbtf.common.extractors import NatureCNN as SB3NatureCNN
 from sbtf.common.extractors import extractor_named_variables, features_dim_of, is_image_space
+from sbtf.common.sde import ExplorationNoise, SDEHead, sde_flat, sde_std
 from sbtf.common.registry import class_key, lookup_class, register_class
 from sbtf.common.tf_layers import (Conv, GaussianHead, Linear, Lstm, SB2Layer, get_activation, make_cnn_extractor,
                                    nature_cnn, ortho_init)
@@ -487,7 +488,8 @@ class FeedForwardPolicy(ActorCriticPolicy):
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
                  layers=None, net_arch=None, act_fun=None, cnn_extractor=nature_cnn, feature_extraction="cnn",
                  features_extractor_class=None, features_extractor_kwargs=None, share_features_extractor=None,
-                 normalize_images=None, activation_fn=None, ortho_init=None, **kwargs):
+                 normalize_images=None, activation_fn=None, ortho_init=None, use_sde=False, log_std_init=0.0,
+                 use_expln=False, full_std=True, squash_output=False, **kwargs):
         if feature_extraction not in ("cnn", "mlp"):
             raise ValueError(f"Error: feature_extraction must be 'cnn' or 'mlp', got {feature_extraction!r}")
         if features_extractor_class is None:
@@ -572,7 +574,12 @@ class FeedForwardPolicy(ActorCriticPolicy):
         self.vf_head = Linear("vf", 1)
         self.vf_head.build((None, vf_dim[1] if isinstance(vf_dim, tuple) else vf_dim))
         self.pi_head, self.q_head = self.pdtype.make_heads(init_scale=0.01)
+        self.use_sde, self.sde_noise = self._sde_settings(use_sde, log_std_init, use_expln, full_std, squash_output)
+        if self.use_sde:  # gSDE (sbtf.common.sde): the mean layer and the log_std matrix
+            self.pi_head = SDEHead("pi", self.ac_space.shape[0], log_std_init, full_std, use_expln, init_scale=0.01)
         self.pi_head.build((None, pi_dim[0] if isinstance(pi_dim, tuple) else pi_dim))
+        if isinstance(self.pi_head, GaussianHead):  # SB3: log_std_init also sets a plain Gaussian's log std
+            self.pi_head.logstd.assign(np.full(self.pi_head.logstd.shape, log_std_init, np.float32))
         self.q_head.build((None, vf_dim[1] if isinstance(vf_dim, tuple) else vf_dim))
         self._register(self.vf_head, self.pi_head, self.q_head)
         if sb3_mode and not self.ortho_init:
@@ -580,8 +587,23 @@ class FeedForwardPolicy(ActorCriticPolicy):
                                                                                         self.q_head])
         self._finish_build()
         # NumPy acting runs ``network``; a subclass that replaces the TF maths (``forward``) acts through TF
-        self._acting = self._new_acting_path({"network": (self.network, [self.obs_signature()])},
-                                             numpy_allowed=type(self).forward is FeedForwardPolicy.forward)
+        functions = {"network": (self.network, [self.obs_signature()])}
+        if self.use_sde:
+            functions.update(sde_network=(self.sde_network, [self.obs_signature()]), sde_std=(self._sde_std, []))
+        self._acting = self._new_acting_path(functions, numpy_allowed=type(self).forward is FeedForwardPolicy.forward)
+
+    def _sde_settings(self, use_sde, log_std_init, use_expln, full_std, squash_output):
+        """Check the gSDE policy_kwargs; the exploration noise (the acting state) when ``use_sde``."""
+        if squash_output and not use_sde:
+            raise ValueError("Error: squash_output=True is only available when using gSDE (use_sde=True).")
+        if squash_output:
+            raise NotImplementedError(f"Error: squash_output=True is not supported by {type(self).__name__} yet "
+                                      "(sbtf's on-policy gSDE acts without tanh squashing; SAC squashes always).")
+        if not use_sde:  # use_expln and full_std only matter with gSDE (ignored otherwise, as in SB3)
+            return False, None
+        if not isinstance(self.ac_space, gym.spaces.Box):
+            raise ValueError(f"Error: gSDE (use_sde=True) needs a Box action space, got {self.ac_space!r}.")
+        return True, ExplorationNoise(self.np_random)
 
     @property
     def xla_friendly(self) -> bool:
@@ -688,6 +710,14 @@ class FeedForwardPolicy(ActorCriticPolicy):
         return latent
 
     def network(self, ops, obs, with_q: bool = False):
+        out = self.sde_network(ops, obs, with_q=with_q)
+        return (out[0], out[1], out[3]) if with_q else out[:2]
+
+    def sde_network(self, ops, obs, with_q: bool = False):
+        """``network`` plus the pi latent features (gSDE's noise is ``latent @ exploration matrix``).
+
+        :return: (flat distribution parameters, value, latent_pi), plus the q-values when ``with_q``
+        """
         x = self._preprocess_input(ops, obs)
         if self.pi_features_extractor is not None:  # share_features_extractor=False
             latent_pi = ops.layer(self.pi_features_extractor, x)
@@ -703,9 +733,45 @@ class FeedForwardPolicy(ActorCriticPolicy):
         flat = ops.layer(self.pi_head, latent_pi)
         if isinstance(self.pi_head, GaussianHead):  # SB2's flat parameters: [mean, logstd broadcast to the batch]
             flat = ops.concat([flat, flat * 0.0 + ops.weight(self.pi_head, "logstd")])
+        elif isinstance(self.pi_head, SDEHead):
+            flat = sde_flat(ops, self.pi_head, flat, latent_pi)
         if with_q:
-            return flat, value, ops.layer(self.q_head, latent_vf)
-        return flat, value
+            return flat, value, latent_pi, ops.layer(self.q_head, latent_vf)
+        return flat, value, latent_pi
+
+    # --- gSDE acting (sbtf.common.sde) ----------------------------------------------------------------
+    def _sde_std(self, ops):
+        head = self.pi_head
+        return sde_std(ops.weight(head, "log_std"), head.n_hidden, head.use_expln, head.full_std, numpy=ops.is_numpy)
+
+    def sde_std_matrix(self) -> np.ndarray:
+        """The std of the exploration matrices (latent_dim, action_dim), NumPy."""
+        return np.asarray(self._acting("sde_std"))
+
+    def reset_noise(self, n_envs: int = 1) -> None:
+        """Sample new exploration matrices (SB3's ``reset_noise``)."""
+        self.sde_noise.reset(self.sde_std_matrix(), n_envs)
+
+    def _sde_act(self, obs, deterministic: bool):
+        """gSDE acting: ``mean + latent @ E`` (``mean`` when deterministic); returns (actions, values, flat)."""
+        flat, value, latent = self._acting("sde_network", self._prepare_obs(obs))
+        mean = flat[:, :self.ac_space.shape[0]]
+        if deterministic:
+            return mean.copy(), value, flat
+        self.sde_noise.before_step(self.sde_std_matrix, len(latent))
+        return (mean + self.sde_noise.noise(latent)).astype(np.float32), value, flat
+
+    def step(self, obs, state=None, mask=None, deterministic=False):
+        if not self.use_sde:
+            return super().step(obs, state, mask, deterministic)
+        action, value, flat = self._sde_act(obs, deterministic)
+        return action, value, None, self.pdtype.np_neglogp(flat, action).astype(np.float32)
+
+    def act(self, obs, state=None, mask=None, deterministic=False):
+        if not self.use_sde:
+            return super().act(obs, state, mask, deterministic)
+        action, value, _ = self._sde_act(obs, deterministic)
+        return action, value, None
 
     def forward(self, obs, state=None, mask=None, n_steps: int = 1):
         flat, value, q_value = self.network(TF_OPS, obs, with_q=True)

@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common import model_schema as ms
+from sbtf.common.sde import refuse_sde
 from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from sbtf.common.math_util import unscale_action
 from sbtf.common.mpi_adam import MpiAdam
@@ -128,7 +129,8 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
                  render=False, render_eval=False, memory_limit=None, buffer_size=50000, random_exploration=0.0,
                  verbose=0, tensorboard_log=None, _init_setup_model=True, policy_kwargs=None,
                  full_tensorboard_log=False, seed=None, n_cpu_tf_sess=1, replay_buffer_class=None,
-                 replay_buffer_kwargs=None, optimize_memory_usage=False):
+                 replay_buffer_kwargs=None, optimize_memory_usage=False, use_sde=False):
+        refuse_sde("DDPG", use_sde)  # stable-baselines3 has no gSDE for DDPG
         self._comm = None
         super().__init__(policy=policy, env=env, replay_buffer=None, verbose=verbose, policy_base=DDPGPolicy,
                          requires_vec_env=False, policy_kwargs=policy_kwargs, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)

@@ -18,6 +18,7 @@ from sbtf import logger
 from sbtf.common.base_class import SetVerbosity
 from sbtf.common.fast_call import TrainStep
 from sbtf.common.math_util import explained_variance
+from sbtf.common.sde import OnPolicySDEMixin
 from sbtf.common.on_policy import NStepActorCriticRLModel
 from sbtf.common.optimizers import Adam, clip_grads
 from sbtf.common.rollout import RolloutBatch
@@ -30,7 +31,7 @@ from sbtf.common.tf_util import xla_pays_off
 LOSS_NAMES = ["policy_loss", "value_loss", "policy_entropy", "approxkl", "clipfrac"]
 
 
-class PPO2(NStepActorCriticRLModel):
+class PPO2(OnPolicySDEMixin, NStepActorCriticRLModel):
     """
     Proximal Policy Optimization algorithm (GPU version), https://arxiv.org/abs/1707.06347
 
@@ -57,19 +58,24 @@ class PPO2(NStepActorCriticRLModel):
     :param full_tensorboard_log: (bool) also log histograms of returns, advantages and observations
     :param seed: (int) Seed for the pseudo-random generators (python, numpy, tensorflow, env).
     :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process)
+    :param use_sde: (bool) generalized State-Dependent Exploration (gSDE, Box actions; see ``sbtf.common.sde``)
+    :param sde_sample_freq: (int) resample the gSDE exploration matrices every n steps (-1: only at rollout start)
     """
 
     _save_schema = dict(
         gamma=ms.Real(), n_steps=ms.Integer(1, ms.MAX_ROLLOUT), vf_coef=ms.Real(), ent_coef=ms.Real(),
         max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(), lam=ms.Real(), nminibatches=ms.Integer(1),
-        noptepochs=ms.Integer(1), cliprange=ms.Schedule(), cliprange_vf=ms.Nullable(ms.Schedule()))
+        noptepochs=ms.Integer(1), cliprange=ms.Schedule(), cliprange_vf=ms.Nullable(ms.Schedule()),
+        use_sde=ms.Flag(), sde_sample_freq=ms.Integer(-1))
 
     _generator_attrs = ("_shuffle_gen",)
 
     def __init__(self, policy, env, gamma=0.99, n_steps=128, ent_coef=0.01, learning_rate=2.5e-4, vf_coef=0.5,
                  max_grad_norm=0.5, lam=0.95, nminibatches=4, noptepochs=4, cliprange=0.2, cliprange_vf=None,
                  verbose=0, tensorboard_log=None, _init_setup_model=True, policy_kwargs=None,
-                 full_tensorboard_log=False, seed=None, n_cpu_tf_sess=None):
+                 full_tensorboard_log=False, seed=None, n_cpu_tf_sess=None, use_sde=False, sde_sample_freq=-1):
+        self.use_sde = bool(use_sde)
+        self.sde_sample_freq = int(sde_sample_freq)
         self.learning_rate = learning_rate
         self.cliprange = cliprange
         self.cliprange_vf = cliprange_vf

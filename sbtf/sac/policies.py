@@ -18,6 +18,7 @@ from sbtf.common.network_ops import TF_OPS
 from sbtf.common.extractors import CombinedExtractor
 from sbtf.common.off_policy_networks import (SB3_DEFAULT_NET_ARCH, ActorCriticNetworks, image_scaling,
                                              resolve_off_policy_arch, setup_dict_observations)
+from sbtf.common.sde import ExplorationNoise, SDELogStd, sde_log_std, sde_std
 from sbtf.common.policies import BasePolicy, make_actor_critic_policies, nature_cnn, register_policy_base
 
 EPS = 1e-6  # Avoid NaN (prevents division by zero or log of zero)
@@ -172,13 +173,19 @@ class FeedForwardPolicy(ActorCriticNetworks, SACPolicy):
         built as ``features_extractor_class(ob_space, **features_extractor_kwargs)`` for the actor and (unless
         shared) the critics, variables ``<scope>/features_extractor/...``; replaces SB2's CNN / flattening
     :param features_extractor_kwargs: (dict) its keyword arguments
+    :param use_sde: (bool) gSDE actor (set by ``SAC(use_sde=True)``; see ``sbtf.common.sde``)
+    :param log_std_init: (float) initial gSDE ``log_std`` (SB3's SAC default -3)
+    :param use_expln: (bool) gSDE: ``expln`` instead of ``exp`` for the std
+    :param full_std: (bool) gSDE: one std per (latent, action) pair, else one per latent unit
+    :param clip_mean: (float) gSDE: the mean is clipped to [-clip_mean, clip_mean] (SB3's Hardtanh; 0: no clip)
     :param kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
     """
 
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
                  layers=None, cnn_extractor=nature_cnn, feature_extraction="cnn", reg_weight=0.0, layer_norm=False,
                  act_fun=tf.nn.relu, net_arch=None, activation_fn=None, n_critics=2, share_features_extractor=False,
-                 normalize_images=None, features_extractor_class=None, features_extractor_kwargs=None, **kwargs):
+                 normalize_images=None, features_extractor_class=None, features_extractor_kwargs=None,
+                 use_sde=False, log_std_init=-3.0, use_expln=False, full_std=True, clip_mean=2.0, **kwargs):
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
                          scale=image_scaling(ob_space, feature_extraction, normalize_images,
                                              features_extractor_class))
@@ -194,10 +201,22 @@ class FeedForwardPolicy(ActorCriticNetworks, SACPolicy):
             act_fun=act_fun, activation_fn=activation_fn, n_critics=n_critics,
             share_features_extractor=share_features_extractor, cnn_extractor=cnn_extractor, cnn_kwargs=kwargs,
             features_extractor_class=features_extractor_class)
+        self.use_sde = bool(use_sde)
+        self.sde_settings = dict(log_std_init=float(log_std_init), use_expln=bool(use_expln),
+                                 full_std=bool(full_std), clip_mean=float(clip_mean))
+        self.sde_noise = ExplorationNoise(self.np_random) if self.use_sde else None
+        self.sde_log_std_layer = None
         self._init_networks(arch, cnn_extractor, feature_extraction, layer_norm, kwargs)
 
     # ------------------------------------------------------------------ building (SB2 API)
     def make_actor(self, obs=None, reuse=False, scope="pi"):
+        if self.actor_mlp is None and self.use_sde:  # gSDE: the mean head and the log_std matrix
+            self._build_actor(scope, [("dense", None)])
+            self.sde_log_std_layer = SDELogStd(scope, self.n_act, self.sde_settings["log_std_init"],
+                                               self.sde_settings["full_std"])
+            self.sde_log_std_layer.build(self.actor_latent(self._dummy_obs).shape)
+            self._actor_named.append(self.sde_log_std_layer)
+            self.weights_changed()
         if self.actor_mlp is None:
             self._build_actor(scope, [("dense", None), ("dense_1", None)])
         if obs is None:
@@ -227,18 +246,50 @@ class FeedForwardPolicy(ActorCriticNetworks, SACPolicy):
 
     # ------------------------------------------------------------------ maths
     def actor_mu_log_std(self, obs, ops=TF_OPS):
-        """Mean and clipped log-std of the pre-squash Gaussian for a batch of observations (backend ``ops``)."""
+        """Mean and clipped log-std of the pre-squash Gaussian for a batch of observations (backend ``ops``); with
+        gSDE the log-std is ``0.5 * log(latent**2 @ std**2 + 1e-6)``."""
+        if self.use_sde:
+            mean, latent, std = self.actor_sde(obs, ops)
+            return mean, sde_log_std(latent, std, numpy=ops.is_numpy)
         mu_, log_std = self.actor_head_outputs(obs, ops)
         return mu_, ops.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
+
+    def actor_sde(self, obs, ops=TF_OPS):
+        """gSDE actor: (mean clipped to +-clip_mean, latent features, std matrix (latent_dim, n_act))."""
+        latent = self.actor_latent(obs, ops)
+        mean = ops.layer(self.actor_heads[0], latent)
+        clip_mean = self.sde_settings["clip_mean"]
+        if clip_mean > 0:
+            mean = ops.clip(mean, -clip_mean, clip_mean)
+        std = sde_std(ops.layer(self.sde_log_std_layer, latent), self.n_act, self.sde_settings["use_expln"],
+                      self.sde_settings["full_std"], numpy=ops.is_numpy)
+        return mean, latent, std
 
     def call(self, inputs, training=None):
         return tf.tanh(self.actor_mu_log_std(inputs)[0])
 
     # ------------------------------------------------------------------ acting
     def _acting_functions(self) -> dict:
-        return {"mu_log_std": (lambda ops, obs: self.actor_mu_log_std(obs, ops), [self.obs_signature()])}
+        functions = {"mu_log_std": (lambda ops, obs: self.actor_mu_log_std(obs, ops), [self.obs_signature()])}
+        if self.use_sde:
+            functions["sde"] = (lambda ops, obs: self.actor_sde(obs, ops), [self.obs_signature()])
+        return functions
+
+    def sde_std_matrix(self) -> np.ndarray:
+        """The std of the gSDE exploration matrices (latent_dim, n_act), NumPy."""
+        return np.asarray(self._acting("sde", np.zeros((1,) + self.obs_shape, self.obs_dtype))[2])
+
+    def reset_noise(self, n_envs: int = 1) -> None:
+        """Sample new gSDE exploration matrices (SB3's ``reset_noise``)."""
+        self.sde_noise.reset(self.sde_std_matrix(), n_envs)
 
     def step(self, obs, state=None, mask=None, deterministic=False):
+        if self.use_sde:
+            mean, latent, std = self._run_acting("sde", obs)
+            if deterministic:
+                return np.tanh(mean)
+            self.sde_noise.before_step(lambda: std, len(latent))
+            return np.tanh(mean + self.sde_noise.noise(latent))
         mu_, log_std = self._run_acting("mu_log_std", obs)
         if deterministic:
             return np.tanh(mu_)

@@ -20,6 +20,8 @@ from sbtf.common.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
 from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, learn_doc
 from sbtf.common.off_policy_ops import polyak_update
 from sbtf.common.optimizers import Adam
+from sbtf.common.sde import gaussian_log_prob, sde_log_std
+from sbtf.common.math_util import unscale_action
 from sbtf.sac.policies import SACPolicy, apply_squashing_func, gaussian_entropy, gaussian_likelihood
 from sbtf.common import model_schema as ms
 
@@ -67,6 +69,11 @@ class SAC(ActorCriticOffPolicyAlgorithm):
     :param replay_buffer_kwargs: (dict) Keyword arguments of the replay buffer (e.g. ``n_sampled_goal``)
     :param optimize_memory_usage: (bool) Enable a memory efficient variant of the replay buffer (each observation is
         stored once)
+    :param use_sde: (bool) generalized State-Dependent Exploration (gSDE) instead of independent action noise
+        (see ``sbtf.common.sde``; policy_kwargs ``log_std_init``, ``use_expln``, ``full_std``, ``clip_mean``)
+    :param sde_sample_freq: (int) resample the gSDE exploration matrix every n steps (-1: only when a collection of
+        ``train_freq`` steps starts)
+    :param use_sde_at_warmup: (bool) act with gSDE instead of uniform random actions before ``learning_starts``
     """
 
     _save_schema = dict(
@@ -74,7 +81,8 @@ class SAC(ActorCriticOffPolicyAlgorithm):
         train_freq=ms.Integer(1), batch_size=ms.Integer(1), tau=ms.Real(),
         ent_coef=ms.AnyOf(ms.Real(), ms.Text(("auto",), prefixes=True)),
         target_entropy=ms.AnyOf(ms.Real(), ms.Text(("auto",))), gamma=ms.Real(), action_noise=ms.Noise(),
-        random_exploration=ms.Real(), target_update_interval=ms.Integer(1), gradient_steps=ms.Integer(0), **REPLAY_BUFFER_SCHEMA)
+        random_exploration=ms.Real(), target_update_interval=ms.Integer(1), gradient_steps=ms.Integer(0), **REPLAY_BUFFER_SCHEMA,
+        use_sde=ms.Flag(), sde_sample_freq=ms.Integer(-1), use_sde_at_warmup=ms.Flag())
     _supported_action_spaces = (gym.spaces.Box,)
     #: SB2's graph subtracts ``ent_coef * logp_pi`` (shape (B,)) from ``min_qf_pi`` (shape (B, 1)), a (B, B) broadcast,
     #: so its value network regresses towards ``min Q(s, pi(s)) - ent_coef * mean_batch(logp_pi)``: the entropy term
@@ -87,7 +95,11 @@ class SAC(ActorCriticOffPolicyAlgorithm):
                  target_entropy='auto', action_noise=None, random_exploration=0.0, verbose=0, tensorboard_log=None,
                  _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False, seed=None,
                  n_cpu_tf_sess=None, replay_buffer_class=None, replay_buffer_kwargs=None,
-                 optimize_memory_usage=False):
+                 optimize_memory_usage=False, use_sde=False, sde_sample_freq=-1, use_sde_at_warmup=False):
+        self.use_sde = bool(use_sde)
+        self.sde_sample_freq = int(sde_sample_freq)
+        self.use_sde_at_warmup = bool(use_sde_at_warmup)
+        self._sde_collected = 0
         super().__init__(policy, env, SACPolicy, gamma=gamma, learning_rate=learning_rate, buffer_size=buffer_size,
                          learning_starts=learning_starts, train_freq=train_freq, batch_size=batch_size, tau=tau,
                          gradient_steps=gradient_steps, action_noise=action_noise,
@@ -105,7 +117,15 @@ class SAC(ActorCriticOffPolicyAlgorithm):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
-        policy_tf, target_policy = self._build_policies(SACPolicy)
+        if self.use_sde:
+            base_kwargs = self.policy_kwargs
+            self.policy_kwargs = dict(base_kwargs or {}, use_sde=True)
+            try:
+                policy_tf, target_policy = self._build_policies(SACPolicy)
+            finally:
+                self.policy_kwargs = base_kwargs
+        else:
+            policy_tf, target_policy = self._build_policies(SACPolicy)
         policy_tf.make_actor()
         policy_tf.make_critics(create_vf=True, create_qf=True)
         target_policy.make_critics(create_vf=True, create_qf=False)
@@ -187,9 +207,15 @@ class SAC(ActorCriticOffPolicyAlgorithm):
             value_target = target_policy.critic("vf", target_policy.critic_features(next_obs))
             q_backup = tf.stop_gradient(rewards + (1.0 - dones) * gamma * value_target)
             with tf.GradientTape(persistent=True) as tape:
-                mu_, log_std = policy.actor_mu_log_std(obs)
-                pi_ = mu_ + tf.random.stateless_normal(tf.shape(mu_), seed=seed) * tf.exp(log_std)
-                logp_pi = gaussian_likelihood(pi_, mu_, log_std)
+                if policy.use_sde:  # one exploration matrix per gradient step, differentiable (SB3's rsample)
+                    mu_, latent, std = policy.actor_sde(obs)
+                    log_std = sde_log_std(latent, std)
+                    pi_ = mu_ + tf.matmul(latent, std * tf.random.stateless_normal(tf.shape(std), seed=seed + 1))
+                    logp_pi = gaussian_log_prob(pi_, mu_, log_std)
+                else:
+                    mu_, log_std = policy.actor_mu_log_std(obs)
+                    pi_ = mu_ + tf.random.stateless_normal(tf.shape(mu_), seed=seed) * tf.exp(log_std)
+                    logp_pi = gaussian_likelihood(pi_, mu_, log_std)
                 entropy = tf.reduce_mean(gaussian_entropy(log_std))
                 _, policy_out, logp_pi = apply_squashing_func(mu_, pi_, logp_pi)
                 features = policy.critic_features(obs)
@@ -229,7 +255,17 @@ class SAC(ActorCriticOffPolicyAlgorithm):
 
     # ------------------------------------------------------------------ collection
     def _explore_step(self, obs: np.ndarray) -> np.ndarray:
+        if self.use_sde:  # a collection of train_freq steps starts with a new exploration matrix (SB3)
+            if self._sde_collected % max(int(self.train_freq), 1) == 0:
+                self.policy_tf.sde_noise.start_rollout(self.policy_tf.sde_std_matrix(), len(obs), self.sde_sample_freq)
+            self._sde_collected += 1
         return self.policy_tf.step(obs, deterministic=False)
+
+    def _select_actions(self, obs: np.ndarray):
+        if self.use_sde and self.use_sde_at_warmup and self.num_timesteps < self.learning_starts:
+            action = np.asarray(self._explore_step(obs), np.float32).reshape((obs.shape[0],) + self.action_space.shape)
+            return action, unscale_action(self.action_space, action)
+        return super()._select_actions(obs)
 
     def _trains_after(self, step: int, timestep: int) -> bool:
         return timestep % self.train_freq == 0

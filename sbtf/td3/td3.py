@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
+from sbtf.common.sde import refuse_sde
 from sbtf.common.fast_call import TrainStep
 from sbtf.common.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
 from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, learn_doc
@@ -82,7 +83,8 @@ class TD3(ActorCriticOffPolicyAlgorithm):
                  target_policy_noise=0.2, target_noise_clip=0.5, random_exploration=0.0, verbose=0,
                  tensorboard_log=None, _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False,
                  seed=None, n_cpu_tf_sess=None, replay_buffer_class=None, replay_buffer_kwargs=None,
-                 optimize_memory_usage=False):
+                 optimize_memory_usage=False, use_sde=False):
+        refuse_sde("TD3", use_sde)  # stable-baselines3 has no gSDE for TD3
         super().__init__(policy, env, TD3Policy, gamma=gamma, learning_rate=learning_rate, buffer_size=buffer_size,
                          learning_starts=learning_starts, train_freq=train_freq, batch_size=batch_size, tau=tau,
                          gradient_steps=gradient_steps, action_noise=action_noise,

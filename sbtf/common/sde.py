@@ -1,0 +1,248 @@
+"""
+Generalized State-Dependent Exploration (gSDE), with stable-baselines3's maths and argument names.
+
+gSDE (Raffin et al., 2021) replaces independent Gaussian noise per step by a noise that is a function of the
+policy's latent features ``z`` (the last layer of the pi network): ``action = mean(z) + z @ E`` where the exploration
+matrix ``E`` (latent_dim x action_dim) is drawn from ``N(0, std**2)`` and kept for ``sde_sample_freq`` steps. The
+action then has the distribution ``N(mean, sqrt(z**2 @ std**2 + 1e-6))`` per action dimension, so a gSDE policy's
+flat distribution parameters are SB2's ``[mean, logstd]`` with ``logstd = 0.5 * log(z**2 @ std**2 + 1e-6)``:
+log-probabilities, entropy and KL of the training code are the diagonal Gaussian's. ``z`` is not differentiated
+through in that variance (SB3's ``learn_features=False``, the on-policy default).
+
+``std`` comes from the free parameter ``log_std`` (latent_dim x action_dim with ``full_std=True``, else
+latent_dim x 1 broadcast to every action): ``exp(log_std)``, or with ``use_expln=True``
+``exp(log_std)`` below 0 and ``log1p(log_std) + 1`` above (keeps the std from growing too fast).
+
+Public names: :class:`SDEHead` (the pi head: mean layer + ``log_std``), :func:`sde_std`, :func:`sde_flat`,
+:class:`ExplorationNoise` (the exploration matrices: the acting state), :class:`OnPolicySDEMixin` (``use_sde`` and
+``sde_sample_freq`` of PPO2 and A2C), :func:`refuse_sde` (algorithms without gSDE).
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from sbtf.common.tf_layers import Linear, SB2Layer, _affine_np
+
+#: SB3's ``StateDependentNoiseDistribution.epsilon``: added to the variance (and to 1 - tanh(x)**2 when squashing)
+SDE_EPSILON = 1e-6
+
+
+class SDEHead(Linear):
+    """
+    The pi head of a gSDE policy: the mean ``x @ w + b`` (SB3's ``action_net``) and the free parameter ``log_std``
+    (``model/pi/log_std:0``, shape (latent_dim, action_dim) with ``full_std`` else (latent_dim, 1)), initialised to
+    ``log_std_init``.
+
+    :param scope: (str) SB2 scope of the variables
+    :param n_hidden: (int) action dimension
+    :param log_std_init: (float) initial value of ``log_std``
+    :param full_std: (bool) one std per (latent, action) pair, else one per latent unit
+    :param use_expln: (bool) ``expln`` instead of ``exp`` to turn ``log_std`` into the std
+    """
+
+    def __init__(self, scope: str, n_hidden: int, log_std_init: float = 0.0, full_std: bool = True,
+                 use_expln: bool = False, init_scale: float = 0.01, **kwargs):
+        super().__init__(scope, n_hidden, init_scale=init_scale, **kwargs)
+        self.log_std_init = float(log_std_init)
+        self.full_std = bool(full_std)
+        self.use_expln = bool(use_expln)
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self.latent_dim = int(input_shape[-1])
+        self.log_std = self.add_weight(name="log_std", shape=(self.latent_dim, self.n_hidden if self.full_std else 1),
+                                       initializer=keras.initializers.Constant(self.log_std_init))
+
+    @staticmethod
+    def numpy_call(weights: Sequence[np.ndarray], x: np.ndarray) -> np.ndarray:
+        """The mean in NumPy; ``weights`` are ``[w, b, log_std]``."""
+        return _affine_np(x, weights[0], weights[1])
+
+
+def sde_std(log_std, action_dim: int, use_expln: bool = False, full_std: bool = True, numpy: bool = False):
+    """
+    SB3's ``StateDependentNoiseDistribution.get_std``: the std matrix (latent_dim, action_dim) from ``log_std``.
+
+    :param log_std: (array or tensor) the ``log_std`` parameter
+    :param action_dim: (int) action dimension (the columns of a ``full_std=False`` std)
+    :param use_expln: (bool) ``exp`` below 0, ``log1p(x) + 1`` above
+    :param full_std: (bool) whether ``log_std`` already has one column per action
+    :param numpy: (bool) NumPy inputs and outputs, else TensorFlow
+    """
+    xp_exp, xp_log1p, xp_where = (np.exp, np.log1p, np.where) if numpy else (tf.exp, tf.math.log1p, tf.where)
+    if use_expln:
+        positive = log_std > 0
+        below = xp_exp(xp_where(positive, 0.0 * log_std, log_std))
+        safe = xp_where(positive, log_std, 0.0 * log_std) + SDE_EPSILON
+        std = xp_where(positive, xp_log1p(safe) + 1.0, below)
+    else:
+        std = xp_exp(log_std)
+    if full_std:
+        return std
+    return std * (np.ones((1, action_dim), np.float32) if numpy else tf.ones((1, action_dim), tf.float32))
+
+
+class SDELogStd(SB2Layer):
+    """
+    gSDE's free ``log_std`` parameter as a layer of its own (SAC's actor, whose heads are ``Dense`` layers): calling
+    it on the latent features returns ``log_std`` (latent_dim, action_dim or 1), so acting paths find it.
+
+    :param scope: (str) SB2 scope (the variable is ``<scope>/log_std``)
+    :param action_dim: (int) action dimension
+    :param log_std_init: (float) initial value
+    :param full_std: (bool) one std per (latent, action) pair, else one per latent unit
+    """
+
+    def __init__(self, scope: str, action_dim: int, log_std_init: float = -3.0, full_std: bool = True, **kwargs):
+        kwargs.setdefault("name", scope.replace("/", "__") + "__log_std")
+        super().__init__(scope, **kwargs)
+        self.action_dim = int(action_dim)
+        self.log_std_init = float(log_std_init)
+        self.full_std = bool(full_std)
+
+    def build(self, input_shape):
+        self.log_std = self.add_weight(name="log_std", shape=(int(input_shape[-1]),
+                                                              self.action_dim if self.full_std else 1),
+                                       initializer=keras.initializers.Constant(self.log_std_init))
+
+    def call(self, inputs):
+        return tf.convert_to_tensor(self.log_std)
+
+    @staticmethod
+    def numpy_call(weights: Sequence[np.ndarray], x: np.ndarray) -> np.ndarray:
+        return weights[0]
+
+
+def sde_log_std(latent, std, numpy: bool = False, learn_features: bool = True):
+    """The per-action log std of gSDE's action distribution: ``0.5 * log(latent**2 @ std**2 + 1e-6)``
+    (``learn_features=False`` stops the gradient through ``latent``, SB3's on-policy default)."""
+    if numpy:
+        return 0.5 * np.log(np.dot(np.square(latent), np.square(std)) + SDE_EPSILON)
+    if not learn_features:
+        latent = tf.stop_gradient(latent)
+    return 0.5 * tf.math.log(tf.matmul(tf.square(latent), tf.square(std)) + SDE_EPSILON)
+
+
+def gaussian_log_prob(x, mean, log_std):
+    """Log-density of a diagonal Gaussian, summed over the last axis (TF)."""
+    return tf.reduce_sum(-0.5 * tf.square((x - mean) * tf.exp(-log_std)) - log_std - 0.5 * np.log(2.0 * np.pi),
+                         axis=-1)
+
+
+def sde_flat(ops, head: SDEHead, mean, latent):
+    """
+    SB2-style flat parameters ``[mean, logstd]`` of a gSDE action distribution in the backend ``ops``:
+    ``logstd = 0.5 * log(stop_gradient(latent)**2 @ std**2 + 1e-6)``.
+    """
+    std = sde_std(ops.weight(head, "log_std"), head.n_hidden, head.use_expln, head.full_std, numpy=ops.is_numpy)
+    return ops.concat([mean, sde_log_std(latent, std, numpy=ops.is_numpy, learn_features=False)])
+
+
+class ExplorationNoise:
+    """
+    The exploration matrices of a gSDE policy (its acting state): ``matrix`` (latent_dim, action_dim), used when the
+    batch is one observation or does not match, and ``matrices`` (n_envs, latent_dim, action_dim), one per env, as
+    SB3's ``sample_weights``. During a rollout (``start_rollout``) they are resampled before every ``sample_freq``-th
+    step (-1 or 0: only at the rollout start).
+
+    :param rng: (np.random.Generator) the policy's generator
+    """
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+        self.matrix: Optional[np.ndarray] = None
+        self.matrices: Optional[np.ndarray] = None
+        self.sample_freq = -1
+        self.in_rollout = False
+        self.steps = 0
+        self.n_resets = 0  # how many times the matrices were sampled (tests, diagnostics)
+
+    def reset(self, std: np.ndarray, n_envs: int) -> None:
+        """Sample new matrices from ``N(0, std**2)`` (SB3's ``reset_noise``)."""
+        std = np.asarray(std, np.float32)
+        self.matrix = (std * self.rng.standard_normal(std.shape)).astype(np.float32)
+        self.matrices = (std * self.rng.standard_normal((int(n_envs),) + std.shape)).astype(np.float32)
+        self.n_resets += 1
+
+    def start_rollout(self, std: np.ndarray, n_envs: int, sample_freq: int) -> None:
+        """A rollout starts: new matrices; resample every ``sample_freq`` steps until ``end_rollout``."""
+        self.sample_freq = int(sample_freq)
+        self.in_rollout = True
+        self.steps = 0
+        self.reset(std, n_envs)
+
+    def end_rollout(self) -> None:
+        self.in_rollout = False
+
+    def before_step(self, read_std: Callable[[], np.ndarray], batch: int) -> None:
+        """Called before each stochastic action: resample when the frequency says so (or when never sampled)."""
+        if self.matrix is None:
+            self.reset(read_std(), batch)
+        elif self.in_rollout:
+            if self.sample_freq > 0 and self.steps > 0 and self.steps % self.sample_freq == 0:
+                self.reset(read_std(), batch)
+            self.steps += 1
+
+    def noise(self, latent: np.ndarray) -> np.ndarray:
+        """SB3's ``get_noise``: ``latent @ E`` (one matrix per row when the batch matches the matrices)."""
+        if len(latent) == 1 or self.matrices is None or len(latent) != len(self.matrices):
+            return np.dot(latent, self.matrix)
+        return np.einsum("bi,bij->bj", latent, self.matrices)
+
+
+class OnPolicySDEMixin:
+    """
+    ``use_sde`` and ``sde_sample_freq`` for an on-policy algorithm (PPO2, A2C): the policy is built with
+    ``use_sde``, and each rollout starts with new exploration matrices, resampled every ``sde_sample_freq`` steps.
+    """
+
+    use_sde = False
+    sde_sample_freq = -1
+
+    def _make_policy(self, n_env, n_steps, n_batch):
+        from sbtf.common.policies import FeedForwardPolicy
+
+        if not self.use_sde:
+            return super()._make_policy(n_env, n_steps, n_batch)
+        if not (isinstance(self.policy, type) and issubclass(self.policy, FeedForwardPolicy)):
+            raise ValueError(f"Error: use_sde=True in {type(self).__name__} needs a feed-forward policy "
+                             f"(MlpPolicy, CnnPolicy, MultiInputPolicy), got {getattr(self.policy, '__name__', self.policy)}"
+                             " (gSDE has no recurrent form).")
+        kwargs = dict(self.policy_kwargs, use_sde=True)
+        return self.policy(None, self.observation_space, self.action_space, n_env, n_steps, n_batch, reuse=False,
+                           **kwargs)
+
+    def _collect_rollout(self, callback):
+        policy = self.policy_tf
+        if not self.use_sde:
+            return super()._collect_rollout(callback)
+        policy.sde_noise.start_rollout(policy.sde_std_matrix(), self.n_envs, self.sde_sample_freq)
+        try:
+            return super()._collect_rollout(callback)
+        finally:
+            policy.sde_noise.end_rollout()
+
+
+def refuse_sde(algorithm: str, use_sde: bool) -> None:
+    """Raise a clear error for ``use_sde=True`` on an algorithm without gSDE (as in stable-baselines3)."""
+    if use_sde:
+        raise sde_kwarg_error(algorithm)
+
+
+#: the algorithms with gSDE (as in stable-baselines3: PPO, A2C, SAC)
+SDE_ALGORITHMS = ("PPO2", "A2C", "SAC")
+
+
+def sde_kwarg_error(algorithm: str) -> ValueError:
+    """The error for ``policy_kwargs=dict(use_sde=...)``: gSDE is switched on by the algorithm's argument."""
+    if algorithm in SDE_ALGORITHMS:
+        return ValueError(f"Error: pass use_sde to {algorithm}(..., use_sde=True), not in policy_kwargs.")
+    return ValueError(f"Error: {algorithm} does not support gSDE (use_sde); stable-baselines3 has gSDE for PPO, A2C "
+                      "and SAC only (sbtf: PPO2, A2C, SAC).")
+
+
+__all__ = ["SDE_ALGORITHMS", "sde_kwarg_error", "SDE_EPSILON", "SDEHead", "SDELogStd", "sde_log_std", "gaussian_log_prob", "sde_std", "sde_flat", "ExplorationNoise", "OnPolicySDEMixin", "refuse_sde"]

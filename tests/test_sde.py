@@ -1,0 +1,231 @@
+"""gSDE (sbtf.common.sde) for PPO2, A2C and SAC against a NumPy statement of stable-baselines3's maths."""
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from sbtf import A2C, DDPG, DQN, PPO2, SAC, TD3
+from sbtf.common.cmd_util import make_vec_env
+from sbtf.common.evaluation import evaluate_policy
+from sbtf.common.network_ops import TF_OPS
+from sbtf.common.policies import MlpPolicy
+from sbtf.common.sde import SDE_EPSILON, ExplorationNoise, sde_std
+from sbtf.sac.sac import SAC as _SAC  # noqa: F401 (SAC's policies registered)
+
+OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+ACT_SPACE = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
+
+
+# ------------------------------------------------------------------ NumPy statement of SB3's maths
+def sb3_std(log_std, action_dim, use_expln, full_std):
+    """StateDependentNoiseDistribution.get_std."""
+    if use_expln:
+        below = np.exp(log_std) * (log_std <= 0)
+        safe = log_std * (log_std > 0) + 1e-6
+        std = below + (np.log1p(safe) + 1.0) * (log_std > 0)
+    else:
+        std = np.exp(log_std)
+    return std if full_std else np.ones((log_std.shape[0], action_dim)) * std
+
+
+def sb3_log_prob_entropy(mean, latent, std, actions):
+    """Normal(mean, sqrt(latent**2 @ std**2 + eps)): log_prob summed over actions, entropy summed."""
+    sigma = np.sqrt(np.square(latent) @ np.square(std) + 1e-6)
+    log_prob = -0.5 * ((actions - mean) / sigma) ** 2 - np.log(sigma) - 0.5 * np.log(2 * np.pi)
+    entropy = 0.5 + 0.5 * np.log(2 * np.pi) + np.log(sigma)
+    return log_prob.sum(-1), entropy.sum(-1)
+
+
+def _sde_policy(**kwargs):
+    return MlpPolicy(None, OBS_SPACE, ACT_SPACE, use_sde=True, **kwargs)
+
+
+@pytest.mark.parametrize("use_expln,full_std,log_std_init", [(False, True, 0.0), (True, True, 0.5),
+                                                             (True, False, -0.7), (False, False, 0.3)])
+def test_log_prob_and_entropy_match_sb3(use_expln, full_std, log_std_init):
+    policy = _sde_policy(use_expln=use_expln, full_std=full_std, log_std_init=log_std_init)
+    rng = np.random.default_rng(0)
+    head = policy.pi_head
+    log_std = rng.normal(0.0, 0.8, tuple(head.log_std.shape)).astype(np.float32)
+    head.log_std.assign(log_std)
+    head.w.assign(rng.normal(0, 0.5, tuple(head.w.shape)).astype(np.float32))
+    head.b.assign(rng.normal(0, 0.5, tuple(head.b.shape)).astype(np.float32))
+    policy.weights_changed()
+    obs = rng.uniform(-1, 1, (5, 3)).astype(np.float32)
+    flat, _, latent = policy.sde_network(TF_OPS, tf.constant(obs))
+    latent = latent.numpy()
+    mean = latent @ head.w.numpy() + head.b.numpy()
+    std = sb3_std(log_std.astype(np.float64), 2, use_expln, full_std)
+    np.testing.assert_allclose(sde_std(log_std, 2, use_expln, full_std, numpy=True), std, rtol=1e-5)
+    actions = rng.normal(0, 1, (5, 2)).astype(np.float32)
+    want_logp, want_entropy = sb3_log_prob_entropy(mean, latent, std, actions)
+    dist = policy.proba_distribution_from_flat(flat)
+    np.testing.assert_allclose(-dist.neglogp(actions).numpy(), want_logp, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dist.entropy().numpy(), want_entropy, rtol=1e-4, atol=1e-4)
+    # the NumPy acting path gives the same parameters and log-probabilities
+    action, _, _, neglogp = policy.step(obs)
+    np_want, _ = sb3_log_prob_entropy(mean, latent, std, action)
+    np.testing.assert_allclose(-neglogp, np_want, rtol=1e-4, atol=1e-4)
+
+
+def test_actions_are_mean_plus_latent_times_exploration_matrix():
+    policy = _sde_policy(log_std_init=-0.5)
+    obs = np.random.default_rng(1).uniform(-1, 1, (4, 3)).astype(np.float32)
+    flat, _, latent = (t.numpy() for t in policy.sde_network(TF_OPS, tf.constant(obs)))
+    policy.reset_noise(4)
+    noise = policy.sde_noise
+    action = policy.act(obs)[0]
+    want = flat[:, :2] + np.einsum("bi,bij->bj", latent, noise.matrices)  # one matrix per env (SB3's get_noise)
+    np.testing.assert_allclose(action, want, rtol=1e-5, atol=1e-6)
+    single = policy.act(obs[:1])[0]
+    np.testing.assert_allclose(single, flat[:1, :2] + latent[:1] @ noise.matrix, rtol=1e-5, atol=1e-6)
+    # matrices are N(0, std**2): std of the samples follows the std matrix (exp(-0.5) everywhere)
+    big = ExplorationNoise(np.random.default_rng(0))
+    big.reset(np.full((64, 2), np.exp(-0.5), np.float32), 200)
+    assert abs(big.matrices.std() - np.exp(-0.5)) < 0.02
+    np.testing.assert_allclose(policy.act(obs, deterministic=True)[0], flat[:, :2], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("freq,n_steps,expected", [(4, 16, 4), (1, 8, 8), (-1, 16, 1), (5, 16, 4)])
+def test_resampling_frequency_on_policy(freq, n_steps, expected):
+    model = PPO2("MlpPolicy", "Pendulum-v1", n_steps=n_steps, nminibatches=1, noptepochs=1, use_sde=True,
+                 sde_sample_freq=freq, seed=0)
+    noise = model.policy_tf.sde_noise
+    seen = []
+    original = noise.reset
+
+    def spy(std, n_envs):
+        seen.append(noise.steps)
+        original(std, n_envs)
+
+    noise.reset = spy
+    model.learn(2 * n_steps)
+    assert len(seen) == 2 * expected  # per rollout: one at its start, then every freq steps
+    if freq > 0:
+        assert seen[:expected] == [0] + [k * freq for k in range(1, expected)]
+    # predict() does not resample
+    before = len(seen)
+    model.predict(np.zeros(3, np.float32))
+    assert len(seen) == before
+
+
+def test_matrix_is_kept_between_resamples():
+    model = A2C("MlpPolicy", "Pendulum-v1", n_steps=6, use_sde=True, sde_sample_freq=3, seed=0)
+    noise = model.policy_tf.sde_noise
+    matrices = []
+    original = noise.noise
+
+    def spy(latent):
+        matrices.append(noise.matrix.copy())
+        return original(latent)
+
+    noise.noise = spy
+    model.learn(6)
+    assert len(matrices) == 6
+    for a, b in ((0, 1), (1, 2), (3, 4), (4, 5)):
+        np.testing.assert_array_equal(matrices[a], matrices[b])
+    assert not np.array_equal(matrices[2], matrices[3])
+
+
+def test_sac_resampling_and_warmup():
+    model = SAC("MlpPolicy", "Pendulum-v1", use_sde=True, sde_sample_freq=2, train_freq=6, gradient_steps=1,
+                learning_starts=12, use_sde_at_warmup=True, batch_size=8, seed=0)
+    noise = model.policy_tf.sde_noise
+    model.learn(24)
+    assert noise.n_resets == 4 * 3  # 4 collections of 6 steps, resampled at steps 0, 2, 4 of each
+    model = SAC("MlpPolicy", "Pendulum-v1", use_sde=True, train_freq=6, learning_starts=12, batch_size=8, seed=0)
+    model.learn(24)
+    assert model.policy_tf.sde_noise.n_resets == 2  # uniform random actions during warm-up
+
+
+@pytest.mark.parametrize("algo,kwargs", [(PPO2, dict(n_steps=32, nminibatches=2)), (A2C, dict(n_steps=8)),
+                                         (SAC, dict(learning_starts=20, batch_size=16))])
+def test_save_load_identical_predictions(algo, kwargs, tmp_path):
+    model = algo("MlpPolicy", "Pendulum-v1", use_sde=True, sde_sample_freq=4, seed=0,
+                 policy_kwargs=dict(log_std_init=-1.0, use_expln=True, full_std=False), **kwargs)
+    model.learn(64)
+    path = str(tmp_path / "model.zip")
+    model.save(path)
+    loaded = algo.load(path)
+    assert loaded.use_sde and loaded.sde_sample_freq == 4
+    obs = np.random.default_rng(0).uniform(-1, 1, (7, 3)).astype(np.float32)
+    np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
+    name = "model/pi/log_std:0"
+    np.testing.assert_array_equal(model.get_parameters()[name], loaded.get_parameters()[name])
+    assert model.get_parameters()[name].shape[1] == 1  # full_std=False
+
+
+def test_log_std_is_trained():
+    model = PPO2("MlpPolicy", "Pendulum-v1", n_steps=32, nminibatches=1, use_sde=True, seed=0)
+    before = model.get_parameters()["model/pi/log_std:0"].copy()
+    model.learn(32)
+    assert not np.allclose(before, model.get_parameters()["model/pi/log_std:0"])
+    model = SAC("MlpPolicy", "Pendulum-v1", use_sde=True, learning_starts=16, batch_size=16, seed=0)
+    before = model.get_parameters()["model/pi/log_std:0"].copy()
+    np.testing.assert_allclose(before, -3.0)  # SB3's SAC default log_std_init
+    model.learn(40)
+    assert not np.allclose(before, model.get_parameters()["model/pi/log_std:0"])
+
+
+def test_unsupported_raise_clear_errors():
+    with pytest.raises(ValueError, match="TD3 does not support gSDE"):
+        TD3("MlpPolicy", "Pendulum-v1", use_sde=True)
+    with pytest.raises(ValueError, match="DDPG does not support gSDE"):
+        DDPG("MlpPolicy", "Pendulum-v1", use_sde=True)
+    with pytest.raises(ValueError, match="DQN does not support gSDE"):
+        DQN("MlpPolicy", "CartPole-v1", policy_kwargs=dict(use_sde=True))
+    with pytest.raises(ValueError, match=r"PPO2\(\.\.\., use_sde=True\)"):
+        PPO2("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(use_sde=True))
+    with pytest.raises(ValueError, match="Box action space"):
+        PPO2("MlpPolicy", "CartPole-v1", use_sde=True)
+    with pytest.raises(ValueError, match="recurrent"):
+        PPO2("MlpLstmPolicy", "Pendulum-v1", use_sde=True, nminibatches=1)
+    with pytest.raises(ValueError, match="only available when using gSDE"):
+        PPO2("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(squash_output=True))
+    with pytest.raises(NotImplementedError, match="squash_output"):
+        PPO2("MlpPolicy", "Pendulum-v1", use_sde=True, policy_kwargs=dict(squash_output=True))
+    # without gSDE, log_std_init sets the Gaussian's initial log std (SB3); use_expln/full_std are ignored
+    model = A2C("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(log_std_init=-0.5, use_expln=True, full_std=False))
+    np.testing.assert_allclose(model.get_parameters()["model/pi/logstd:0"], -0.5)
+
+
+def _learning_gain(timesteps, seed=0):
+    """Deterministic return on Pendulum-v1 before and after ``timesteps`` of PPO2 + gSDE (rl-zoo's gSDE settings,
+    smaller rollouts)."""
+    env = make_vec_env("Pendulum-v1", n_envs=4, seed=seed)
+    model = PPO2("MlpPolicy", env, n_steps=256, nminibatches=4, noptepochs=10, gamma=0.9, lam=0.95, ent_coef=0.0,
+                 learning_rate=1e-3, use_sde=True, sde_sample_freq=4, seed=seed,
+                 policy_kwargs=dict(log_std_init=-1.0, activation_fn="relu", net_arch=dict(pi=[64, 64], vf=[64, 64])))
+    before = evaluate_policy(model, env, n_eval_episodes=8)[0]
+    model.learn(timesteps)
+    return before, evaluate_policy(model, env, n_eval_episodes=8)[0]
+
+
+def test_ppo2_sde_improves_on_pendulum():
+    before, after = _learning_gain(30_000)  # measured: about -1200 -> -470
+    assert after > before + 300, (before, after)
+
+
+@pytest.mark.slow
+def test_ppo2_sde_learns_pendulum():
+    before, after = _learning_gain(90_000)  # measured: about -160
+    assert after > -400, (before, after)
+
+
+@pytest.mark.slow
+def test_sac_sde_learns_pendulum():
+    model = SAC("MlpPolicy", "Pendulum-v1", use_sde=True, learning_rate=1e-3, learning_starts=500, batch_size=128,
+                seed=0, policy_kwargs=dict(net_arch=[64, 64]))
+    model.learn(5000)  # measured: about -150 (random: about -1200)
+    assert evaluate_policy(model, model.get_env(), n_eval_episodes=4)[0] > -500
+
+
+@pytest.mark.parametrize("algo", [PPO2, SAC])
+def test_export_equals_predict(algo, tmp_path):
+    pytest.importorskip("sbtf_converters")
+    model = algo("MlpPolicy", "Pendulum-v1", use_sde=True, seed=0)
+    model.learn(200)
+    loaded = tf.saved_model.load(model.export(str(tmp_path / "exported"), format="savedmodel"))
+    obs = np.random.default_rng(0).uniform(-1, 1, (5, 3)).astype(np.float32)
+    exported = loaded.signatures["serving_default"](tf.constant(obs))["action"].numpy()
+    np.testing.assert_allclose(exported, model.predict(obs, deterministic=True)[0], atol=1e-5)
