@@ -38,11 +38,11 @@ def _model(env_id="CartPole-v1", n_envs=2, **kwargs):
 def test_defaults_and_names():
     import inspect
 
-    from sbtf.algorithms import ALGORITHMS, SB2_ALGORITHMS
+    from sbtf.algorithms import ALGORITHMS, CONTRIB_ALGORITHMS, SB2_ALGORITHMS
     from sbtf.contrib import RecurrentPPO as ContribRecurrentPPO
 
     assert ContribRecurrentPPO is RecurrentPPO
-    assert "RecurrentPPO" in ALGORITHMS and "RecurrentPPO" not in SB2_ALGORITHMS
+    assert "ppo_lstm" in CONTRIB_ALGORITHMS and "RecurrentPPO" not in ALGORITHMS and "RecurrentPPO" not in SB2_ALGORITHMS
     defaults = {k: v.default for k, v in inspect.signature(RecurrentPPO).parameters.items()}
     assert (defaults["n_steps"], defaults["batch_size"], defaults["n_epochs"], defaults["learning_rate"]) == \
         (128, 128, 10, 3e-4)
