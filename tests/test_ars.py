@@ -163,3 +163,11 @@ def test_rl_zoo_cartpole():
     model = ARS("LinearPolicy", _cartpoles(2), seed=0).learn(200_000)
     mean_reward, _ = evaluate_policy(model, _cartpoles(1), n_eval_episodes=10)
     assert mean_reward >= 475, mean_reward
+
+
+def test_feature_extractors_are_refused_clearly():
+    from sbtf.common.extractors import NatureCNN
+
+    for kwargs in (dict(features_extractor_class=NatureCNN), dict(features_extractor_kwargs=dict(features_dim=8))):
+        with pytest.raises(ValueError, match="ARS takes no.*always flatten"):
+            ARS("MlpPolicy", "CartPole-v1", policy_kwargs=kwargs)

@@ -4,6 +4,7 @@ export with the mask as an input and no retracing after warm-up."""
 from __future__ import annotations
 
 import gymnasium as gym
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -216,3 +217,191 @@ def test_multidiscrete_learns_to_the_top_with_masks():
     model = MaskablePPO("MlpPolicy", make(), n_steps=512, gamma=0.4, seed=0).learn(30_000)
     mean_reward, _ = masked_evaluate(model, make(), n_eval_episodes=10, warn=False)
     assert mean_reward >= 95, mean_reward
+
+
+# ------------------------------------------------------------------------------------------------ feature extractors
+class GeluFeatures(keras.layers.Layer):
+    """A user's extractor: a plain Keras layer (found again by its import path), gelu: no NumPy form."""
+
+    def __init__(self, observation_space, features_dim=12, **kwargs):
+        super().__init__(**kwargs)
+        self.features_dim = features_dim
+        self.dense = keras.layers.Dense(features_dim, activation="gelu")
+
+    def call(self, observations):
+        return self.dense(observations)
+
+
+def test_user_extractor_trains_saves_loads_and_exports(tmp_path):
+    env = InvalidActionEnvDiscrete(dim=8, n_invalid_actions=4)
+    model = MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=16, n_epochs=2, seed=0,
+                        policy_kwargs=dict(features_extractor_class=GeluFeatures,
+                                           features_extractor_kwargs=dict(features_dim=6), net_arch=[16]))
+    policy = model.policy_tf
+    assert type(policy.features_extractor.layer) is GeluFeatures and not policy.acts_in_numpy
+    names = list(model.get_parameters())
+    assert names[:2] == ["model/features_extractor/0_kernel:0", "model/features_extractor/1_bias:0"]
+    before = model.get_parameters()["model/features_extractor/0_kernel:0"].copy()
+    model.learn(64)
+    assert not np.array_equal(model.get_parameters()["model/features_extractor/0_kernel:0"], before)  # it trains
+    obs, masks = _obs_and_masks()
+    expected = model.predict(obs, deterministic=True, action_masks=masks)[0]
+    model.save(tmp_path / "user")
+    loaded = MaskablePPO.load(tmp_path / "user")
+    assert loaded.policy_kwargs["features_extractor_class"] is GeluFeatures
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True, action_masks=masks)[0], expected)
+    np.testing.assert_array_equal(loaded.policy_tf.flat_params(obs), model.policy_tf.flat_params(obs))
+    serve = tf.saved_model.load(loaded.export(str(tmp_path / "saved"))).signatures["serving_default"]
+    out = serve(observation=tf.constant(obs.astype(np.int32)), action_masks=tf.constant(masks))
+    np.testing.assert_array_equal(out["action"].numpy(), expected)
+
+
+class TinyImageMaskEnv(gym.Env):
+    """Small uint8 images (36x36x1) whose pixel value says which of 3 actions pays; action 2 is always masked."""
+
+    observation_space = gym.spaces.Box(0, 255, (36, 36, 1), np.uint8)
+    action_space = gym.spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def _obs(self):
+        self.good = int(self.np_random.integers(2))
+        return np.full((36, 36, 1), 255 * self.good, np.uint8)
+
+    def step(self, action):
+        reward = float(int(action) == self.good)
+        self.t += 1
+        return self._obs(), reward, False, self.t >= 8, {}
+
+    def action_masks(self):
+        return np.array([True, True, False])
+
+
+def test_builtin_extractors_by_name_and_class_keep_their_names():
+    from sbtf.common.extractors import FlattenExtractor, NatureCNN
+
+    env = InvalidActionEnvDiscrete(dim=4, n_invalid_actions=1)
+    by_name = MaskablePPO("MlpPolicy", env, n_steps=16, batch_size=8,
+                          policy_kwargs=dict(features_extractor_class="FlattenExtractor"))
+    by_class = MaskablePPO("MlpPolicy", env, n_steps=16, batch_size=8,
+                           policy_kwargs=dict(features_extractor_class=FlattenExtractor))
+    default = MaskablePPO("MlpPolicy", env, n_steps=16, batch_size=8)
+    assert list(by_name.get_parameters()) == list(by_class.get_parameters()) == list(default.get_parameters())
+    assert default.policy_tf.acts_in_numpy
+    cnn = MaskablePPO("CnnPolicy", TinyImageMaskEnv(), n_steps=16, batch_size=8)
+    assert list(cnn.get_parameters())[:2] == ["model/c1/w:0", "model/c1/b:0"]  # the names CnnPolicy always had
+    assert cnn.get_parameters()["model/fc1/w:0"].shape[-1] == 512 and cnn.policy_tf.scale
+    small = MaskablePPO("CnnPolicy", TinyImageMaskEnv(), n_steps=16, batch_size=8,
+                        policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=32)))
+    assert small.get_parameters()["model/fc1/w:0"].shape[-1] == 32
+    assert small.get_parameters()["model/pi/w:0"].shape == (32, 3)  # net_arch [] behind the CNN, as sb3
+    assert type(small.policy_tf.features_extractor.layer) is NatureCNN
+    small.learn(32)
+    with pytest.raises(ValueError, match="MultiInputPolicy"):
+        MaskablePPO("MlpPolicy", MaskedDictEnv())
+    with pytest.raises(TypeError, match="keras.layers.Layer"):
+        MaskablePPO("MlpPolicy", env, policy_kwargs=dict(features_extractor_class=dict))
+
+
+# ------------------------------------------------------------------------------------------------ Dict observations
+class MaskedDictEnv(gym.Env):
+    """Dict observations (a Discrete cue, a vector, bits): the reward is 1 when the action equals the cue; two of
+    the three wrong actions are masked at each step (random valid choice: 1/2)."""
+
+    observation_space = gym.spaces.Dict({"cue": gym.spaces.Discrete(4),
+                                         "vec": gym.spaces.Box(-1, 1, (3,), np.float32),
+                                         "bits": gym.spaces.MultiBinary(2)})
+    action_space = gym.spaces.Discrete(4)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def _obs(self):
+        self.cue = int(self.np_random.integers(4))
+        wrong = [a for a in range(4) if a != self.cue]
+        self.masks = np.zeros(4, bool)
+        self.masks[[self.cue, int(self.np_random.choice(wrong))]] = True
+        return {"cue": self.cue, "vec": self.np_random.uniform(-1, 1, 3).astype(np.float32),
+                "bits": self.np_random.integers(0, 2, 2).astype(np.int8)}
+
+    def step(self, action):
+        reward = float(int(action) == self.cue)
+        self.t += 1
+        return self._obs(), reward, False, self.t >= 20, {}
+
+    def action_masks(self):
+        return self.masks.copy()
+
+
+def _dict_batch(n=12, seed=0):
+    space = MaskedDictEnv.observation_space
+    space.seed(seed)
+    samples = [space.sample() for _ in range(n)]
+    obs = {key: np.stack([s[key] for s in samples]) for key in space.spaces}
+    rng = np.random.default_rng(seed)
+    masks = rng.random((n, 4)) < 0.5
+    masks[np.arange(n), obs["cue"]] = True
+    return obs, masks
+
+
+def test_multi_input_policy_learns_with_masks_saves_and_exports(tmp_path):
+    from sbtf.common.vec_env.vec_pack_dict_obs import VecPackDictObs
+
+    env = DummyVecEnv([MaskedDictEnv] * 2)
+    model = MaskablePPO("MultiInputPolicy", env, n_steps=64, batch_size=32, n_epochs=4, learning_rate=3e-3,
+                        seed=0, policy_kwargs=dict(net_arch=[32]))
+    assert isinstance(model.env, VecPackDictObs) and model.get_env() is env
+    assert model.policy_tf.acts_in_numpy  # no image key: the combined features have a NumPy form
+    model.learn(2048)
+    mean, _ = masked_evaluate(model, MaskedDictEnv(), n_eval_episodes=4, warn=False)
+    assert mean > 17  # of 20; a random valid action: 10
+    obs, masks = _dict_batch()
+    actions = model.predict(obs, deterministic=True, action_masks=masks)[0]
+    assert actions.shape == (12,) and masks[np.arange(12), actions].all()
+    model.save(tmp_path / "dict")
+    loaded = MaskablePPO.load(tmp_path / "dict")
+    assert loaded.observation_space == MaskedDictEnv.observation_space
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True, action_masks=masks)[0], actions)
+    np.testing.assert_array_equal(loaded.policy_tf.flat_params(obs), model.policy_tf.flat_params(obs))
+    serve = tf.saved_model.load(loaded.export(str(tmp_path / "saved"))).signatures["serving_default"]
+    out = serve(cue=tf.constant(obs["cue"].astype(np.int32)), vec=tf.constant(obs["vec"]),
+                bits=tf.constant(obs["bits"].astype(np.int32)), action_masks=tf.constant(masks))
+    np.testing.assert_array_equal(out["action"].numpy(), actions)
+    assert np.all(out["probabilities"].numpy()[~masks] == 0.0)
+
+
+def test_multi_input_policy_with_an_image_key_and_a_user_dict_extractor():
+    from sbtf.common.multi_input_envs import SimpleMultiObsEnv
+
+    class MaskedGrid(SimpleMultiObsEnv):
+        def action_masks(self):
+            return np.array([True, True, True, False])  # one direction never allowed
+
+    cnn = MaskablePPO("MultiInputPolicy", MaskedGrid(random_start=False), n_steps=16, batch_size=8, n_epochs=1,
+                      policy_kwargs=dict(features_extractor_kwargs=dict(cnn_output_dim=8)))
+    names = list(cnn.get_parameters())
+    assert names[0] == "model/features_extractor/img/c1/w:0" and not cnn.policy_tf.acts_in_numpy
+    cnn.learn(16)
+    user = MaskablePPO("MultiInputPolicy", MaskedDictEnv(), n_steps=16, batch_size=8, n_epochs=1,
+                       policy_kwargs=dict(features_extractor_class=DictGelu))
+    user.learn(16)
+    obs, masks = _dict_batch(4)
+    assert masks[np.arange(4), user.predict(obs, action_masks=masks)[0]].all()
+
+
+class DictGelu(keras.layers.Layer):
+    """A user's Dict extractor: the keys concatenated, one gelu Dense layer."""
+
+    features_dim = 8
+
+    def __init__(self, observation_space, **kwargs):
+        super().__init__(**kwargs)
+        self.dense = keras.layers.Dense(8, activation="gelu")
+
+    def call(self, observations):
+        return self.dense(tf.concat([observations["cue"], observations["vec"], observations["bits"]], axis=-1))

@@ -5,6 +5,7 @@ import inspect
 import json
 
 import gymnasium as gym
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -276,3 +277,59 @@ def test_multi_input_policy_learns_saves_and_exports(tmp_path):
     np.testing.assert_array_equal(out["action"].numpy(), actions)
     with pytest.raises(ValueError, match="MultiInputPolicy"):
         QRDQN("MlpPolicy", DictCartPole())
+
+
+# ------------------------------------------------------------------------------------------------ feature extractors
+class GeluFeatures(keras.layers.Layer):
+    """A user's extractor: a plain Keras layer (found again by its import path), gelu: no NumPy form."""
+
+    def __init__(self, observation_space, features_dim=12, **kwargs):
+        super().__init__(**kwargs)
+        self.features_dim = features_dim
+        self.dense = keras.layers.Dense(features_dim, activation="gelu")
+
+    def call(self, observations):
+        return self.dense(observations)
+
+
+def test_user_extractor_trains_and_save_load_gives_identical_predictions(tmp_path):
+    model = QRDQN("MlpPolicy", "CartPole-v1", learning_starts=50, train_freq=8, gradient_steps=2, seed=0,
+                  policy_kwargs=dict(n_quantiles=5, net_arch=[16], features_extractor_class=GeluFeatures,
+                                     features_extractor_kwargs=dict(features_dim=8)))
+    policy = model.policy_tf
+    assert not policy.acts_in_numpy and policy.features_extractor_class is GeluFeatures
+    names = list(model.get_parameters())
+    assert names[:2] == ["model/quantile_net/features_extractor/0_kernel:0",
+                         "model/quantile_net/features_extractor/1_bias:0"]
+    assert "model/quantile_net_target/features_extractor/0_kernel:0" in names
+    before = model.get_parameters()["model/quantile_net/features_extractor/0_kernel:0"].copy()
+    model.learn(150)
+    assert not np.array_equal(model.get_parameters()["model/quantile_net/features_extractor/0_kernel:0"], before)
+    obs = np.random.default_rng(0).normal(size=(20, 4)).astype(np.float32)
+    model.save(tmp_path / "user")
+    loaded = QRDQN.load(tmp_path / "user")
+    assert loaded.policy_kwargs["features_extractor_class"] is GeluFeatures
+    np.testing.assert_array_equal(loaded.policy_tf.quantiles_np(obs), model.policy_tf.quantiles_np(obs))
+    serve = tf.saved_model.load(str(loaded.export(tmp_path / "saved"))).signatures["serving_default"]
+    np.testing.assert_array_equal(serve(observation=tf.constant(obs))["action"].numpy(),
+                                  model.predict(obs, deterministic=True)[0])
+
+
+def test_builtin_extractors_by_name_and_class():
+    from sbtf.common.extractors import FlattenExtractor, NatureCNN
+    from sbtf.contrib.qrdqn import CnnPolicy
+
+    kwargs = dict(learning_starts=10, policy_kwargs=dict(n_quantiles=3, net_arch=[8]))
+    names = [list(QRDQN("MlpPolicy", "CartPole-v1", **{**kwargs, "policy_kwargs": dict(
+        kwargs["policy_kwargs"], features_extractor_class=cls)}).get_parameters()) for cls in
+        (None, "FlattenExtractor", FlattenExtractor)]
+    assert names[0] == names[1] == names[2]
+    with pytest.raises(ValueError, match="not a built-in"):
+        QRDQN("MlpPolicy", "CartPole-v1", policy_kwargs=dict(features_extractor_class="MyExtractor"))
+    images = gym.spaces.Box(0, 255, (36, 36, 1), np.uint8)
+    policy = CnnPolicy(images, gym.spaces.Discrete(2), n_quantiles=3,
+                                          features_extractor_kwargs=dict(features_dim=16))
+    params = policy.named_parameters()
+    assert tuple(params["model/quantile_net/features_extractor/fc1/w:0"].shape)[-1] == 16
+    assert tuple(params["model/quantile_net/out/kernel:0"].shape) == (16, 6)  # net_arch [] behind the CNN
+    assert type(policy.quantile_net.features_extractor.layer) is NatureCNN and policy.feature_extraction == "cnn"

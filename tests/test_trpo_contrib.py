@@ -3,6 +3,7 @@ Fisher-vector product, files (distinct from SB2's TRPO), export and no retracing
 from __future__ import annotations
 
 import gymnasium as gym
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -110,3 +111,54 @@ def test_rl_zoo_pendulum_without_gsde():
     model = TRPO("MlpPolicy", env, n_steps=1024, gamma=0.9, n_critic_updates=15, seed=0).learn(100_000)
     mean_reward, _ = evaluate_policy(model, DummyVecEnv([lambda: gym.make("Pendulum-v1")]), n_eval_episodes=10)
     assert mean_reward >= -600, mean_reward
+
+
+# ------------------------------------------------------------------------------------------------ feature extractors
+class GeluFeatures(keras.layers.Layer):
+    """A user's extractor: a plain Keras layer (found again by its import path), gelu: no NumPy form."""
+
+    def __init__(self, observation_space, features_dim=12, **kwargs):
+        super().__init__(**kwargs)
+        self.features_dim = features_dim
+        self.dense = keras.layers.Dense(features_dim, activation="gelu")
+
+    def call(self, observations):
+        return self.dense(observations)
+
+
+def test_user_extractor_trains_and_save_load_gives_identical_predictions(tmp_path):
+    model = TRPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_critic_updates=1, seed=0,
+                 policy_kwargs=dict(net_arch=[16], features_extractor_class=GeluFeatures,
+                                    features_extractor_kwargs=dict(features_dim=8)))
+    policy = model.policy_tf
+    assert not policy.acts_in_numpy and type(policy.features_extractor) is GeluFeatures
+    assert list(model.get_parameters())[0] == "model/features_extractor/0_kernel:0"
+    before = model.get_parameters()["model/features_extractor/0_kernel:0"].copy()
+    model.learn(128)
+    assert not np.array_equal(model.get_parameters()["model/features_extractor/0_kernel:0"], before)
+    obs = np.random.default_rng(3).normal(size=(10, 3)).astype(np.float32)
+    model.save(tmp_path / "user")
+    loaded = TRPO.load(tmp_path / "user")
+    assert loaded.policy_kwargs["features_extractor_class"] is GeluFeatures
+    np.testing.assert_array_equal(loaded.policy_tf.flat_params(obs), model.policy_tf.flat_params(obs))
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0],
+                                  model.predict(obs, deterministic=True)[0])
+
+
+def test_builtin_nature_cnn_takes_sb3_kwargs():
+    images = gym.spaces.Box(0, 255, (36, 36, 1), np.uint8)
+
+    class ImageEnv(gym.Env):
+        observation_space = images
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros((36, 36, 1), np.uint8), {}
+
+        def step(self, action):
+            return np.zeros((36, 36, 1), np.uint8), 0.0, True, False, {}
+
+    model = TRPO("CnnPolicy", ImageEnv(), n_steps=16, batch_size=8,
+                 policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=24)))
+    params = model.get_parameters()
+    assert params["model/features_extractor/fc1/w:0"].shape[-1] == 24 and model.policy_tf.scale

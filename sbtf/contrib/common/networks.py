@@ -1,5 +1,6 @@
 """Stable-baselines3's network pieces for the contrib policies: ``create_mlp`` stacks with PyTorch's default
-initialisation, the feature extractors (``FlattenExtractor``, ``NatureCNN``) and the ``net_arch`` forms.
+initialisation, the feature extractors (any Keras layer with a ``features_dim``, ``sbtf.common.extractors``' built-in
+ones by default) and the ``net_arch`` forms.
 
 Every network is written once against a backend ``ops`` (``sbtf.common.network_ops``): TensorFlow for training and
 export, NumPy for acting when every layer has a NumPy form (dense layers with a known activation; a CNN acts
@@ -17,7 +18,7 @@ import tensorflow as tf
 from sbtf.common.network_ops import TF_OPS
 from sbtf.common.tf_layers import Dense, NatureCNN, SB2Layer
 
-#: the feature extractors the contrib policies take (``features_extractor_class``), by sb3's class names
+#: the built-in feature extractors a contrib policy also takes by name (``features_extractor_class="NatureCNN"``)
 FEATURE_EXTRACTORS = ("FlattenExtractor", "NatureCNN", "CombinedExtractor")
 
 
@@ -98,116 +99,161 @@ class Mlp(keras.layers.Layer):
 
 
 def is_image_space(space: gym.Space) -> bool:
-    """sb3's test: a uint8 Box of rank 3 (the images sb3 divides by 255 when ``normalize_images``)."""
-    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3 and space.dtype == np.uint8
+    """sb3's test of the images it divides by 255 when ``normalize_images`` (``sbtf.common.extractors``'s rule: a
+    uint8 Box of rank 3 with bounds [0, 255])."""
+    from sbtf.common.extractors import is_image_space as sb3_is_image_space
+
+    return sb3_is_image_space(space)
 
 
-def extractor_name(features_extractor_class: Any, default: str) -> str:
-    """The name (one of :data:`FEATURE_EXTRACTORS`) of a ``features_extractor_class`` argument."""
-    if features_extractor_class is None:
-        return default
-    if features_extractor_class is NatureCNN:
-        return "NatureCNN"
+def resolve_extractor_class(features_extractor_class: Any, default: str) -> type:
+    """
+    The extractor class of a ``features_extractor_class`` argument: the built-in ``default`` for None, a built-in
+    class for its name (``"FlattenExtractor"``, ``"NatureCNN"``, ``"CombinedExtractor"``; the names the contrib
+    policies took before they took classes), else the class itself, which must be a Keras layer class with a
+    ``features_dim`` (checked when it is built, see ``sbtf.common.extractors``).
+    """
     from sbtf.common import extractors
 
-    for name in FEATURE_EXTRACTORS:
-        if features_extractor_class is getattr(extractors, name, None):
-            return name
-    name = features_extractor_class if isinstance(features_extractor_class, str) else \
-        getattr(features_extractor_class, "__name__", repr(features_extractor_class))
-    if name not in FEATURE_EXTRACTORS:
-        raise ValueError(f"Error: features_extractor_class {features_extractor_class!r} is not supported; choose one "
-                         f"of {list(FEATURE_EXTRACTORS)} (by name).")
-    return name
+    if features_extractor_class is None:
+        features_extractor_class = default
+    if features_extractor_class is NatureCNN:  # sbtf's SB2 nature CNN: the same layers as SB3's
+        return extractors.NatureCNN
+    if isinstance(features_extractor_class, str):
+        if features_extractor_class not in FEATURE_EXTRACTORS:
+            raise ValueError(f"Error: features_extractor_class {features_extractor_class!r} is not a built-in "
+                             f"extractor ({list(FEATURE_EXTRACTORS)}); pass a Keras layer class for your own.")
+        return getattr(extractors, features_extractor_class)
+    if not (isinstance(features_extractor_class, type) and issubclass(features_extractor_class, keras.layers.Layer)):
+        raise TypeError(f"Error: features_extractor_class must be a keras.layers.Layer subclass with a features_dim "
+                        f"attribute (or a built-in name {list(FEATURE_EXTRACTORS)}), got {features_extractor_class!r}")
+    return features_extractor_class
+
+
+def new_extractor_layer(extractor_class: type, observation_space: gym.Space,
+                        features_extractor_kwargs: Optional[Dict[str, Any]]) -> keras.layers.Layer:
+    """
+    ``extractor_class(observation_space, **features_extractor_kwargs)``, the class registered (as the core policies
+    do, ``sbtf.common.registry``) so that a saved model names it by import path.
+    """
+    from sbtf.common.extractors import CombinedExtractor, FlattenExtractor
+    from sbtf.common.extractors import NatureCNN as SB3NatureCNN
+    from sbtf.common.registry import class_key, lookup_class, register_class
+
+    is_dict = isinstance(observation_space, gym.spaces.Dict)
+    if is_dict and extractor_class in (FlattenExtractor, SB3NatureCNN):
+        raise ValueError(f"Error: {extractor_class.__name__} does not take Dict observations; use MultiInputPolicy "
+                         "(CombinedExtractor) or a features_extractor_class that takes a dict.")
+    if not is_dict and extractor_class is CombinedExtractor:
+        raise ValueError(f"Error: CombinedExtractor takes Dict observations, not {observation_space!r}; use "
+                         "MlpPolicy / CnnPolicy.")
+    if lookup_class(class_key(extractor_class), ("extractor",)) is not extractor_class:
+        register_class(extractor_class, "extractor")
+    return extractor_class(observation_space, **dict(features_extractor_kwargs or {}))
 
 
 class ScopedVariables:
     """The variables of an extractor under a scope, as ``named_variables()`` pairs (what a policy's parameter list
     reads)."""
 
-    def __init__(self, scope: str, named: "Dict[str, Any]"):
+    def __init__(self, scope: str, layer: keras.layers.Layer):
         self.scope = scope
-        self._named = named
+        self.layer = layer
 
     def named_variables(self) -> list:
-        return [(f"{self.scope}/{name}", var) for name, var in self._named.items()]
+        from sbtf.common.extractors import extractor_named_variables
+
+        prefix = f"{self.scope}/" if self.scope else ""
+        return [(prefix + name, var) for name, var in extractor_named_variables(self.layer).items()]
 
 
 class FeaturesExtractor(keras.layers.Layer):
     """
-    sb3's ``FlattenExtractor`` (pre-processed observations, flattened), ``NatureCNN`` (sbtf's nature CNN: three
-    ReLU convolutions and a 512-unit ReLU layer, ``<scope>/c1..c3, fc1``) or, for Dict observations,
-    ``CombinedExtractor`` (``sbtf.common.extractors``: a nature CNN per image key, the other keys flattened,
-    concatenated; the observations arrive packed as ``sbtf.common.dict_obs`` rows), on observations pre-processed as
-    sb3 does: one-hot for discrete spaces, ``/ 255`` for uint8 images when ``normalize_images``.
+    The features of a contrib policy: pre-processing as sb3 does (one-hot for discrete spaces, ``/ 255`` for image
+    spaces when ``normalize_images``; for a Dict space, ``sbtf.common.dict_obs``'s packed rows unpacked into a
+    ``{key: tensor}`` dict), then the extractor layer: a built-in one (``sbtf.common.extractors``' ``FlattenExtractor``,
+    ``NatureCNN``, ``CombinedExtractor``) or any Keras layer class of the user's with a ``features_dim``, built as
+    ``features_extractor_class(observation_space, **features_extractor_kwargs)``, the core policies' convention. Its
+    variables are named ``<scope>/<name>`` (``sbtf.common.extractors.extractor_named_variables``). A layer without a
+    NumPy form makes the policy act through one compiled TF call (``sbtf.common.acting``).
 
-    :param scope: the scope of the CNN's variable names
+    :param scope: the scope of the extractor's variable names
     :param observation_space: the observation space
-    :param kind: ``"FlattenExtractor"``, ``"NatureCNN"`` or ``"CombinedExtractor"``
+    :param extractor_class: the extractor class (see :func:`resolve_extractor_class`)
     :param normalize_images: divide uint8 images by 255
-    :param features_extractor_kwargs: NatureCNN: ``features_dim`` (512 only); CombinedExtractor:
-        ``cnn_output_dim``, ``normalized_image``
+    :param features_extractor_kwargs: the extractor's keyword arguments (sb3's: ``features_dim`` and
+        ``normalized_image`` for NatureCNN, ``cnn_output_dim`` and ``normalized_image`` for CombinedExtractor)
+    :param ortho_gain: sb3's ``ortho_init`` of the actor-critic policies: orthogonal kernels of this gain and zero
+        biases for the Dense / Conv sub-layers of a user's Keras extractor (sbtf's built-in layers are created
+        orthogonal); None: the layer's own initialisation
     """
 
-    def __init__(self, scope: str, observation_space: gym.Space, kind: str, normalize_images: bool = True,
-                 features_extractor_kwargs: Optional[Dict[str, Any]] = None, **kwargs):
+    def __init__(self, scope: str, observation_space: gym.Space, extractor_class: Any, normalize_images: bool = True,
+                 features_extractor_kwargs: Optional[Dict[str, Any]] = None, ortho_gain: Optional[float] = None,
+                 **kwargs):
         super().__init__(name=kwargs.pop("name", scope.replace("/", "__") + "__features"), **kwargs)
-        extra = dict(features_extractor_kwargs or {})
-        self.kind = kind
+        from sbtf.common.dict_obs import layout_of
+        from sbtf.common.extractors import features_dim_of
+        from sbtf.common.extractors import is_image_space as sb3_is_image_space
+
         self.scope = scope
         self.observation_space = observation_space
+        self.extractor_class = resolve_extractor_class(extractor_class, "FlattenExtractor")
+        extra = dict(features_extractor_kwargs or {})
+        self.layer = new_extractor_layer(self.extractor_class, observation_space, extra)
+        self.features_dim = features_dim_of(self.layer)
+        self.layout = None
         self.scale = bool(normalize_images) and is_image_space(observation_space)
-        self.cnn = None
-        self.combined = None
-        is_dict = isinstance(observation_space, gym.spaces.Dict)
-        if is_dict != (kind == "CombinedExtractor"):
-            raise ValueError(f"Error: {kind} does not take {type(observation_space).__name__} observations; use "
-                             "MultiInputPolicy (CombinedExtractor) for Dict observations and MlpPolicy / CnnPolicy "
-                             "for the others.")
-        if kind == "NatureCNN":
-            if not is_image_space(observation_space):
-                raise ValueError(f"Error: NatureCNN (CnnPolicy) needs uint8 image observations (H, W, C), got "
-                                 f"{observation_space!r}; use MlpPolicy for vector observations.")
-            if extra.pop("features_dim", 512) != 512:
-                raise ValueError("Error: sbtf's NatureCNN has features_dim=512 only.")
-            self.cnn = NatureCNN(name=scope.replace("/", "__") + "__cnn")
-            for layer in self.cnn.sb2_layers():
-                layer.scope = f"{scope}/{layer.scope}"
-        elif kind == "CombinedExtractor":
-            from sbtf.common.dict_obs import layout_of
-            from sbtf.common.extractors import CombinedExtractor
-
+        if isinstance(observation_space, gym.spaces.Dict):
             self.layout = layout_of(observation_space)
-            self.combined = CombinedExtractor(observation_space, name=scope.replace("/", "__") + "__combined",
-                                              **extra)
-            extra = {}
-            self.scaled_keys = frozenset(self.combined.image_keys) if normalize_images else frozenset()
-        if extra:
-            raise ValueError(f"Error: unknown features_extractor_kwargs {sorted(extra)} for {kind}.")
+            normalized = bool(extra.get("normalized_image", False))
+            self.scaled_keys = frozenset(
+                entry.key for entry in self.layout.entries
+                if sb3_is_image_space(entry.space, normalized_image=normalized)) if normalize_images else frozenset()
+        # build it on one (packed) observation and check that it outputs (batch, features_dim), as the core does
+        from sbtf.common.input import obs_input_dtype, obs_input_shape
+
+        dummy = tf.zeros((1,) + tuple(obs_input_shape(observation_space)),
+                         tf.as_dtype(obs_input_dtype(observation_space)))
+        out = self.layer(self.preprocess(dummy, TF_OPS))
+        if len(out.shape) != 2 or int(out.shape[-1]) != self.features_dim:
+            raise ValueError(f"Error: the feature extractor {self.extractor_class.__name__} says "
+                             f"features_dim={self.features_dim} but outputs shape {tuple(out.shape)}; it must output "
+                             "(batch, features_dim).")
+        if ortho_gain is not None and not hasattr(self.layer, "named_variables"):
+            from sbtf.common.policies import _reinit_keras_sublayers
+
+            _reinit_keras_sublayers(self.layer, ortho_gain)
 
     def build(self, input_shape):
-        """The sublayers build themselves on the first call (their shapes follow from the data)."""
+        """The extractor builds itself on the first call (its shapes follow from the data)."""
         self.built = True
 
-    def ops_call(self, obs, ops):
-        if self.combined is not None:
+    def preprocess(self, obs, ops):
+        """Raw (packed) observations to what the extractor takes, in the backend ``ops``."""
+        if self.layout is not None:
             from sbtf.common.dict_obs import preprocess_dict
 
-            return self.combined.ops_call(preprocess_dict(ops, obs, self.layout, self.scaled_keys), ops)
-        x = ops.preprocess(obs, self.observation_space, self.scale)
-        if self.cnn is not None:
-            return ops.layer(self.cnn, x)
-        return ops.flatten(x)
+            return preprocess_dict(ops, obs, self.layout, self.scaled_keys)
+        return ops.preprocess(obs, self.observation_space, self.scale)
+
+    def ops_call(self, obs, ops):
+        return ops.layer(self.layer, self.preprocess(obs, ops))
 
     def call(self, obs):
         return self.ops_call(obs, TF_OPS)
 
-    def named_layers(self) -> list:
-        if self.combined is not None:
-            from sbtf.common.extractors import extractor_named_variables
+    @property
+    def xla_friendly(self) -> bool:
+        """Whether XLA pays off on CPU for this extractor: sbtf's flattening only (a user's Keras layers may use ops
+        XLA cannot compile; convolutions run slower under XLA on CPU, ``sbtf.common.fast_call.xla_pays_off``)."""
+        from sbtf.common.extractors import CombinedExtractor, FlattenExtractor
 
-            return [ScopedVariables(self.scope, extractor_named_variables(self.combined))]
-        return self.cnn.sb2_layers() if self.cnn is not None else []
+        return type(self.layer) is FlattenExtractor or (type(self.layer) is CombinedExtractor
+                                                        and not self.layer.image_keys)
+
+    def named_layers(self) -> list:
+        return [ScopedVariables(self.scope, self.layer)]
 
 
 def actor_critic_arch(net_arch: Union[List[int], Dict[str, List[int]]]) -> Tuple[List[int], List[int]]:
@@ -224,4 +270,4 @@ def actor_critic_arch(net_arch: Union[List[int], Dict[str, List[int]]]) -> Tuple
 
 
 __all__ = ["FEATURE_EXTRACTORS", "TorchLinear", "Mlp", "FeaturesExtractor", "ScopedVariables", "is_image_space",
-           "extractor_name", "actor_critic_arch"]
+           "resolve_extractor_class", "new_extractor_layer", "actor_critic_arch"]

@@ -165,10 +165,14 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
         if self.action_noise is not None:
             self.action_noise.reset()
 
+    def _random_warmup(self) -> bool:
+        """Whether the model acts with uniform random actions (before ``learning_starts``)."""
+        return self.num_timesteps < self.learning_starts
+
     def _select_actions(self, obs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """sb3's ``_sample_action``: random actions before ``learning_starts``, else the policy's (plus noise)."""
         n_envs = obs.shape[0]
-        if self.num_timesteps < self.learning_starts:
+        if self._random_warmup():
             unscaled = np.array([self.action_space.sample() for _ in range(n_envs)])
         else:
             unscaled = self._policy_actions(obs, deterministic=False)
@@ -235,6 +239,11 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
     def _build_train_step(self, n_steps: int, variant) -> TrainStep:
         """The compiled step of ``n_steps`` gradient steps (``variant`` is unused: one form per count)."""
         raise NotImplementedError
+
+    def _use_xla(self, policy) -> bool:
+        """XLA only when ``jit_compile=True``: what QR-DQN and TQC have always done (their train steps were not
+        measured under XLA; the core's "auto" rule reads SB2-style policies)."""
+        return self.jit_compile is True
 
     def _batch_specs(self, n_steps: int) -> Dict[str, tf.TensorSpec]:
         """The input specs of ``n_steps`` stacked minibatches (actions as float32 columns)."""

@@ -29,7 +29,8 @@ from sbtf.common.network_ops import TF_OPS
 from sbtf.common.policies import BasePolicy, register_policy_base
 from sbtf.common.tf_layers import Dense, SB2Layer, _NumpyInitializer
 from sbtf.common.tf_layers import ortho_init as orthogonal_init
-from sbtf.contrib.common.networks import FeaturesExtractor, TorchLinear, extractor_name
+from sbtf.common.extractors import NatureCNN
+from sbtf.contrib.common.networks import FeaturesExtractor, TorchLinear, resolve_extractor_class
 
 
 #: sequences up to this length are unrolled in the train step's graph (longer ones run in a ``tf.scan`` loop)
@@ -166,7 +167,9 @@ class RecurrentActorCriticPolicy(BasePolicy):
         value 1)
     :param use_sde: must be False (gSDE is not implemented in sbtf)
     :param log_std_init: (float) Initial value for the log standard deviation (Box actions)
-    :param features_extractor_class: ("FlattenExtractor", "NatureCNN" or "CombinedExtractor") Features extractor
+    :param features_extractor_class: (type) Features extractor: any Keras layer class with a ``features_dim``
+        (``sbtf.common.extractors``), built as ``cls(observation_space, **features_extractor_kwargs)``, or a built-in
+        one by name (``"FlattenExtractor"``, ``"NatureCNN"``, ``"CombinedExtractor"``)
     :param features_extractor_kwargs: (dict) Keyword arguments to pass to the features extractor
     :param share_features_extractor: must be True (one extractor for the actor and the critic)
     :param normalize_images: (bool) Whether to divide uint8 images by 255
@@ -204,9 +207,9 @@ class RecurrentActorCriticPolicy(BasePolicy):
         if shared_lstm and enable_critic_lstm:
             raise ValueError("Error: you must choose between shared LSTM, seperate or no LSTM for the critic "
                              "(shared_lstm=True needs enable_critic_lstm=False).")
-        extractor = extractor_name(features_extractor_class, self._default_extractor)
+        extractor = resolve_extractor_class(features_extractor_class, self._default_extractor)
         if net_arch is None:
-            net_arch = [] if extractor == "NatureCNN" else dict(pi=[64, 64], vf=[64, 64])
+            net_arch = [] if extractor is NatureCNN else dict(pi=[64, 64], vf=[64, 64])
         if isinstance(net_arch, dict):
             pi_arch, vf_arch = list(net_arch.get("pi", [])), list(net_arch.get("vf", []))
         else:
@@ -216,6 +219,7 @@ class RecurrentActorCriticPolicy(BasePolicy):
         self.ortho_init = bool(ortho_init)
         self.log_std_init = float(log_std_init)
         self.features_extractor_class = extractor
+        self.features_extractor_kwargs = dict(features_extractor_kwargs or {})
         self.normalize_images = bool(normalize_images)
         self.optimizer_class = optimizer_class
         self.optimizer_kwargs = dict(optimizer_kwargs) if optimizer_kwargs is not None else dict(eps=1e-5)
@@ -223,14 +227,16 @@ class RecurrentActorCriticPolicy(BasePolicy):
         self.n_lstm_layers = int(n_lstm_layers)
         self.shared_lstm = bool(shared_lstm)
         self.enable_critic_lstm = bool(enable_critic_lstm)
-        self.feature_extraction = "cnn" if extractor == "NatureCNN" else "mlp"
         self.pdtype = make_proba_dist_type(action_space)
 
         def init(scale: float):
             return orthogonal_init(scale) if self.ortho_init else None
 
         self.features_extractor = FeaturesExtractor("features_extractor", observation_space, extractor,
-                                                    self.normalize_images, features_extractor_kwargs)
+                                                    self.normalize_images, features_extractor_kwargs,
+                                                    ortho_gain=np.sqrt(2) if self.ortho_init else None)
+        #: "mlp" when the extractor is sbtf's flattening (what the XLA choice reads)
+        self.feature_extraction = "mlp" if self.features_extractor.xla_friendly else "cnn"
         self.lstm_actor = Lstm("lstm_actor", lstm_hidden_size, n_lstm_layers)
         self.lstm_critic = Lstm("lstm_critic", lstm_hidden_size, n_lstm_layers) if enable_critic_lstm else None
         self.critic = TorchLinear("critic", lstm_hidden_size) if not (shared_lstm or enable_critic_lstm) else None

@@ -2,10 +2,11 @@
 ``MultiInputPolicy``.
 
 A ``QRDQNPolicy`` holds the quantile network and its target (sb3-contrib's ``quantile_net`` and
-``quantile_net_target``): features (``FlattenExtractor`` or ``NatureCNN``), then sb3's ``create_mlp`` to
+``quantile_net_target``): features (``sbtf.common.extractors``' ``FlattenExtractor``, ``NatureCNN``, ``CombinedExtractor`` or a user's Keras
+layer), then sb3's ``create_mlp`` to
 ``n_actions * n_quantiles`` outputs, viewed as (batch, n_quantiles, n_actions). Variable names:
 ``model/quantile_net/fc{i}/kernel:0``, ``model/quantile_net/out/bias:0``, ``model/quantile_net_target/...`` (and
-``<net>/features_extractor/c1..c3, fc1`` for the CNN). Acting runs the online network through the policy's acting
+``<net>/features_extractor/c1..c3, fc1`` for the CNN, ``<net>/features_extractor/0_kernel`` ... for a user's layer). Acting runs the online network through the policy's acting
 path: in NumPy on copies of the weights for Mlp networks, else one compiled TF call.
 """
 from __future__ import annotations
@@ -20,7 +21,8 @@ import tensorflow as tf
 from sbtf.common.input import check_obs_space
 from sbtf.common.network_ops import TF_OPS
 from sbtf.common.policies import BasePolicy, register_policy_base
-from sbtf.contrib.common.networks import FeaturesExtractor, Mlp, extractor_name
+from sbtf.common.extractors import NatureCNN
+from sbtf.contrib.common.networks import FeaturesExtractor, Mlp, resolve_extractor_class
 
 
 class QuantileNetwork(keras.layers.Layer):
@@ -31,7 +33,7 @@ class QuantileNetwork(keras.layers.Layer):
     """
 
     def __init__(self, scope: str, observation_space: gym.Space, n_actions: int, n_quantiles: int,
-                 net_arch: List[int], activation_fn, extractor: str, normalize_images: bool,
+                 net_arch: List[int], activation_fn, extractor: type, normalize_images: bool,
                  features_extractor_kwargs: Optional[Dict[str, Any]], **kwargs):
         super().__init__(name=kwargs.pop("name", scope), **kwargs)
         self.scope = scope
@@ -70,7 +72,9 @@ class QRDQNPolicy(BasePolicy):
     :param n_quantiles: (int) Number of quantiles
     :param net_arch: ([int]) The sizes of the hidden layers (default [64, 64]; [] with the NatureCNN)
     :param activation_fn: (callable or str) Activation function (default ReLU)
-    :param features_extractor_class: ("FlattenExtractor" or "NatureCNN") Features extractor to use
+    :param features_extractor_class: (type) Features extractor to use: any Keras layer class with a ``features_dim``
+        (``sbtf.common.extractors``), built as ``cls(observation_space, **features_extractor_kwargs)``, or a built-in
+        one by name (``"FlattenExtractor"``, ``"NatureCNN"``, ``"CombinedExtractor"``)
     :param features_extractor_kwargs: (dict) Keyword arguments to pass to the features extractor
     :param normalize_images: (bool) Whether to divide uint8 images by 255
     :param optimizer_class: (None or "Adam") The optimizer (PyTorch's Adam, as sb3-contrib's default)
@@ -87,26 +91,27 @@ class QRDQNPolicy(BasePolicy):
         if not isinstance(action_space, gym.spaces.Discrete):
             raise NotImplementedError(f"Error: QR-DQN policies need a Discrete action space, got {action_space!r}.")
         check_obs_space(observation_space, "QRDQN", allow_dict=True)
-        extractor = extractor_name(features_extractor_class, self._default_extractor)
+        extractor = resolve_extractor_class(features_extractor_class, self._default_extractor)
         if net_arch is None:
-            net_arch = [] if extractor == "NatureCNN" else [64, 64]
+            net_arch = [] if extractor is NatureCNN else [64, 64]
         if int(n_quantiles) < 1:
             raise ValueError(f"Error: n_quantiles must be >= 1, got {n_quantiles}.")
         self.n_quantiles = int(n_quantiles)
         self.net_arch = [int(n) for n in net_arch]
         self.activation_fn = activation_fn
         self.features_extractor_class = extractor
+        self.features_extractor_kwargs = dict(features_extractor_kwargs or {})
         self.normalize_images = bool(normalize_images)
         self.optimizer_class = optimizer_class
         self.optimizer_kwargs = dict(optimizer_kwargs or {})
         self.n_actions = int(action_space.n)
         # what the model's XLA choice reads (sbtf's off-policy convention)
         self.layer_sizes = list(self.net_arch)
-        self.feature_extraction = "cnn" if extractor == "NatureCNN" else "mlp"
         args = (observation_space, self.n_actions, self.n_quantiles, self.net_arch, activation_fn, extractor,
                 self.normalize_images, features_extractor_kwargs)
         self.quantile_net = QuantileNetwork("quantile_net", *args)
         self.quantile_net_target = QuantileNetwork("quantile_net_target", *args)
+        self.feature_extraction = "mlp" if self.quantile_net.features_extractor.xla_friendly else "cnn"
         dummy = tf.zeros((1,) + self.obs_shape, tf.as_dtype(self.obs_dtype))
         self.quantile_net(dummy)
         self.quantile_net_target(dummy)

@@ -24,7 +24,9 @@ import tensorflow as tf
 from sbtf.common.input import check_obs_space
 from sbtf.common.network_ops import TF_OPS
 from sbtf.common.policies import BasePolicy, register_policy_base
-from sbtf.contrib.common.networks import FeaturesExtractor, Mlp, TorchLinear, actor_critic_arch, extractor_name
+from sbtf.common.sde import ExplorationNoise, SDELogStd, sde_log_std, sde_std
+from sbtf.contrib.common.networks import (FeaturesExtractor, Mlp, TorchLinear, actor_critic_arch,
+                                          resolve_extractor_class)
 
 # CAP the standard deviation of the actor
 LOG_STD_MAX = 2
@@ -32,25 +34,51 @@ LOG_STD_MIN = -20
 
 
 class Actor(keras.layers.Layer):
-    """sb3-contrib's TQC ``Actor`` without gSDE: features, ``latent_pi`` MLP, ``mu`` and ``log_std`` heads."""
+    """
+    sb3-contrib's TQC ``Actor``: features, ``latent_pi`` MLP, ``mu`` and ``log_std`` heads; with gSDE
+    (``use_sde``) the ``log_std`` head is the free gSDE parameter ``actor/log_std`` (latent_dim, action_dim or 1,
+    ``sbtf.common.sde``) and the mean is clipped to [-clip_mean, clip_mean] (sb3's Hardtanh; 0: no clip).
+    """
 
     def __init__(self, observation_space: gym.Space, action_dim: int, net_arch: List[int], activation_fn,
-                 extractor: str, normalize_images: bool, features_extractor_kwargs, **kwargs):
+                 extractor: type, normalize_images: bool, features_extractor_kwargs, use_sde: bool = False,
+                 log_std_init: float = -3.0, full_std: bool = True, use_expln: bool = False, clip_mean: float = 2.0,
+                 **kwargs):
         super().__init__(name=kwargs.pop("name", "actor"), **kwargs)
         self.features_extractor = FeaturesExtractor("actor/features_extractor", observation_space, extractor,
                                                     normalize_images, features_extractor_kwargs)
         self.latent_pi = Mlp("actor", net_arch, activation_fn)
         self.mu = TorchLinear("actor/mu", action_dim)
-        self.log_std = TorchLinear("actor/log_std", action_dim)
+        self.action_dim = int(action_dim)
+        self.use_sde = bool(use_sde)
+        self.use_expln = bool(use_expln)
+        self.full_std = bool(full_std)
+        self.clip_mean = float(clip_mean)
+        self.log_std = SDELogStd("actor", action_dim, log_std_init, full_std) if self.use_sde else \
+            TorchLinear("actor/log_std", action_dim)
 
     def build(self, input_shape):
         """The sublayers build themselves on the first call (their shapes follow from the data)."""
         self.built = True
 
     def mean_log_std(self, obs, ops=TF_OPS):
-        """The Gaussian's mean and log-std (clipped to [LOG_STD_MIN, LOG_STD_MAX]) before the tanh squashing."""
+        """The Gaussian's mean and log-std before the tanh squashing: the log-std head clipped to
+        [LOG_STD_MIN, LOG_STD_MAX], or with gSDE ``0.5 * log(latent**2 @ std**2 + 1e-6)``."""
+        if self.use_sde:
+            mean, latent, std = self.sde(obs, ops)
+            return mean, sde_log_std(latent, std, numpy=ops.is_numpy)
         latent = ops.layer(self.latent_pi, self.features_extractor.ops_call(obs, ops))
         return ops.layer(self.mu, latent), ops.clip(ops.layer(self.log_std, latent), LOG_STD_MIN, LOG_STD_MAX)
+
+    def sde(self, obs, ops=TF_OPS):
+        """gSDE: (mean clipped to +-clip_mean, latent features, std matrix (latent_dim, action_dim))."""
+        latent = ops.layer(self.latent_pi, self.features_extractor.ops_call(obs, ops))
+        mean = ops.layer(self.mu, latent)
+        if self.clip_mean > 0:
+            mean = ops.clip(mean, -self.clip_mean, self.clip_mean)
+        std = sde_std(ops.layer(self.log_std, latent), self.action_dim, self.use_expln, self.full_std,
+                      numpy=ops.is_numpy)
+        return mean, latent, std
 
     def call(self, obs):
         return self.mean_log_std(obs)
@@ -62,7 +90,7 @@ class Actor(keras.layers.Layer):
 class Critic(keras.layers.Layer):
     """sb3-contrib's TQC ``Critic``: ``n_critics`` quantile networks on ``concat[features, action]``."""
 
-    def __init__(self, scope: str, observation_space: gym.Space, net_arch: List[int], activation_fn, extractor: str,
+    def __init__(self, scope: str, observation_space: gym.Space, net_arch: List[int], activation_fn, extractor: type,
                  normalize_images: bool, features_extractor_kwargs, n_quantiles: int, n_critics: int,
                  features_extractor: Optional[FeaturesExtractor] = None, **kwargs):
         super().__init__(name=kwargs.pop("name", scope), **kwargs)
@@ -107,11 +135,14 @@ class TQCPolicy(BasePolicy):
     :param net_arch: ([int] or dict) The sizes of the hidden layers of the actor and the critics (default
         [256, 256]), or ``dict(pi=[...], qf=[...])``
     :param activation_fn: (callable or str) Activation function (default ReLU)
-    :param use_sde: (bool) gSDE: not implemented in sbtf (must be False)
-    :param log_std_init: (float) Initial value for the log standard deviation (gSDE only)
-    :param use_expln: (bool) gSDE only
-    :param clip_mean: (float) gSDE only
-    :param features_extractor_class: ("FlattenExtractor" or "NatureCNN") Features extractor to use
+    :param use_sde: (bool) gSDE actor (set by ``TQC(use_sde=True)``; see ``sbtf.common.sde`` and docs/gsde.md)
+    :param log_std_init: (float) Initial value of gSDE's ``log_std`` (gSDE only)
+    :param use_expln: (bool) gSDE: ``expln`` instead of ``exp`` for the std
+    :param clip_mean: (float) gSDE: the mean is clipped to [-clip_mean, clip_mean] (sb3's Hardtanh; 0: no clip)
+    :param full_std: (bool) gSDE: one std per (latent, action) pair, else one per latent unit (sb3's actor argument)
+    :param features_extractor_class: (type) Features extractor to use: any Keras layer class with a ``features_dim``
+        (``sbtf.common.extractors``), built as ``cls(observation_space, **features_extractor_kwargs)``, or a built-in
+        one by name (``"FlattenExtractor"``, ``"NatureCNN"``, ``"CombinedExtractor"``)
     :param features_extractor_kwargs: (dict) Keyword arguments to pass to the features extractor
     :param normalize_images: (bool) Whether to divide uint8 images by 255
     :param optimizer_class: (None or "Adam") The optimizer (PyTorch's Adam, as sb3-contrib's default)
@@ -129,27 +160,29 @@ class TQCPolicy(BasePolicy):
                  use_sde: bool = False, log_std_init: float = -3, use_expln: bool = False, clip_mean: float = 2.0,
                  features_extractor_class=None, features_extractor_kwargs: Optional[Dict[str, Any]] = None,
                  normalize_images: bool = True, optimizer_class=None, optimizer_kwargs: Optional[Dict[str, Any]] = None,
-                 n_quantiles: int = 25, n_critics: int = 2, share_features_extractor: bool = False):
+                 n_quantiles: int = 25, n_critics: int = 2, share_features_extractor: bool = False,
+                 full_std: bool = True):
         super().__init__(None, observation_space, action_space)
         if not isinstance(action_space, gym.spaces.Box):
             raise NotImplementedError(f"Error: TQC policies need a Box action space, got {action_space!r}.")
         check_obs_space(observation_space, "TQC", allow_dict=True)
-        if use_sde:
-            raise NotImplementedError("Error: gSDE (use_sde=True) is not implemented in sbtf yet; TQC explores with "
-                                      "its Gaussian policy (and optional action_noise).")
         if int(n_quantiles) < 1 or int(n_critics) < 1:
             raise ValueError(f"Error: n_quantiles and n_critics must be >= 1, got {n_quantiles}, {n_critics}.")
-        extractor = extractor_name(features_extractor_class, self._default_extractor)
+        extractor = resolve_extractor_class(features_extractor_class, self._default_extractor)
         if net_arch is None:
             net_arch = [256, 256]
         actor_arch, critic_arch = actor_critic_arch(net_arch)
         self.net_arch = net_arch
         self.activation_fn = activation_fn
-        self.use_sde = False
+        self.use_sde = bool(use_sde)
         self.log_std_init = log_std_init
         self.use_expln = use_expln
         self.clip_mean = clip_mean
+        self.full_std = bool(full_std)
+        #: the gSDE exploration matrices (the acting state; None without gSDE)
+        self.sde_noise = ExplorationNoise(self.np_random) if self.use_sde else None
         self.features_extractor_class = extractor
+        self.features_extractor_kwargs = dict(features_extractor_kwargs or {})
         self.normalize_images = bool(normalize_images)
         self.optimizer_class = optimizer_class
         self.optimizer_kwargs = dict(optimizer_kwargs or {})
@@ -158,12 +191,15 @@ class TQCPolicy(BasePolicy):
         self.share_features_extractor = bool(share_features_extractor)
         self.n_act = int(np.prod(action_space.shape))
         self.layer_sizes = list(actor_arch) + list(critic_arch)
-        self.feature_extraction = "cnn" if extractor == "NatureCNN" else "mlp"
 
         self.actor = Actor(observation_space, self.n_act, actor_arch, activation_fn, extractor,
-                           self.normalize_images, features_extractor_kwargs)
+                           self.normalize_images, features_extractor_kwargs, use_sde=self.use_sde,
+                           log_std_init=float(log_std_init), full_std=self.full_std, use_expln=bool(use_expln),
+                           clip_mean=float(clip_mean))
         critic_args = (observation_space, critic_arch, activation_fn, extractor, self.normalize_images,
                        features_extractor_kwargs, self.n_quantiles, self.n_critics)
+        #: "mlp" when the extractor is sbtf's flattening (the XLA choice, sbtf's off-policy convention)
+        self.feature_extraction = "mlp" if self.actor.features_extractor.xla_friendly else "cnn"
         shared = self.actor.features_extractor if self.share_features_extractor else None
         self.critic = Critic("critic", *critic_args, features_extractor=shared)
         self.critic_target = Critic("critic_target", *critic_args)
@@ -174,8 +210,10 @@ class TQCPolicy(BasePolicy):
         self.critic_target((dummy_obs, dummy_act))
         for target, source in zip(self.critic_target_variables(), self.critic_variables(with_shared=True)):
             target.assign(source)
-        self._acting = self._new_acting_path(
-            {"mean_log_std": (lambda ops, obs: self.actor.mean_log_std(obs, ops), [self.obs_signature()])})
+        functions = {"mean_log_std": (lambda ops, obs: self.actor.mean_log_std(obs, ops), [self.obs_signature()])}
+        if self.use_sde:
+            functions["sde"] = (lambda ops, obs: self.actor.sde(obs, ops), [self.obs_signature()])
+        self._acting = self._new_acting_path(functions)
         self.weights_changed()
 
     # ------------------------------------------------------------------ parameters
@@ -213,8 +251,23 @@ class TQCPolicy(BasePolicy):
         """The actor's mean and log-std (NumPy, through the acting path)."""
         return self._acting("mean_log_std", self._prepare_obs(obs))
 
+    def sde_std_matrix(self) -> np.ndarray:
+        """The std of the gSDE exploration matrices (latent_dim, n_act), NumPy."""
+        return np.asarray(self._acting("sde", np.zeros((1,) + self.obs_shape, self.obs_dtype))[2])
+
+    def reset_noise(self, n_envs: int = 1) -> None:
+        """Sample new gSDE exploration matrices (sb3's ``reset_noise``)."""
+        self.sde_noise.reset(self.sde_std_matrix(), n_envs)
+
     def step(self, obs, state=None, mask=None, deterministic=False) -> np.ndarray:
-        """Actions in [-1, 1]: ``tanh(mu)`` (deterministic) or ``tanh(mu + std * N(0, 1))``."""
+        """Actions in [-1, 1]: ``tanh(mu)`` (deterministic) or ``tanh(mu + std * N(0, 1))``; with gSDE
+        ``tanh(mu + latent @ E)`` (``E`` the current exploration matrix, ``sbtf.common.sde.ExplorationNoise``)."""
+        if self.use_sde:
+            mean, latent, std = self._acting("sde", self._prepare_obs(obs))
+            if deterministic:
+                return np.tanh(mean)
+            self.sde_noise.before_step(lambda: std, len(latent))
+            return np.tanh(mean + self.sde_noise.noise(latent))
         mean, log_std = self.actor_mean_log_std_np(obs)
         if deterministic:
             return np.tanh(mean)

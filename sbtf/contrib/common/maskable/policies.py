@@ -1,9 +1,10 @@
 """Maskable actor-critic policies (sb3-contrib ``common/maskable/policies.py``) on sbtf's policy layer.
 
-The network is sb3's default actor-critic: features (flattened observations, or a NatureCNN for images), separate
+The network is sb3's default actor-critic: features (flattened observations, a NatureCNN for images, a
+``CombinedExtractor`` for Dict observations or any Keras extractor of the user's), separate
 policy and value MLPs (``net_arch=dict(pi=[64, 64], vf=[64, 64])``, ``activation_fn=tanh``, orthogonal init with gain
 sqrt(2), 0.01 for the action logits and 1 for the value), written once against a backend ``ops`` so that acting runs
-in NumPy. The action logits are flat over every categorical component (``MultiBinary(n)`` has ``2 n`` logits, as in
+in NumPy (through one compiled TF call when the extractor has no NumPy form). The action logits are flat over every categorical component (``MultiBinary(n)`` has ``2 n`` logits, as in
 sb3-contrib); the masked maths is :class:`~sbtf.contrib.common.maskable.distributions.MaskableDistribution`.
 """
 from __future__ import annotations
@@ -13,13 +14,15 @@ from typing import Optional, Tuple
 import gymnasium as gym
 import numpy as np
 
-from sbtf.common.input import preprocess_obs_np
+from sbtf.common.extractors import FlattenExtractor, NatureCNN
 from sbtf.common.network_ops import TF_OPS
 from sbtf.common.policies import ActorCriticPolicy, register_policy_base
-from sbtf.common.tf_layers import Linear, NatureCNN
+from sbtf.common.tf_layers import Linear
 from sbtf.contrib.common.maskable.distributions import make_masked_proba_distribution
+from sbtf.contrib.common.networks import FeaturesExtractor, resolve_extractor_class
 
-__all__ = ["MaskableActorCriticPolicy", "MaskableActorCriticCnnPolicy", "parse_sb3_net_arch"]
+__all__ = ["MaskableActorCriticPolicy", "MaskableActorCriticCnnPolicy", "MaskableMultiInputActorCriticPolicy",
+           "parse_sb3_net_arch"]
 
 
 def parse_sb3_net_arch(net_arch) -> Tuple[list, list]:
@@ -43,47 +46,70 @@ class MaskableActorCriticPolicy(ActorCriticPolicy):
     Actor-critic policy whose categorical action distribution takes action masks (sb3-contrib's
     ``MaskableActorCriticPolicy``; the ``MlpPolicy`` of ``MaskablePPO``).
 
+    Variable names: ``model/pi_fc{i}``, ``model/vf_fc{i}``, ``model/pi``, ``model/vf``; the built-in NatureCNN's
+    ``model/c1`` ... ``model/fc1`` (the names MaskablePPO's CnnPolicy always had); any other extractor's variables
+    under ``model/features_extractor/`` (``CombinedExtractor``: ``<key>/c1/w`` ...; a user's layer: ``0_kernel`` ...).
+
     :param net_arch: (list or dict) sb3's network architecture (default ``dict(pi=[64, 64], vf=[64, 64])``; ``[]``
         behind a CNN)
     :param activation_fn: (str or function) the activation of the hidden layers (default tanh)
-    :param ortho_init: (bool) orthogonal initialisation (sbtf's layers are always initialised orthogonally)
+    :param ortho_init: (bool) orthogonal initialisation (sbtf's layers are always initialised orthogonally; a user's
+        Keras extractor gets orthogonal Dense / Conv kernels of gain sqrt(2), as sb3 does)
+    :param features_extractor_class: (type) the features extractor: any Keras layer class with a ``features_dim``
+        (``sbtf.common.extractors``), built as ``cls(observation_space, **features_extractor_kwargs)``, or a built-in
+        one by name (``"FlattenExtractor"``, ``"NatureCNN"``, ``"CombinedExtractor"``); default by policy name
+    :param features_extractor_kwargs: (dict) its keyword arguments (NatureCNN: ``features_dim``,
+        ``normalized_image``; CombinedExtractor: ``cnn_output_dim``, ``normalized_image``)
+    :param share_features_extractor: (bool) must be True (one extractor for the actor and the critic)
     :param normalize_images: (bool) divide image observations by 255
     """
 
-    _uses_cnn = False
+    _default_extractor = "FlattenExtractor"
 
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
-                 net_arch=None, activation_fn="tanh", ortho_init: bool = True, normalize_images: bool = True):
-        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
-                         scale=self._uses_cnn and normalize_images)
+                 net_arch=None, activation_fn="tanh", ortho_init: bool = True, features_extractor_class=None,
+                 features_extractor_kwargs: Optional[dict] = None, share_features_extractor: bool = True,
+                 normalize_images: bool = True):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse, dict_obs_ok=True)
         if not ortho_init:
             raise ValueError("ortho_init=False is not available in sbtf: its layers are initialised orthogonally")
+        if not share_features_extractor:
+            raise NotImplementedError("Error: MaskablePPO policies in sbtf share their features extractor "
+                                      "(share_features_extractor=True).")
         self.dist = make_masked_proba_distribution(ac_space)
         self.net_arch = net_arch
         self.activation_fn = activation_fn
         self.ortho_init = ortho_init
         self.normalize_images = normalize_images
-        self.feature_extraction = "cnn" if self._uses_cnn else "mlp"
+        extractor = resolve_extractor_class(features_extractor_class, self._default_extractor)
+        self.features_extractor_class = extractor
+        self.features_extractor_kwargs = dict(features_extractor_kwargs or {})
+        self.share_features_extractor = True
+        # the built-in NatureCNN / flattening keep the root names MaskablePPO always had; the others are scoped
+        root = extractor in (NatureCNN, FlattenExtractor)
+        self.features_extractor = FeaturesExtractor("" if root else "features_extractor", ob_space, extractor,
+                                                    normalize_images, self.features_extractor_kwargs,
+                                                    ortho_gain=np.sqrt(2), name="features_extractor")
+        self._scaled_keys = getattr(self.features_extractor, "scaled_keys", frozenset())
+        self.scale = self.features_extractor.scale
+        #: "mlp" when the extractor is sbtf's flattening (what the XLA choice reads)
+        self.feature_extraction = "mlp" if self.features_extractor.xla_friendly else "cnn"
+        self._register(*self.features_extractor.named_layers())
         if net_arch is None:
-            net_arch = [] if self._uses_cnn else dict(pi=[64, 64], vf=[64, 64])
+            net_arch = [] if extractor is NatureCNN else dict(pi=[64, 64], vf=[64, 64])
         pi_sizes, vf_sizes = parse_sb3_net_arch(net_arch)
-        if self._uses_cnn:
-            if len(self.obs_shape) != 3:
-                raise ValueError(f"Error: CnnPolicy needs image observations (H, W, C), got shape {self.obs_shape}; "
-                                 "use MlpPolicy for vector observations.")
-            self.cnn = NatureCNN()
-            features_dim = int(self.cnn(np.zeros((1,) + self.obs_shape, np.float32)).shape[-1])
-            self._register(*self.cnn.sb2_layers())
-        else:
-            self.cnn = None
-            features_dim = int(np.prod(preprocess_obs_np(np.zeros((1,) + self.obs_shape, self.obs_dtype),
-                                                         ob_space).shape[1:]))
+        features_dim = self.features_extractor.features_dim
         self.pi_layers = self._mlp("pi_fc", features_dim, pi_sizes)
         self.vf_layers = self._mlp("vf_fc", features_dim, vf_sizes)
         self.pi_head = self._linear("pi", pi_sizes[-1] if pi_sizes else features_dim, self.dist.n_logits, 0.01)
         self.vf_head = self._linear("vf", vf_sizes[-1] if vf_sizes else features_dim, 1, 1.0)
         self._finish_build()
         self._acting = self._new_acting_path({"network": (self.network, [self.obs_signature()])})
+
+    @property
+    def xla_friendly(self) -> bool:
+        """Whether XLA pays off on CPU (``sbtf.common.fast_call.xla_pays_off``): sbtf's flattening only."""
+        return self.features_extractor.xla_friendly
 
     def _linear(self, scope: str, n_in: int, n_out: int, gain: float) -> Linear:
         layer = Linear(scope, n_out, init_scale=gain)
@@ -101,8 +127,7 @@ class MaskableActorCriticPolicy(ActorCriticPolicy):
     # ------------------------------------------------------------------ the network, written once
     def network(self, ops, obs, with_q: bool = False):
         """Action logits (flat over the components) and values, in the backend ``ops``."""
-        x = ops.preprocess(obs, self.ob_space, self.scale)
-        features = ops.layer(self.cnn, x) if self.cnn is not None else ops.flatten(x)
+        features = self.features_extractor.ops_call(obs, ops)
         act = ops.activation(self.activation_fn)
         latent_pi, latent_vf = features, features
         for layer in self.pi_layers:
@@ -158,11 +183,20 @@ class MaskableActorCriticPolicy(ActorCriticPolicy):
 class MaskableActorCriticCnnPolicy(MaskableActorCriticPolicy):
     """``MaskableActorCriticPolicy`` with a NatureCNN feature extractor (the ``CnnPolicy`` of ``MaskablePPO``)."""
 
-    _uses_cnn = True
+    _default_extractor = "NatureCNN"
+
+
+class MaskableMultiInputActorCriticPolicy(MaskableActorCriticPolicy):
+    """``MaskableActorCriticPolicy`` for Dict observations (the ``MultiInputPolicy`` of ``MaskablePPO``):
+    ``CombinedExtractor`` features (a NatureCNN per image key, the other keys flattened, ``sbtf.common.dict_obs``)."""
+
+    _default_extractor = "CombinedExtractor"
 
 
 MlpPolicy = MaskableActorCriticPolicy
 CnnPolicy = MaskableActorCriticCnnPolicy
+MultiInputPolicy = MaskableMultiInputActorCriticPolicy
 
 register_policy_base(MaskableActorCriticPolicy, {"MlpPolicy": MaskableActorCriticPolicy,
-                                                 "CnnPolicy": MaskableActorCriticCnnPolicy})
+                                                 "CnnPolicy": MaskableActorCriticCnnPolicy,
+                                                 "MultiInputPolicy": MaskableMultiInputActorCriticPolicy})
