@@ -1,4 +1,5 @@
-"""gSDE (sbtf.common.sde) for PPO2, A2C and SAC against a NumPy statement of stable-baselines3's maths."""
+"""gSDE (sbtf.common.sde) for PPO2, A2C, SAC and sbtf.contrib's TQC against a NumPy statement of stable-baselines3's
+maths."""
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -229,3 +230,123 @@ def test_export_equals_predict(algo, tmp_path):
     obs = np.random.default_rng(0).uniform(-1, 1, (5, 3)).astype(np.float32)
     exported = loaded.signatures["serving_default"](tf.constant(obs))["action"].numpy()
     np.testing.assert_allclose(exported, model.predict(obs, deterministic=True)[0], atol=1e-5)
+
+
+# ------------------------------------------------------------------ TQC (sb3-contrib) with gSDE
+def _tqc(**kwargs):
+    from sbtf.contrib import TQC
+
+    kwargs.setdefault("policy_kwargs", {})
+    kwargs["policy_kwargs"] = dict(dict(net_arch=[16], n_quantiles=5), **kwargs["policy_kwargs"])
+    return TQC("MlpPolicy", "Pendulum-v1", use_sde=True, **kwargs)
+
+
+@pytest.mark.parametrize("use_expln,full_std,clip_mean", [(False, True, 2.0), (True, False, 0.0), (True, True, 0.5)])
+def test_tqc_actor_and_squashed_log_prob_match_sb3(use_expln, full_std, clip_mean):
+    from sbtf.contrib.tqc.tqc import squashed_sde_sample
+
+    model = _tqc(policy_kwargs=dict(use_expln=use_expln, full_std=full_std, clip_mean=clip_mean, log_std_init=-1.0))
+    actor = model.policy_tf.actor
+    rng = np.random.default_rng(0)
+    log_std = rng.normal(0.0, 0.8, tuple(actor.log_std.log_std.shape)).astype(np.float32)
+    assert log_std.shape == (16, 1)  # Pendulum: one action (full_std or not)
+    actor.log_std.log_std.assign(log_std)
+    actor.mu.kernel.assign(rng.normal(0, 2.0, tuple(actor.mu.kernel.shape)).astype(np.float32))
+    model.policy_tf.weights_changed()
+    obs = rng.uniform(-1, 1, (6, 3)).astype(np.float32)
+    mean, latent, std = (t.numpy() for t in actor.sde(tf.constant(obs)))
+    raw_mean = latent @ actor.mu.kernel.numpy() + actor.mu.bias.numpy()
+    want_mean = np.clip(raw_mean, -clip_mean, clip_mean) if clip_mean > 0 else raw_mean  # sb3's Hardtanh
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(std, sb3_std(log_std.astype(np.float64), 1, use_expln, full_std), rtol=1e-5)
+    noise = rng.normal(size=std.shape).astype(np.float32)
+    action, log_prob = (t.numpy() for t in squashed_sde_sample(*actor.sde(tf.constant(obs)), tf.constant(noise)))
+    gaussian = mean + latent @ (std * noise)  # sb3: mean + latent_sde @ exploration_mat (rsample of N(0, std))
+    np.testing.assert_allclose(action, np.tanh(gaussian), rtol=1e-5, atol=1e-6)
+    want_logp, _ = sb3_log_prob_entropy(mean, latent, std, gaussian)
+    want_logp -= np.log(1.0 - np.tanh(gaussian) ** 2 + SDE_EPSILON).sum(-1)  # TanhBijector's correction
+    np.testing.assert_allclose(log_prob, want_logp, rtol=1e-4, atol=1e-4)
+    # the acting path: tanh(mean + latent @ E), the matrix of the policy's ExplorationNoise
+    policy = model.policy_tf
+    policy.reset_noise(1)
+    np.testing.assert_allclose(policy.step(obs[:1]), np.tanh(mean[:1] + latent[:1] @ policy.sde_noise.matrix),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(policy.step(obs, deterministic=True), np.tanh(mean), rtol=1e-5, atol=1e-6)
+
+
+def test_tqc_train_step_uses_one_matrix_for_state_and_next_state():
+    """Actor and critic losses of one compiled gSDE step (learning rate 0, ent_coef 0) against NumPy: the actions
+    of the state and of the next state are drawn with the same exploration matrix ``std * N(0, 1)`` (sb3 samples
+    it once per gradient step)."""
+    from test_qrdqn import numpy_quantile_huber_loss
+    from test_tqc import numpy_truncated_target
+
+    model = _tqc(batch_size=8, ent_coef=0.0, policy_kwargs=dict(log_std_init=-0.5, n_critics=2), seed=1)
+    policy = model.policy_tf
+    rng = np.random.default_rng(5)
+    obs, next_obs = rng.normal(size=(1, 8, 3)).astype(np.float32), rng.normal(size=(1, 8, 3)).astype(np.float32)
+    actions = rng.uniform(-1, 1, size=(1, 8, 1)).astype(np.float32)
+    rewards, dones = rng.normal(size=(1, 8)).astype(np.float32), (rng.random((1, 8)) < 0.3).astype(np.float32)
+    seeds = np.array([[3.0, 7.0]], np.float32)
+    _, _, std = (t.numpy() for t in policy.actor.sde(tf.constant(obs[0])))
+    matrix = std * tf.random.stateless_normal(std.shape, seed=[3, 7]).numpy()
+
+    def squashed(x):
+        mean, latent, _ = (t.numpy() for t in policy.actor.sde(tf.constant(x)))
+        return np.tanh(mean + latent @ matrix)
+
+    next_quantiles = policy.critic_target.quantiles(tf.constant(next_obs[0]), tf.constant(squashed(next_obs[0])))
+    target = numpy_truncated_target(next_quantiles.numpy(), 10 - 2 * 2, rewards[0], dones[0], 0.99, np.zeros(8))
+    current = policy.critic.quantiles(tf.constant(obs[0]), tf.constant(actions[0])).numpy()
+    qf_pi = policy.critic.quantiles(tf.constant(obs[0]), tf.constant(squashed(obs[0]))).numpy().mean(axis=(1, 2))
+    out = model._train_steps.get(1)(obs=obs, next_obs=next_obs, actions=actions, rewards=rewards, dones=dones,
+                                    learning_rate=0.0, seeds=seeds, flags=np.zeros(1, np.float32))
+    np.testing.assert_allclose(out["critic_loss"], numpy_quantile_huber_loss(current, target, False), rtol=1e-4)
+    np.testing.assert_allclose(out["actor_loss"], -qf_pi.mean(), rtol=1e-4, atol=1e-5)
+
+
+def test_tqc_resampling_warmup_and_log_std_training():
+    model = _tqc(sde_sample_freq=2, train_freq=6, gradient_steps=1, learning_starts=12, use_sde_at_warmup=True,
+                 batch_size=8, seed=0)
+    before = model.get_parameters()["model/actor/log_std:0"].copy()
+    np.testing.assert_allclose(before, -3.0)  # sb3-contrib's TQC default log_std_init
+    model.learn(24)
+    assert model.policy_tf.sde_noise.n_resets == 4 * 3  # 4 collections of 6 steps, resampled at steps 0, 2, 4
+    assert not np.allclose(before, model.get_parameters()["model/actor/log_std:0"])  # trained (rsample)
+    plain = _tqc(train_freq=6, learning_starts=12, batch_size=8, seed=0)
+    plain.learn(24)
+    assert plain.policy_tf.sde_noise.n_resets == 2  # uniform random actions during warm-up
+    with pytest.raises(ValueError, match=r"TQC\(\.\.\., use_sde=True\)"):
+        _tqc(policy_kwargs=dict(use_sde=True))
+
+
+def test_tqc_save_load_identical_predictions_and_export(tmp_path):
+    from sbtf.contrib import TQC
+
+    model = _tqc(sde_sample_freq=4, learning_starts=20, batch_size=16, seed=0,
+                 policy_kwargs=dict(log_std_init=-1.0, use_expln=True, full_std=False))
+    model.learn(64)
+    model.save(tmp_path / "tqc")
+    loaded = TQC.load(tmp_path / "tqc")
+    assert loaded.use_sde and loaded.sde_sample_freq == 4 and loaded.policy_tf.use_sde
+    obs = np.random.default_rng(0).uniform(-1, 1, (7, 3)).astype(np.float32)
+    np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
+    for name, value in model.get_parameters().items():
+        np.testing.assert_array_equal(loaded.get_parameters()[name], value)
+    assert model.get_parameters()["model/actor/log_std:0"].shape == (16, 1)  # full_std=False
+    serve = tf.saved_model.load(loaded.export(str(tmp_path / "saved"))).signatures["serving_default"]
+    out = serve(observation=tf.constant(obs))
+    np.testing.assert_allclose(out["action"].numpy(), model.predict(obs, deterministic=True)[0], atol=1e-5)
+    mean, std = model.policy_tf.proba_step(obs)  # N(mean, sqrt(latent**2 @ std**2 + 1e-6))
+    np.testing.assert_allclose(out["std"].numpy(), std, rtol=1e-5, atol=1e-6)
+
+
+def test_tqc_sde_improves_on_pendulum():
+    from sbtf.contrib import TQC
+
+    model = TQC("MlpPolicy", "Pendulum-v1", use_sde=True, learning_rate=1e-3, train_freq=64, gradient_steps=64,
+                learning_starts=100, seed=0, policy_kwargs=dict(net_arch=[64, 64]))
+    before = evaluate_policy(model, gym.make("Pendulum-v1"), n_eval_episodes=4)[0]
+    model.learn(3500)
+    after = evaluate_policy(model, gym.make("Pendulum-v1"), n_eval_episodes=4)[0]
+    assert after > before + 300 and after > -700, (before, after)

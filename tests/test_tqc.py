@@ -97,8 +97,8 @@ def test_sb3_contribs_arguments_and_defaults():
 
 
 def test_unsupported_and_wrong_options_say_so():
-    with pytest.raises(NotImplementedError, match="gSDE"):
-        TQC("MlpPolicy", "Pendulum-v1", use_sde=True)
+    with pytest.raises(ValueError, match="use_sde"):  # gSDE is the algorithm's argument (tests/test_sde.py)
+        TQC("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(use_sde=True))
     with pytest.raises(ValueError, match="top_quantiles_to_drop_per_net"):
         TQC("MlpPolicy", "Pendulum-v1", top_quantiles_to_drop_per_net=25)
     with pytest.raises(ValueError, match="ent_coef"):

@@ -20,6 +20,7 @@ from sbtf.common.fast_call import TrainStep
 from sbtf.common.math_util import unscale_action
 from sbtf.common.off_policy_algorithm import learn_doc
 from sbtf.common.off_policy_ops import polyak_update
+from sbtf.common.sde import SDE_EPSILON, gaussian_log_prob, sde_log_std
 from sbtf.contrib.common.off_policy import ContribOffPolicyAlgorithm, contrib_save_schema
 from sbtf.contrib.common.optim import TorchAdam, make_optimizer
 from sbtf.contrib.common.quantiles import quantile_huber_loss, truncated_quantile_target
@@ -39,6 +40,23 @@ def squashed_gaussian_sample(mean, log_std, noise):
     action = tf.tanh(gaussian)
     log_prob = tf.reduce_sum(-0.5 * tf.square(noise) - log_std - _HALF_LOG_2PI, axis=-1)
     log_prob -= tf.reduce_sum(tf.math.log(1.0 - tf.square(action) + 1e-6), axis=-1)
+    return action, log_prob
+
+
+def squashed_sde_sample(mean, latent, std, noise):
+    """
+    sb3's gSDE ``StateDependentNoiseDistribution`` with ``squash_output=True, learn_features=True`` (sbtf's SAC
+    maths): the exploration matrix ``E = std * noise`` (differentiable in ``log_std``, sb3's ``rsample``), the action
+    ``tanh(mean + latent @ E)`` and its log-probability under ``N(mean, sqrt(latent**2 @ std**2 + 1e-6))`` with the
+    tanh correction ``- sum(log(1 - action^2 + 1e-6))`` (TF).
+
+    :param noise: (latent_dim, action_dim) standard normal draws (one matrix for the whole batch, as sb3 in training)
+    :return: (action (batch, n), log_prob (batch,))
+    """
+    gaussian = mean + tf.matmul(latent, std * noise)
+    action = tf.tanh(gaussian)
+    log_prob = gaussian_log_prob(gaussian, mean, sde_log_std(latent, std))
+    log_prob -= tf.reduce_sum(tf.math.log(1.0 - tf.square(action) + SDE_EPSILON), axis=-1)
     return action, log_prob
 
 
@@ -70,9 +88,12 @@ class TQC(ContribOffPolicyAlgorithm):
     :param target_update_interval: (int) update the target network every ``target_update_interval`` gradient steps
     :param target_entropy: (str or float) target entropy when learning ``ent_coef`` (``ent_coef = 'auto'``)
     :param top_quantiles_to_drop_per_net: (int) Number of quantiles to drop per network
-    :param use_sde: (bool) gSDE: not implemented in sbtf (must be False)
-    :param sde_sample_freq: (int) gSDE only
-    :param use_sde_at_warmup: (bool) gSDE only (must be False)
+    :param use_sde: (bool) generalized State-Dependent Exploration (gSDE) instead of independent Gaussian noise (see
+        ``sbtf.common.sde`` and docs/gsde.md; policy_kwargs ``log_std_init``, ``use_expln``, ``full_std``,
+        ``clip_mean``)
+    :param sde_sample_freq: (int) resample the gSDE exploration matrix every n steps (-1: only when a collection of
+        ``train_freq`` steps starts)
+    :param use_sde_at_warmup: (bool) act with gSDE instead of uniform random actions before ``learning_starts``
     :param stats_window_size: (int) Window size for the rollout logging (episodes)
     :param tensorboard_log: (str) the log location for tensorboard (if None, no logging)
     :param policy_kwargs: (dict) additional arguments to be passed to the policy on creation
@@ -120,10 +141,13 @@ class TQC(ContribOffPolicyAlgorithm):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
-        if self.use_sde or self.use_sde_at_warmup:
-            raise NotImplementedError("Error: gSDE (use_sde=True, use_sde_at_warmup=True) is not implemented in sbtf "
-                                      "yet; TQC explores with its Gaussian policy (and optional action_noise).")
-        policy = self._build_policy(TQCPolicy)
+        base_kwargs = self.policy_kwargs
+        if self.use_sde:  # gSDE is the algorithm's argument; the policy is built with it (as SAC)
+            self.policy_kwargs = dict(base_kwargs or {}, use_sde=True)
+        try:
+            policy = self._build_policy(TQCPolicy)
+        finally:
+            self.policy_kwargs = base_kwargs
         self.actor, self.critic, self.critic_target = policy.actor, policy.critic, policy.critic_target
         n_target = policy.critic.quantiles_total - int(self.top_quantiles_to_drop_per_net) * policy.n_critics
         if not 0 < n_target <= policy.critic.quantiles_total:
@@ -186,13 +210,24 @@ class TQC(ContribOffPolicyAlgorithm):
         target_entropy = self._target_entropy_value
         n_target = critic.quantiles_total - int(self.top_quantiles_to_drop_per_net) * policy.n_critics
         gamma, tau = float(self.gamma), float(self.tau)
+        use_sde = policy.use_sde
+
+        def sample(observations, noise):
+            """The actor's squashed sample and its log-probability for the given standard normal draws."""
+            if use_sde:
+                return squashed_sde_sample(*actor.sde(observations), noise)
+            return squashed_gaussian_sample(*actor.mean_log_std(observations), noise)
 
         def one_step(k, batch):
             obs, next_obs, lr = batch["obs"], batch["next_obs"], batch["learning_rate"]
             seed = tf.cast(batch["seeds"], tf.int32)
-            mean, log_std = actor.mean_log_std(obs)
-            noise = tf.random.stateless_normal(tf.shape(mean), seed=seed)
-            _, log_prob = squashed_gaussian_sample(mean, log_std, noise)
+            if use_sde:  # one exploration matrix per gradient step, for the state and the next state (sb3)
+                _, _, std = actor.sde(obs)
+                noise = next_noise = tf.random.stateless_normal(tf.shape(std), seed=seed)
+            else:
+                noise = tf.random.stateless_normal(tf.shape(actor.mean_log_std(obs)[0]), seed=seed)
+                next_noise = tf.random.stateless_normal(tf.shape(noise), seed=seed + 1)
+            _, log_prob = sample(obs, noise)
             stats = []
             if log_ent_coef is not None:
                 ent_coef = tf.exp(log_ent_coef)  # the value before this step's update (sb3: detached)
@@ -203,9 +238,7 @@ class TQC(ContribOffPolicyAlgorithm):
             else:
                 ent_coef = tf.constant(fixed_ent_coef, tf.float32)
             # target quantiles
-            next_mean, next_log_std = actor.mean_log_std(next_obs)
-            next_noise = tf.random.stateless_normal(tf.shape(next_mean), seed=seed + 1)
-            next_actions, next_log_prob = squashed_gaussian_sample(next_mean, next_log_std, next_noise)
+            next_actions, next_log_prob = sample(next_obs, next_noise)
             target_quantiles = truncated_quantile_target(critic_target.quantiles(next_obs, next_actions), n_target,
                                                          batch["rewards"], batch["dones"], gamma,
                                                          ent_coef * next_log_prob)
@@ -216,8 +249,7 @@ class TQC(ContribOffPolicyAlgorithm):
             critic_opt.apply(tape.gradient(critic_loss, critic_vars), lr)
             # actor, against the updated critic (the actor's sample is the one drawn above)
             with tf.GradientTape() as tape:
-                mean, log_std = actor.mean_log_std(obs)
-                actions_pi, log_prob = squashed_gaussian_sample(mean, log_std, noise)
+                actions_pi, log_prob = sample(obs, noise)
                 qf_pi = tf.reduce_mean(critic.quantiles(obs, actions_pi), axis=[1, 2])
                 actor_loss = tf.reduce_mean(ent_coef * log_prob - qf_pi)
             actor_opt.apply(tape.gradient(actor_loss, actor_vars), lr)
@@ -238,6 +270,16 @@ class TQC(ContribOffPolicyAlgorithm):
         return {"seeds": np.random.randint(0, 2 ** 24, size=(n_steps, 2)).astype(np.float32), "flags": flags}
 
     # ------------------------------------------------------------------ collection and predict
+    def _random_warmup(self) -> bool:
+        return super()._random_warmup() and not (self.use_sde and self.use_sde_at_warmup)
+
+    def _select_actions(self, obs: np.ndarray):
+        if self.use_sde and self._rollout_steps == 0 and not self._random_warmup():
+            # a collection of train_freq steps starts with new exploration matrices (sb3), then every sde_sample_freq
+            policy = self.policy_tf
+            policy.sde_noise.start_rollout(policy.sde_std_matrix(), obs.shape[0], self.sde_sample_freq)
+        return super()._select_actions(obs)
+
     def _policy_actions(self, obs: np.ndarray, deterministic: bool) -> np.ndarray:
         actions = self.policy_tf.step(obs, deterministic=deterministic).reshape((-1,) + self.action_space.shape)
         return unscale_action(self.action_space, actions)
@@ -292,4 +334,4 @@ def _polyak(targets, sources, tau):
     return tf.constant(False)
 
 
-__all__ = ["TQC", "squashed_gaussian_sample"]
+__all__ = ["TQC", "squashed_gaussian_sample", "squashed_sde_sample"]
