@@ -35,10 +35,16 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+import gymnasium as gym
 import numpy as np
 
 from sbtf import __version__ as sbtf_version
 from sbtf import algorithms
+from sbtf.common import save_util
+from sbtf.common.dict_obs import layout_of
+from sbtf.common.save_util import space_to_dict
+from sbtf.common.vec_env import VecNormalize
+from sbtf_converters.legacy import parse_sb2
 
 __all__ = [
     "FORMATS", "DEFAULT_OPSET", "ExportError", "ExportGraph", "ExportBundle", "export_model", "build_export_module",
@@ -154,8 +160,6 @@ def _dict_obs_graph(space: Any, inner: ExportGraph) -> ExportGraph:
     images stay uint8, other floats float32; Discrete, MultiDiscrete and MultiBinary keys int32), packed in the graph
     into the flat row the policy takes, as ``sbtf.common.dict_obs.DictObsLayout.pack`` does.
     """
-    import gymnasium as gym  # pylint: disable=import-outside-toplevel
-    from sbtf.common.dict_obs import layout_of  # pylint: disable=import-outside-toplevel
     tf = _tf()
 
     layout = layout_of(space)
@@ -238,7 +242,6 @@ def _actor_critic_graph(model: Any, include_q: bool = False) -> ExportGraph:
     With ``include_q`` (ACER) the ``q_values`` head is exported too, and ``value`` is ACER's state value
     ``sum_a pi(a|s) Q(s, a)`` (ACER does not train the value head).
     """
-    import gymnasium as gym  # pylint: disable=import-outside-toplevel
     tf = _tf()
 
     policy = model.policy_tf
@@ -389,7 +392,6 @@ def _her_graph(model: Any) -> ExportGraph:
     (``concat`` in ``KEY_ORDER``; Discrete goal spaces: stacked into the ``MultiDiscrete`` triple; MultiBinary: cast
     to integers and back, as the wrapper's int8 cast), then the wrapped model's export graph.
     """
-    import gymnasium as gym  # pylint: disable=import-outside-toplevel
     from sbtf.her.utils import KEY_ORDER, GoalObsConverter  # pylint: disable=import-outside-toplevel
     tf = _tf()
 
@@ -517,8 +519,6 @@ def _read_vecnormalize_path(path: str, observation_space: Any) -> Any:
             epsilon, clip_obs, norm_obs = 1e-8, 10.0, True
 
         return _Stats()
-    from sbtf.common.vec_env import VecNormalize  # pylint: disable=import-outside-toplevel
-    import gymnasium as gym  # pylint: disable=import-outside-toplevel
     if observation_space is None:
         raise ExportError("reading VecNormalize statistics from a file needs the model's observation space")
     stub = _SpacesOnlyVecEnv(observation_space, gym.spaces.Discrete(2))
@@ -561,7 +561,6 @@ def build_export_module(model: Any, vecnormalize: Any = None) -> ExportBundle:
     :param vecnormalize: VecNormalize statistics to fold into the graph (see :func:`load_vecnormalize_stats`):
         the exported model then takes raw observations
     """
-    import gymnasium as gym  # pylint: disable=import-outside-toplevel
     tf = _tf()
 
     flush = getattr(model, "_flush_stats", None)
@@ -638,7 +637,6 @@ def _shape_list(shape) -> list:
 
 
 def _json_space(space: Any) -> Any:
-    from sbtf.common.save_util import space_to_dict  # pylint: disable=import-outside-toplevel
     try:
         return _json_safe(space_to_dict(space))
     except TypeError:
@@ -985,7 +983,6 @@ def write_demo(model: Any, out_dir: Union[str, os.PathLike], vecnormalize: Any =
     :param tfjs_dir: a TF.js export of this model to copy as ``model/`` (default: export it)
     :return: (str) the path of ``index.html``
     """
-    import gymnasium as gym  # pylint: disable=import-outside-toplevel
 
     obs_space, act_space = model.observation_space, model.action_space
     if not (isinstance(obs_space, gym.spaces.Box) and tuple(obs_space.shape) == (4,)
@@ -1070,7 +1067,6 @@ class CommandError(Exception):
 
 def detect_algorithm(model_path: str) -> str:
     """The algorithm class name (``PPO2``, ``DQN``, ...) of an sbtf or stable-baselines 2 model file."""
-    from sbtf.common import save_util  # pylint: disable=import-outside-toplevel
 
     payload = save_util.read_file_bytes(model_path)
     kind = save_util.inspect_model_bytes(payload)
@@ -1083,7 +1079,6 @@ def detect_algorithm(model_path: str) -> str:
         if not algo:
             raise ExportError(f"{model_path} does not record its algorithm; pass --algo")
         return str(algo)
-    from sbtf_converters.legacy import parse_sb2  # pylint: disable=import-outside-toplevel
     parsed = parse_sb2(payload)
     if not parsed.algorithm:
         raise ExportError(f"cannot tell which algorithm wrote {model_path} ({parsed.report.detected_by}); pass --algo")

@@ -36,21 +36,22 @@ from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+from gymnasium import spaces
 
-from sbtf_converters import sb2_layouts as L
-from sbtf_converters.sb2_algos import (ALGORITHMS, FAMILIES, AlgoSpec, LayoutContext, PolicyFamily,
-                                       detect_algorithm, family_of)
-from sbtf_converters.sb2_pickle import (LegacyFunction, LegacyStandIn, RefusedGlobalError,
-                                        SB2GoalSelectionStrategy, describe, find_unknown_globals, is_legacy_global,
-                                        materialize, pickle_globals, restricted_loads, rms_from_state)
-
-from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
-                                     get_load_limits)
-from sbtf.common.safe_pickle import check_tree
 from sbtf.common import file_errors
+from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, ModelFileError, get_load_limits
 from sbtf.common.running_mean_std import RunningMeanStd
-from sbtf.common.schedules import SCHEDULES, SampledSchedule
+from sbtf.common.safe_pickle import check_tree
 from sbtf.common.safe_zip import open_zip, read_file_limited, read_member, read_npz
+from sbtf.common.save_util import inspect_model_bytes, resolve_save_path
+from sbtf.common.schedules import SCHEDULES, SampledSchedule
+from sbtf.common.vec_env.vec_normalize import VecNormalize
+from sbtf_converters import sb2_layouts as L
+from sbtf_converters.sb2_algos import (ALGORITHMS, FAMILIES, AlgoSpec, LayoutContext, PolicyFamily, detect_algorithm,
+                                       family_of, wrapped_algorithm)
+from sbtf_converters.sb2_pickle import (LegacyFunction, LegacyStandIn, RefusedGlobalError, SB2GoalSelectionStrategy,
+                                        describe, find_unknown_globals, is_legacy_global, materialize, pickle_globals,
+                                        restricted_loads, rms_from_state)
 
 __all__ = [
     "load_sb2_model", "parse_sb2", "read_sb2_file", "convert", "ConversionReport", "ParsedSB2",
@@ -269,7 +270,6 @@ def read_sb2_file(source: Source, custom_objects: Optional[dict] = None,
     ``params`` a list (pre-2.6 pickles) or an ordered dict name -> array. ``custom_objects`` values replace data
     entries (in zip files the stored entry is then not even unpickled).
     """
-    from sbtf.common.save_util import inspect_model_bytes
 
     payload, path = _read_source(source)
     custom_objects = dict(custom_objects or {})
@@ -448,7 +448,6 @@ def _map_data(spec: AlgoSpec, raw: dict, custom_objects: dict, report: Conversio
 
 
 def _wrapped_name(raw: dict) -> str:
-    from sbtf_converters.sb2_algos import wrapped_algorithm
     return wrapped_algorithm(raw)
 
 
@@ -798,7 +797,6 @@ def _bounds_equivalent(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _spaces_compatible(old: Any, new: Any) -> bool:
-    from gymnasium import spaces
     if type(old) is not type(new):
         return False
     if isinstance(old, spaces.Box):
@@ -990,7 +988,6 @@ def read_sb2_statistics(path: Union[str, os.PathLike, bytes]) -> Any:
 
 
 def _write_vecnormalize(stats: dict, path: str) -> None:
-    from sbtf.common.vec_env.vec_normalize import VecNormalize
     VecNormalize.from_data(stats).save(path)
 
 
@@ -1020,7 +1017,6 @@ def convert(old_path: Union[str, os.PathLike], new_path: Union[str, os.PathLike]
     cls = ALGORITHMS[parsed.algorithm].sbtf_class()
     model = _build_model(cls, parsed, None, {"verbose": 0})  # no "model without an env" chatter
     model.verbose = parsed.data.get("verbose", 0)
-    from sbtf.common.save_util import resolve_save_path
     target = resolve_save_path(os.fspath(new_path))
     model.save(target)
     report.target = str(target)

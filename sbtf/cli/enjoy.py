@@ -14,6 +14,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
+import gymnasium
+import numpy as np
 import yaml
 
 from sbtf.cli.envs import EnvSettings, env_settings, import_gym_packages, make_env, resolve_env
@@ -22,6 +24,9 @@ from sbtf.cli.hyperparams import algo_name, load_algorithm, load_default_hyperpa
 from sbtf.cli.plugins import register_subcommand
 from sbtf.cli.runs import add_common_arguments, find_run_dir, safe_name
 from sbtf.cli.zoo_folders import ZooRecord, add_zoo_arguments, open_zoo_agent, read_zoo_record
+from sbtf.common.vec_env import VecFrameStack
+from sbtf.common.vec_env.vec_video_recorder import VIDEO_INSTALL_HINT
+from sbtf.contrib.common.maskable.utils import get_action_masks, is_masking_supported
 
 #: frames stacked for Atari agents (the DeepMind setting the zoo used)
 ATARI_FRAME_STACK = 4
@@ -118,9 +123,7 @@ def make_play_env(env_id: str, stats_dir: str, settings: EnvSettings, seed: Opti
 
 def _make_atari_play_env(env_id: str, seed: Optional[int]) -> Any:
     """One DeepMind-wrapped Atari env (``make_atari_env``) with 4 stacked frames, as the zoo played Atari agents."""
-    import gymnasium  # pylint: disable=import-outside-toplevel
     from sbtf.common.cmd_util import make_atari_env  # pylint: disable=import-outside-toplevel
-    from sbtf.common.vec_env import VecFrameStack  # pylint: disable=import-outside-toplevel
 
     try:
         env = make_atari_env(env_id, num_env=1, seed=0 if seed is None else seed)
@@ -164,7 +167,6 @@ def _check_play_arguments(args: argparse.Namespace) -> None:
 def _check_video_writer() -> None:
     """Fail before playing when no library can write the mp4 file."""
     import importlib.util  # pylint: disable=import-outside-toplevel
-    from sbtf.common.vec_env.vec_video_recorder import VIDEO_INSTALL_HINT  # pylint: disable=import-outside-toplevel
 
     if importlib.util.find_spec("imageio_ffmpeg") is None and importlib.util.find_spec("moviepy") is None:
         raise CLIError("--video needs a video writer: {}".format(VIDEO_INSTALL_HINT), exit_code=1)
@@ -252,8 +254,6 @@ def run_enjoy(args: argparse.Namespace) -> int:
 
 def _play(session: PlaySession, args: argparse.Namespace) -> int:
     """Play the session's model, print each episode's return and length and their mean; write the GIF."""
-    import numpy as np  # pylint: disable=import-outside-toplevel
-    import gymnasium  # pylint: disable=import-outside-toplevel
 
     env, model, env_id = session.env, session.model, session.env_id
     print("Playing {} ({} actions) on {} for at most {} steps{}".format(
@@ -337,6 +337,5 @@ def _action_mask_reader(model: Any, env: Any) -> Optional[Callable[[], np.ndarra
     reads the env's current masks; else None."""
     if "action_masks" not in inspect.signature(model.predict).parameters:
         return None
-    from sbtf.contrib.common.maskable.utils import get_action_masks, is_masking_supported  # pylint: disable=C0415
 
     return (lambda: get_action_masks(env)) if is_masking_supported(env) else None

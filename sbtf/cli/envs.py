@@ -14,9 +14,12 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import gymnasium
+
 from sbtf.cli.errors import CLIError
 from sbtf.cli.hyperparams import as_int, safe_eval
-
+from sbtf.common.gym_compat import resolve_env_id
+from sbtf.common.vec_env import VecFrameStack, VecNormalize
 
 #: VecNormalize keyword arguments accepted in a ``normalize`` dict
 VEC_NORMALIZE_KEYS = ("norm_obs", "norm_reward", "clip_obs", "clip_reward", "gamma", "epsilon")
@@ -30,7 +33,6 @@ SBTF_ENVS: Dict[str, str] = {
 
 
 def _register_sbtf_envs() -> None:
-    import gymnasium  # pylint: disable=import-outside-toplevel
 
     for env_id, entry_point in SBTF_ENVS.items():
         if env_id not in gymnasium.registry:
@@ -56,8 +58,6 @@ def resolve_env(env_arg: str, algo: str, tuned: Sequence[str] = ()) -> str:
     :param tuned: (list) env ids that have tuned hyperparameters for ``algo``
     :return: (str) a registered env id
     """
-    import gymnasium  # pylint: disable=import-outside-toplevel
-    from sbtf.common.gym_compat import resolve_env_id  # pylint: disable=import-outside-toplevel
 
     _register_sbtf_envs()
     env_id = env_arg.strip()
@@ -179,7 +179,6 @@ def _resolve_wrapper(path: str, settings: EnvSettings) -> Any:
     ``gymnasium.Wrapper``) are resolved; any other name only when the user allowed it (``--allow-wrapper``), because
     importing and calling an arbitrary name from a file is running code from that file.
     """
-    import gymnasium  # pylint: disable=import-outside-toplevel
 
     path = _wrapper_path(path)
     module_name, sep, attr = path.rpartition(".")
@@ -255,7 +254,6 @@ def make_env(env_id: str, n_envs: int, seed: Optional[int], settings: EnvSetting
     :param render_mode: (str) gymnasium render mode
     :return: (VecEnv)
     """
-    import gymnasium  # pylint: disable=import-outside-toplevel
     from sbtf.common.cmd_util import make_vec_env  # pylint: disable=import-outside-toplevel
 
     env_kwargs = dict(settings.env_kwargs)
@@ -290,7 +288,6 @@ def wrap_vec_env(venv: Any, settings: EnvSettings, gamma: Optional[float] = None
     :param training: (bool) False: an evaluation env (statistics frozen, rewards not normalised)
     :return: (VecEnv)
     """
-    from sbtf.common.vec_env import VecFrameStack, VecNormalize  # pylint: disable=import-outside-toplevel
 
     if settings.normalize:
         kwargs = dict(settings.normalize_kwargs)

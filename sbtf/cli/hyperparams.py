@@ -21,10 +21,10 @@ import numpy as np
 import yaml
 
 from sbtf import algorithms
+from sbtf.cli.errors import CLIError, exc_text
+from sbtf.common.gym_compat import RETIRED_ENV_IDS
 from sbtf.common.noise import AdaptiveParamNoiseSpec, NormalActionNoise, OrnsteinUhlenbeckActionNoise
 from sbtf.common.schedules import SampledSchedule
-from sbtf.cli.errors import CLIError, exc_text
-
 
 #: CLI algorithm name -> class name (SB2 class names, then the contrib ones: ``ppo_mask`` -> ``MaskablePPO``).
 ALGOS: Dict[str, str] = {algo.cli_name: algo.name for algo in algorithms.all_algorithms()}
@@ -120,7 +120,6 @@ def load_default_hyperparams(algo: str) -> Dict[str, Dict[str, Any]]:
 
 
 def _successor(env_id: str) -> str:
-    from sbtf.common.gym_compat import RETIRED_ENV_IDS  # pylint: disable=import-outside-toplevel
     return RETIRED_ENV_IDS.get(env_id, env_id)
 
 

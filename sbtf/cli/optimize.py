@@ -17,11 +17,14 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
+from sbtf.cli.envs import make_env, wrap_vec_env
 from sbtf.cli.errors import CLIError, exc_text
-from sbtf.cli.hyperparams import algo_name, model_kwargs, positive_int
+from sbtf.cli.hyperparams import algo_name, default_policy, is_number, model_kwargs, positive_int
 from sbtf.cli.plugins import register_subcommand
-from sbtf.cli.runs import safe_name
+from sbtf.cli.runs import add_common_arguments, safe_name
 from sbtf.cli.search_spaces import HYPERPARAMS_SAMPLER, SEARCHABLE_ALGOS, sample_her_params
+from sbtf.cli.train import dump_yaml, plain, plan_training
+from sbtf.common.callbacks import EvalCallback
 
 SAMPLERS = ("tpe", "random")
 PRUNERS = ("median", "halving", "none")
@@ -30,7 +33,6 @@ BEST_FILE = "best_hyperparams.yml"
 
 
 def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
-    from sbtf.cli.runs import add_common_arguments  # pylint: disable=import-outside-toplevel
 
     add_common_arguments(parser)
     parser.add_argument("-n", "--n-timesteps", type=positive_int, default=None, metavar="TIMESTEPS",
@@ -98,7 +100,6 @@ class _TrialEvalCallbackFactory:
 
     @staticmethod
     def build(trial: Any, eval_env: Any, n_eval_episodes: int, eval_freq: int) -> Any:
-        from sbtf.common.callbacks import EvalCallback  # pylint: disable=import-outside-toplevel
 
         class TrialEvalCallback(EvalCallback):
             """``EvalCallback`` that reports each evaluation's mean return to an Optuna trial and stops the training
@@ -125,9 +126,6 @@ class _TrialEvalCallbackFactory:
 
 def run_optimize(args: argparse.Namespace) -> int:
     """The ``optimize`` subcommand."""
-    from sbtf.cli.envs import make_env, wrap_vec_env  # pylint: disable=import-outside-toplevel
-    from sbtf.cli.hyperparams import default_policy, is_number  # pylint: disable=import-outside-toplevel
-    from sbtf.cli.train import dump_yaml, plain, plan_training  # pylint: disable=import-outside-toplevel
 
     algo = algo_name(args.algo)
     if algo not in SEARCHABLE_ALGOS:

@@ -11,17 +11,18 @@ import argparse
 import os
 from typing import List, Optional, Sequence, Tuple
 
+from sbtf.bench.monitor import get_monitor_files
 from sbtf.cli.errors import CLIError
 from sbtf.cli.hyperparams import algo_name
 from sbtf.cli.plugins import register_subcommand
 from sbtf.cli.runs import _run_ids, safe_name
+from sbtf.results_plotter import EPISODES_WINDOW, POSSIBLE_X_AXES, X_TIMESTEPS, load_curve, plot_learning_curves
 
 #: the file ``sbtf train`` writes in each run folder
 LEARNING_CURVE_FILE = "learning_curve.png"
 
 
 def add_plot_arguments(parser: argparse.ArgumentParser) -> None:
-    from sbtf.results_plotter import EPISODES_WINDOW, POSSIBLE_X_AXES  # pylint: disable=import-outside-toplevel
 
     parser.add_argument("-f", "--log-folder", default="logs", metavar="LOG_FOLDER",
                         help="root folder of the runs (default: logs)")
@@ -51,7 +52,6 @@ def find_runs(log_folder: str, algo: str, env_id: str, exp_ids: Optional[Sequenc
     :param exp_ids: ([int]) only these run numbers (None: all)
     :return: ([str]) the folders, by run number
     """
-    from sbtf.bench.monitor import get_monitor_files  # pylint: disable=import-outside-toplevel
 
     algo_dir = os.path.join(log_folder, algo)
     name = safe_name(env_id)
@@ -66,7 +66,6 @@ def find_runs(log_folder: str, algo: str, env_id: str, exp_ids: Optional[Sequenc
 
 
 def _load_curves(folders: Sequence[str], xaxis: str, max_x: Optional[float]) -> List[Tuple[object, object]]:
-    from sbtf.results_plotter import load_curve  # pylint: disable=import-outside-toplevel
 
     curves = []
     for folder in folders:
@@ -86,7 +85,6 @@ def save_run_curve(run_dir: str, title: str, path: Optional[str] = None) -> Opti
     :param path: (str) the image file (default: ``run_dir/learning_curve.png``)
     :return: (str or None) the file written; None when the run finished no episode
     """
-    from sbtf.results_plotter import EPISODES_WINDOW, X_TIMESTEPS, load_curve, plot_learning_curves  # noqa
 
     x_var, y_var = load_curve(run_dir, X_TIMESTEPS)
     if len(x_var) == 0:
@@ -101,7 +99,6 @@ def save_run_curve(run_dir: str, title: str, path: Optional[str] = None) -> Opti
 
 def run_plot(args: argparse.Namespace) -> int:
     """The ``plot`` subcommand."""
-    from sbtf.results_plotter import plot_learning_curves  # pylint: disable=import-outside-toplevel
 
     if args.window < 1:
         raise CLIError("--window must be at least 1, got {}".format(args.window))

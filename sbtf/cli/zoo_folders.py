@@ -13,9 +13,12 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Optional
 
+import gymnasium
 import yaml
 
 from sbtf.cli.errors import CLIError, exc_text
+from sbtf.zoo import convert_zoo_folder, load_zoo_agent
+from sbtf.zoo.errors import MissingTimeFeatureError, ObservationMismatchError
 
 __all__ = ["ZOO_RECORD", "ZooRecord", "add_zoo_arguments", "read_zoo_record", "zoo_cli_error", "open_zoo_agent",
            "convert_zoo_run"]
@@ -48,14 +51,12 @@ def zoo_cli_error(exc: BaseException, what: str) -> CLIError:
     :param what: (str) what was being done (``"cannot play ..."``)
     :return: (CLIError) exit code 1 when a package is missing (an env's, ale-py, an algorithm's), else 2
     """
-    import gymnasium  # pylint: disable=import-outside-toplevel
 
     if isinstance(exc, (gymnasium.error.DependencyNotInstalled, ImportError)):
         return CLIError("{}: {}".format(what, exc_text(exc)), exit_code=1)
     if isinstance(exc, gymnasium.error.Error):
         return CLIError("{}: {} (register the env first, e.g. with --gym-packages MODULE)".format(
             what, exc_text(exc)))
-    from sbtf.zoo.errors import MissingTimeFeatureError, ObservationMismatchError  # pylint: disable=import-outside-toplevel
 
     hint = ""
     if isinstance(exc, MissingTimeFeatureError):
@@ -82,8 +83,6 @@ def open_zoo_agent(args: argparse.Namespace, algo: str, render_mode: Optional[st
     :param verbose: (int) 1: print what the loader decided (normalisation, wrappers, ignored statistics)
     :return: (sbtf.zoo.ZooAgent)
     """
-    import gymnasium  # pylint: disable=import-outside-toplevel
-    from sbtf.zoo import load_zoo_agent  # pylint: disable=import-outside-toplevel
 
     try:
         with warnings.catch_warnings():
@@ -108,8 +107,6 @@ def convert_zoo_run(args: argparse.Namespace, algo: str) -> str:
     :param algo: (str) the algorithm
     :return: (str) the run folder written
     """
-    import gymnasium  # pylint: disable=import-outside-toplevel
-    from sbtf.zoo import convert_zoo_folder  # pylint: disable=import-outside-toplevel
 
     try:
         with warnings.catch_warnings():

@@ -31,6 +31,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, get_load_limits
+from sbtf.common.registry import register_class
 from sbtf.common.safe_zip import open_zip, read_member, read_npz
 from sbtf.common.segment_tree import MinSegmentTree, SumSegmentTree
 
@@ -693,5 +694,9 @@ def load_buffer(path: Union[str, os.PathLike]) -> ReplayBuffer:
     buffer._restore(data)
     return buffer
 
+
+# ``replay_buffer_class`` is stored in model files by the class name
+for _cls in (ReplayBuffer, PrioritizedReplayBuffer):
+    register_class(_cls, "replay_buffer", _cls.__name__)
 
 __all__ = ["ReplayBatch", "ReplayBuffer", "PrioritizedReplayBuffer", "load_buffer"]

@@ -8,17 +8,18 @@ from typing import Any, Callable, Dict, List, Optional, Type, Union
 
 import gymnasium
 from gymnasium.envs.registration import load_env_creator
+from gymnasium.wrappers import FilterObservation, FlattenObservation
 
-from sbtf.bench import Monitor
+from sbtf import logger
 from sbtf.common.atari_wrappers import make_atari, wrap_deepmind
 from sbtf.common.gym_compat import resolve_env_id, wrap_env
 from sbtf.common.misc_util import mpi_rank_or_zero, set_global_seeds
+from sbtf.common.monitor import Monitor
 from sbtf.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 
 def _log_dir() -> Optional[str]:
     """The current sbtf logger folder (None when the logger is not configured)."""
-    from sbtf import logger  # pylint: disable=import-outside-toplevel
     return logger.get_dir()
 
 
@@ -188,7 +189,6 @@ def make_robotics_env(env_id: str, seed: int, rank: int = 0, allow_early_resets:
     :param allow_early_resets: (bool) allows early reset of the environment
     :return: (gymnasium.Env) The robotic environment (already reset once with its seed)
     """
-    from gymnasium.wrappers import FilterObservation, FlattenObservation  # pylint: disable=import-outside-toplevel
 
     set_global_seeds(seed)
     env = wrap_env(env_id)

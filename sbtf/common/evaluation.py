@@ -4,18 +4,21 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
+import gymnasium
 import numpy as np
+
+from sbtf.common.gym_compat import wrap_env
+from sbtf.common.monitor import Monitor
+from sbtf.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper, VecMonitor
 
 __all__ = ["evaluate_policy"]
 
 
 def _as_vec_env(env: Any) -> Any:
     """A VecEnv for ``env``: VecEnvs are returned unchanged, a single env is put in a ``DummyVecEnv``."""
-    from sbtf.common.vec_env import DummyVecEnv, VecEnv
 
     if isinstance(env, VecEnv):
         return env
-    from sbtf.common.gym_compat import wrap_env
 
     single_env = wrap_env(env)
     return DummyVecEnv([lambda: single_env])
@@ -27,8 +30,6 @@ def _is_monitor_wrapped(venv: Any) -> Optional[bool]:
 
     :return: (bool or None) None when it cannot be told (e.g. envs living in subprocesses)
     """
-    from sbtf.bench.monitor import Monitor
-    from sbtf.common.vec_env import VecEnvWrapper
 
     checker = getattr(venv, "env_is_wrapped", None)
     if callable(checker):
@@ -36,7 +37,6 @@ def _is_monitor_wrapped(venv: Any) -> Optional[bool]:
             return bool(all(checker(Monitor)))
         except Exception:  # a VecEnv that cannot answer
             pass
-    from sbtf.common.vec_env import VecMonitor
 
     inner = venv
     while isinstance(inner, VecEnvWrapper):
@@ -51,9 +51,6 @@ def _is_monitor_wrapped(venv: Any) -> Optional[bool]:
 
 def _monitor_in_chain(env: Any) -> bool:
     """Whether a ``Monitor`` is in the wrapper chain of a single env (followed through ``.env``)."""
-    import gymnasium
-
-    from sbtf.bench.monitor import Monitor
 
     while True:
         if isinstance(env, Monitor):
@@ -105,7 +102,6 @@ def evaluate_policy(
     """
     if n_eval_episodes < 1:
         raise ValueError("n_eval_episodes must be at least 1, got {}".format(n_eval_episodes))
-    from sbtf.common.vec_env import VecEnv
 
     if not isinstance(env, VecEnv):
         episode_rewards, episode_lengths = _evaluate_single_env(model, env, n_eval_episodes, deterministic, render,
@@ -191,7 +187,6 @@ def _evaluate_single_env(model: Any, env: Any, n_eval_episodes: int, determinist
 
     :return: ([float], [int]) the episode rewards and lengths
     """
-    from sbtf.common.gym_compat import wrap_env
 
     env = wrap_env(env)
     monitor_wrapped = _monitor_in_chain(env)

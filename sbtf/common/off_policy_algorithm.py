@@ -31,6 +31,7 @@ from sbtf.common import model_schema as ms
 from sbtf.common.base_class import OffPolicyRLModel
 from sbtf.common.input import check_obs_space
 from sbtf.common.math_util import safe_mean, total_episode_reward_logger
+from sbtf.common.registry import registered_classes
 
 
 #: the save-file keys of the replay buffer options (stable-baselines3's constructor arguments)
@@ -39,10 +40,8 @@ REPLAY_BUFFER_SCHEMA = dict(replay_buffer_class=ms.Nullable(ms.Text()), replay_b
 
 
 def _builtin_replay_buffer_classes() -> dict:
-    from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
-    from sbtf.her.her_replay_buffer import HerReplayBuffer
-
-    return {cls.__name__: cls for cls in (ReplayBuffer, PrioritizedReplayBuffer, HerReplayBuffer)}
+    """sbtf's replay buffer classes by name (they register themselves: ``sbtf.common.registry``)."""
+    return registered_classes("replay_buffer")
 
 
 def resolve_replay_buffer_class(value: Any) -> Optional[type]:

@@ -8,6 +8,8 @@ arbitrary callable such as ``os:system``. What is registered:
   defined, so a user's ``class CustomPolicy(FeedForwardPolicy)`` defined before ``load`` is found, as in
   stable-baselines), every algorithm class (subclasses of ``BaseRLModel``), and sbtf's enums;
 * whatever the caller passes to :func:`register_class` (e.g. a policy defined outside sbtf's hierarchy);
+* replay buffer classes (kind ``"replay_buffer"``), stored by their class name (``replay_buffer_class``):
+  ``sbtf.common.buffers`` and ``sbtf.her.her_replay_buffer`` register theirs;
 * feature extractors (kind ``"extractor"``): subclasses of ``sbtf.common.extractors.BaseFeaturesExtractor`` register
   themselves, and a policy registers any other Keras layer class it is given as extractor. A plain Keras layer class
   of a user's module is also found when that module is *already imported* (``sys.modules``; never imported from a
@@ -25,9 +27,9 @@ from typing import Dict, Optional
 
 from sbtf.algorithms import all_algorithms
 
-__all__ = ["class_key", "register_class", "lookup_class", "registered_names", "KINDS"]
+__all__ = ["class_key", "register_class", "lookup_class", "registered_names", "registered_classes", "KINDS"]
 
-KINDS = ("policy", "algorithm", "enum", "extractor")
+KINDS = ("policy", "algorithm", "enum", "extractor", "replay_buffer")
 
 _LOCK = threading.Lock()
 _CLASSES: Dict[str, Dict[str, type]] = {kind: {} for kind in KINDS}  # explicit names
@@ -36,7 +38,8 @@ _AUTO: Dict[str, list] = {kind: [] for kind in KINDS}  # named by their current 
 # algorithm of the algorithm registry
 _BUILTIN_MODULES = (
     "sbtf.common.policies", "sbtf.common.extractors", "sbtf.deepq.policies", "sbtf.sac.policies",
-    "sbtf.td3.policies", "sbtf.ddpg.policies",
+    "sbtf.td3.policies", "sbtf.ddpg.policies", "sbtf.her.replay_buffer",
+    "sbtf.common.buffers", "sbtf.her.her_replay_buffer",
 ) + tuple(algo.module for algo in all_algorithms())
 _builtins_loaded = [False]
 
@@ -75,9 +78,6 @@ def _load_builtins() -> None:
             importlib.import_module(module)
         except ImportError:  # pragma: no cover - an optional part missing (e.g. MPI-only modules)
             continue
-    from sbtf.her.replay_buffer import GoalSelectionStrategy
-
-    register_class(GoalSelectionStrategy, "enum")
 
 
 def lookup_class(name: str, kinds: tuple = KINDS) -> Optional[type]:
@@ -96,6 +96,13 @@ def lookup_class(name: str, kinds: tuple = KINDS) -> Optional[type]:
     if "extractor" in kinds:
         return _imported_layer_class(name)
     return None
+
+
+def registered_classes(kind: str) -> Dict[str, type]:
+    """The classes registered under explicit names for ``kind`` (e.g. ``"replay_buffer"``: name -> class)."""
+    _load_builtins()
+    with _LOCK:
+        return dict(_CLASSES[kind])
 
 
 #: modules whose classes are never taken from ``sys.modules`` by a name read from a file (they hold layers that read

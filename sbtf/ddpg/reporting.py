@@ -15,6 +15,7 @@ from sbtf import logger
 from sbtf.common.math_util import safe_mean, unscale_action
 from sbtf.common.mpi_util import allreduce_sum
 from sbtf.common.off_policy_algorithm import LearnState
+from sbtf.common.vec_env import VecEnv
 from sbtf.ddpg.running_stats import denormalize, reduce_std
 
 
@@ -44,7 +45,6 @@ class DDPGReporting:
     def _make_eval_env(self):
         if self.eval_env is None:
             return None
-        from sbtf.common.vec_env import VecEnv
         if isinstance(self.eval_env, VecEnv):
             return self.eval_env
         return self._make_vec_env(self.eval_env)

@@ -7,6 +7,7 @@ from typing import Any, Optional
 import numpy as np
 
 from sbtf.gail.dataset.dataset import ExpertDataset
+from sbtf.gail.adversary import TransitionClassifier
 from sbtf.trpo_mpi import TRPO
 
 #: the keys of a saved expert dataset (``GAIL`` files store the dataset's arrays, never the object)
@@ -116,6 +117,11 @@ class GAIL(TRPO):
         if not isinstance(observation_space, gym.spaces.Box):
             raise NotImplementedError(f"Error: GAIL does not support observation space {observation_space!r} "
                                       f"({type(observation_space).__name__}); supported observation spaces: Box.")
+
+    def _make_reward_giver(self) -> TransitionClassifier:
+        """The discriminator (SB2's ``TransitionClassifier``), built from the GAIL arguments."""
+        return TransitionClassifier(self.observation_space, self.action_space, self.hidden_size_adversary,
+                                    entcoeff=self.adversary_entcoeff, comm=self.comm)
 
     def _get_save_data(self) -> dict:
         data = super()._get_save_data()

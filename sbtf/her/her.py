@@ -13,8 +13,9 @@ import importlib
 from typing import Any, Optional
 
 from sbtf.common import model_schema, save_util
-from sbtf.common.file_errors import ModelDataError
 from sbtf.common.base_class import BaseRLModel, OffPolicyRLModel
+from sbtf.common.file_errors import ModelDataError
+from sbtf.common.vec_env import VecEnv, VecEnvWrapper
 from sbtf.her.replay_buffer import GoalSelectionStrategy, HindsightExperienceReplayWrapper, goal_selection_strategy_from
 from sbtf.her.utils import GoalObsConverter, HERGoalEnvWrapper
 
@@ -91,7 +92,6 @@ class HER(BaseRLModel):
     # ------------------------------------------------------------------ environment
     @staticmethod
     def _single_goal_env(env):
-        from sbtf.common.vec_env import VecEnv, VecEnvWrapper
 
         if isinstance(env, VecEnvWrapper):
             raise UnsupportedHEREnvError("Error: HER does not support VecEnvWrapper (e.g. VecNormalize); pass the goal "

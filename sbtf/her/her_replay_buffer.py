@@ -24,6 +24,7 @@ from typing import Any, List, Optional, Sequence, Union
 import numpy as np
 
 from sbtf.common.buffers import ReplayBatch, ReplayBuffer
+from sbtf.common.registry import register_class
 from sbtf.her.replay_buffer import GoalSelectionStrategy, goal_selection_strategy_from
 
 
@@ -321,3 +322,7 @@ class HerReplayBuffer(ReplayBuffer):
 
 
 __all__ = ["HerReplayBuffer", "GoalLayout", "goal_layout_from_env", "goal_layout_from_space", "GoalSelectionStrategy"]
+
+
+# ``replay_buffer_class`` is stored in model files by the class name
+register_class(HerReplayBuffer, "replay_buffer", "HerReplayBuffer")

@@ -13,6 +13,8 @@ from typing import List, Union
 
 import numpy as np
 
+from sbtf.common.registry import register_class
+
 
 class GoalSelectionStrategy(Enum):
     """
@@ -32,6 +34,9 @@ class GoalSelectionStrategy(Enum):
     # (and that is present in the replay buffer)
     RANDOM = 3
 
+
+# model files store the strategy by name (HER's goal_selection_strategy)
+register_class(GoalSelectionStrategy, "enum")
 
 # For convenience
 # that way, we can use string to select a strategy

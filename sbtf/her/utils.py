@@ -8,6 +8,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from sbtf.common.gym_compat import wrap_env
+
 # Important: gym mixes up ordered and unordered keys
 # and the Dict space may return a different order of keys that the actual one
 KEY_ORDER = ['observation', 'achieved_goal', 'desired_goal']
@@ -132,7 +134,6 @@ class HERGoalEnvWrapper(gym.Wrapper):
     """
 
     def __init__(self, env):
-        from sbtf.common.gym_compat import wrap_env
 
         env = wrap_env(env)
         super().__init__(env)

@@ -116,15 +116,16 @@ class TRPO(MpiActorCriticRLModel):
             self.setup_model()
 
     # ------------------------------------------------------------------ setup
+    def _make_reward_giver(self):
+        """The discriminator whose reward the generator is trained on (``using_gail``); GAIL provides it."""
+        raise ValueError("Error: using_gail=True needs the GAIL class (sbtf.gail.GAIL), which provides the "
+                         "discriminator; TRPO alone trains on the env's reward.")
+
     def setup_model(self):
         with SetVerbosity(self.verbose):
             self.set_random_seed(self.seed)
             if self.using_gail:
-                from sbtf.gail.adversary import TransitionClassifier  # pylint: disable=import-outside-toplevel
-
-                self.reward_giver = TransitionClassifier(self.observation_space, self.action_space,
-                                                         self.hidden_size_adversary,
-                                                         entcoeff=self.adversary_entcoeff, comm=self.comm)
+                self.reward_giver = self._make_reward_giver()
             self._setup_policies()
 
             named = self.policy_pi.named_parameters()

@@ -23,9 +23,15 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import gymnasium
+
+import sbtf
+from sbtf.bench import Monitor
+from sbtf.common.evaluation import evaluate_policy
+from sbtf.common.gym_compat import RETIRED_ENV_IDS, resolve_env_id, wrap_env
+from sbtf.common.vec_env import DummyVecEnv, VecNormalize
 from sbtf.zoo.config import ZooSettings, is_time_feature_wrapper, read_zoo_yaml, zoo_settings
-from sbtf.zoo.errors import (MissingTimeFeatureError, ObservationMismatchError, ZooConfigError, ZooError,
-                             ZooFolderError)
+from sbtf.zoo.errors import MissingTimeFeatureError, ObservationMismatchError, ZooConfigError, ZooError, ZooFolderError
 
 __all__ = ["ZooAgent", "ZooPaths", "load_zoo_agent", "locate_zoo_agent", "zoo_deterministic", "ZOO_ALGOS",
            "ZOO_DETERMINISTIC_ALGOS", "ZOO_TIME_FEATURE_ENVS", "TIME_FEATURE_WRAPPER_PATH"]
@@ -91,7 +97,6 @@ def _latest_exp_id(algo_dir: str, env_id: str) -> int:
 
 def _candidate_file_ids(env_id: str) -> List[str]:
     """The env id, then the retired ids whose successor it is (a folder of ``Pendulum-v0`` for ``Pendulum-v1``)."""
-    from sbtf.common.gym_compat import RETIRED_ENV_IDS  # pylint: disable=import-outside-toplevel
 
     return [env_id] + sorted(old for old, new in RETIRED_ENV_IDS.items() if new == env_id and old != env_id)
 
@@ -152,7 +157,6 @@ def _resolve_wrapper(path: str, kwargs: Dict[str, Any], allowed_wrappers: Sequen
     ``gym.wrappers.X`` is ``gymnasium.wrappers.X``; other sbtf / gymnasium wrapper classes are used as named; any
     other name only when the caller allowed it (importing a name a file gives is running code from that file).
     """
-    import gymnasium  # pylint: disable=import-outside-toplevel
 
     dotted = path.replace(":", ".")
     if is_time_feature_wrapper(dotted):
@@ -236,9 +240,6 @@ def _check_observation_shapes(model: Any, env_space: Any, n_stack: int, paths: Z
 def _make_base_env(env_id: str, n_envs: int, seed: Optional[int], wrappers: List[Callable[[Any], Any]],
                    env_kwargs: Dict[str, Any], render_mode: Optional[str]) -> Any:
     """n_envs monitored envs in a DummyVecEnv: ``gymnasium.make`` (old-gym envs adapted), the wrappers, Monitor."""
-    from sbtf.bench import Monitor  # pylint: disable=import-outside-toplevel
-    from sbtf.common.gym_compat import wrap_env  # pylint: disable=import-outside-toplevel
-    from sbtf.common.vec_env import DummyVecEnv  # pylint: disable=import-outside-toplevel
 
     kwargs = dict(env_kwargs)
     if render_mode is not None:
@@ -259,7 +260,6 @@ def _make_base_env(env_id: str, n_envs: int, seed: Optional[int], wrappers: List
 
 def _normalized(venv: Any, settings: ZooSettings, paths: ZooPaths) -> Tuple[Any, Optional[str]]:
     """Wrap ``venv`` in VecNormalize with the folder's statistics, frozen (the zoo's test mode)."""
-    from sbtf.common.vec_env import VecNormalize  # pylint: disable=import-outside-toplevel
 
     saved = os.path.join(paths.stats_dir, "vecnormalize.pkl")
     if os.path.isfile(saved):
@@ -320,7 +320,6 @@ class ZooAgent:
         :param deterministic: (bool or None) None: the zoo's choice (:attr:`deterministic`)
         :return: (list of float, list of int)
         """
-        from sbtf.common.evaluation import evaluate_policy  # pylint: disable=import-outside-toplevel
 
         returns, lengths = evaluate_policy(
             self.model, self.env, n_eval_episodes=n_episodes,
@@ -334,7 +333,6 @@ class ZooAgent:
 
 
 def _algo_class(algo: str) -> Any:
-    import sbtf  # pylint: disable=import-outside-toplevel
 
     return getattr(sbtf, ZOO_ALGOS[algo])
 
@@ -383,7 +381,6 @@ def load_zoo_agent(folder: str, algo: str, env_id: str, *, exp_id: Optional[int]
         raise ZooError("unknown algorithm {!r}; valid: {}".format(algo, ", ".join(sorted(ZOO_ALGOS))))
     if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
         raise ValueError("n_envs must be a positive integer, got {!r}".format(n_envs))
-    from sbtf.common.gym_compat import resolve_env_id  # pylint: disable=import-outside-toplevel
 
     paths = locate_zoo_agent(folder, algo, env_id, exp_id=exp_id)
     config_path = paths.config_path

@@ -19,6 +19,8 @@ from typing import Any, Dict, Optional
 
 import yaml
 
+from sbtf.common.atomic_io import atomic_write_bytes
+from sbtf.common.vec_env import unwrap_vec_normalize
 from sbtf.zoo.agent import ZooAgent, load_zoo_agent
 from sbtf.zoo.config import plain_config
 
@@ -55,7 +57,6 @@ def _plain(value: Any) -> Any:
 
 
 def _write_yaml(data: Dict[str, Any], path: str) -> None:
-    from sbtf.common.atomic_io import atomic_write_bytes  # pylint: disable=import-outside-toplevel
 
     text = yaml.safe_dump(_plain(data), default_flow_style=False, sort_keys=True)
     atomic_write_bytes(path, text.encode("utf-8"))
@@ -69,7 +70,6 @@ def write_run_folder(agent: ZooAgent, log_folder: str) -> str:
     :param log_folder: (str) the sbtf log folder (``sbtf enjoy -f LOG_FOLDER``)
     :return: (str) the run folder
     """
-    from sbtf.common.vec_env import unwrap_vec_normalize  # pylint: disable=import-outside-toplevel
 
     name = run_folder_name(agent.env_id)
     run_dir = _new_run_dir(os.path.join(os.fspath(log_folder), agent.algo), name)

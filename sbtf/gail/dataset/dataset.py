@@ -33,6 +33,7 @@ import zlib
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+from numpy.lib import format as npy_format
 
 from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, get_load_limits
 from sbtf.common.safe_zip import NUMERIC_KINDS, open_zip, read_npz
@@ -193,7 +194,6 @@ def _log(message: str) -> None:
 # ---------------------------------------------------------------------------------------------
 def _npy_header(handle, where: str) -> Tuple[Tuple[int, ...], bool, np.dtype]:
     """The ``(shape, fortran order, dtype)`` of an ``.npy`` header, whatever its dtype (nothing is allocated)."""
-    from numpy.lib import format as npy_format  # pylint: disable=import-outside-toplevel
 
     try:
         version = npy_format.read_magic(handle)

@@ -6,6 +6,7 @@ import tempfile
 import warnings
 from typing import Dict
 
+import gymnasium
 import numpy as np
 from gymnasium import spaces
 
@@ -48,7 +49,6 @@ def _prepare_env(env):
     """
     :return: (env, owns_env, is_vec_env); ``owns_env`` is True when the env was created here.
     """
-    import gymnasium  # pylint: disable=import-outside-toplevel
 
     if isinstance(env, str):
         return _wrap_env(env), True, False

@@ -15,6 +15,8 @@ from typing import List, Optional
 
 import numpy as np
 
+from sbtf.common.mpi_util import get_comm
+
 
 def run_check(steps: int = 10, learning_rate: float = 1e-2, verbose: bool = True) -> float:
     """
@@ -29,7 +31,6 @@ def run_check(steps: int = 10, learning_rate: float = 1e-2, verbose: bool = True
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from sbtf.common.mpi_adam import MpiAdam  # pylint: disable=import-outside-toplevel
-    from sbtf.common.mpi_util import get_comm  # pylint: disable=import-outside-toplevel
 
     comm = get_comm()
     rank, size = comm.Get_rank(), comm.Get_size()

@@ -13,6 +13,8 @@ from typing import List, Optional
 
 import numpy as np
 
+from sbtf.common.mpi_util import get_comm
+
 
 def _batches(rank: int) -> List[np.ndarray]:
     rng = np.random.RandomState(1000 + rank)
@@ -27,7 +29,6 @@ def run_check(verbose: bool = True) -> None:
     :raises AssertionError: when the statistics differ from those of all the data
     """
     from sbtf.common.mpi_running_mean_std import RunningMeanStd  # pylint: disable=import-outside-toplevel
-    from sbtf.common.mpi_util import get_comm  # pylint: disable=import-outside-toplevel
 
     comm = get_comm()
     rank, size = comm.Get_rank(), comm.Get_size()
