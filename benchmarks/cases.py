@@ -559,9 +559,38 @@ _add(Case(
                          gamma=0.99, train_freq=1, gradient_steps=1, ent_coef="auto")),
     sbtf=Side("SAC", dict(learning_rate=3e-4, buffer_size=1_000_000, learning_starts=1000, batch_size=256, tau=0.005,
                           gamma=0.99, train_freq=1, gradient_steps=1, ent_coef="auto",
-                          policy_kwargs=dict(layers=[256, 256]))),
-    notes=("SB2's SAC trains a state-value network besides the twin Q-networks (one more network per step); see "
-           "`sac_pendulum`.",),
+                          policy_kwargs=dict(net_arch=[256, 256], n_critics=2))),
+    notes=("Both sides: actor 256x256 and two Q critics of 256x256 (SB3's `net_arch=[256, 256]`, `n_critics=2`, "
+           "SB3's defaults for SAC written out on the sbtf side).",
+           "SB2's SAC trains a state-value network (256x256) besides the twin Q-networks (one more network per "
+           "step); SB3 has no value network, it bootstraps from the target Q-networks; see `sac_pendulum`."),
+))
+
+# --------------------------------------------------------------------------- Dict observations (issue #14)
+_add(Case(
+    name="ppo_multiinput_simplemultiobs",
+    description="PPO `MultiInputPolicy` on SimpleMultiObsEnv (4x4 grid world, Dict of a 5-float vector and a 64x64x1 "
+                "uint8 image, fixed start), 8 envs, n_steps 128, SB3's PPO defaults; each library's own copy of "
+                "the env (the same MDP).",
+    env_id="SimpleMultiObsEnv",
+    n_envs=8,
+    total_timesteps=50_176,
+    eval_episodes=2,
+    env_kwargs=dict(random_start=False),
+    sb3=Side("PPO", dict(n_steps=128, batch_size=64, n_epochs=10, learning_rate=3e-4, gamma=0.99, gae_lambda=0.95,
+                         clip_range=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5),
+             policy="MultiInputPolicy", env_entry="stable_baselines3.common.envs:SimpleMultiObsEnv"),
+    sbtf=Side("PPO2", dict(n_steps=128, nminibatches=16, noptepochs=10, learning_rate=3e-4, gamma=0.99, lam=0.95,
+                           cliprange=0.2, cliprange_vf=-1, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5),
+              policy="MultiInputPolicy", env_entry="sbtf.common.multi_input_envs:SimpleMultiObsEnv"),
+    notes=("Minibatch: SB3 `batch_size=64` = SB2 `n_steps * n_envs / nminibatches` = 128 * 8 / 16.",
+           "Same network on both sides: `CombinedExtractor` (NatureCNN to 256 features for the image, the vector "
+           "flattened), then separate pi and vf layers of [64, 64] sharing the extractor (376,421 parameters in SB3; sbtf "
+           "has 260 more: SB2's unused Q-value head `q`, never trained by PPO2).",
+           "The env draws its column vectors and row images from NumPy's global generator when created: each of "
+           "the 8 training envs and the evaluation env have their own random images, so the evaluation reward "
+           "measures generalisation to unseen images, not the training task.",
+           _VF_CLIP_NOTE, _PPO_TIMESTEPS_NOTE),
 ))
 
 # --------------------------------------------------------------------------- many envs (issue #18)

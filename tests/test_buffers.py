@@ -245,3 +245,129 @@ def test_sample_normalizes_with_vec_normalize():
     obs, _, rewards, next_obs, _ = buffer.sample(16, env=FakeVecNormalize())
     raw = rewards + 1
     assert np.allclose(obs[:, 0], 2 * raw) and np.allclose(next_obs[:, 0], 2 * (raw + 0.5))
+
+
+# ----------------------------------------------------------------------------------------------- Dict observations
+def _dict_space():
+    import gymnasium as gym
+
+    return gym.spaces.Dict({"img": gym.spaces.Box(0, 255, (12, 12, 3), np.uint8),
+                            "vec": gym.spaces.Box(-1, 1, (3,), np.float64),
+                            "pos": gym.spaces.Discrete(5, start=-2)})
+
+
+def _dict_transitions(space, n, seed=0):
+    """n packed transitions (obs, action, reward, next_obs, done); every 4th ends an episode with a next observation
+    that differs from the following observation."""
+    from sbtf.common.dict_obs import layout_of
+
+    layout = layout_of(space)
+    space.seed(seed)
+    rows = layout.pack({key: np.stack([space[key].sample() for _ in range(n + 1)]) for key in layout.keys})
+    terminal = layout.pack({key: np.stack([space[key].sample() for _ in range(n)]) for key in layout.keys})
+    dones = (np.arange(n) % 4 == 3).astype(np.float32)
+    next_rows = np.where(dones[:, None] > 0, terminal, rows[1:])
+    actions = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+    return rows[:-1], actions, np.arange(n, dtype=np.float32), next_rows, dones
+
+
+def _fill_dict(buffer, transitions, n_envs=1):
+    obs, actions, rewards, next_obs, dones = transitions
+    if n_envs == 1:
+        for i in range(len(rewards)):
+            buffer.add(obs[i], actions[i], rewards[i], next_obs[i], dones[i])
+    else:
+        for start in range(0, len(rewards), n_envs):
+            part = slice(start, start + n_envs)
+            buffer.extend(obs[part], actions[part], rewards[part], next_obs[part], dones[part])
+
+
+def _same_samples(a, b, seed=5, **kwargs):
+    np.random.seed(seed)
+    first = a.sample(64, **kwargs)
+    np.random.seed(seed)
+    second = b.sample(64, **kwargs)
+    for x, y in zip(first, second):
+        assert x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)
+    return first
+
+
+@pytest.mark.parametrize("kind", ["uniform", "prioritized", "optimize_memory_usage"])
+def test_dict_observations_are_stored_per_key_and_sampled_identically(kind):
+    from sbtf.common.obs_storage import PackedObsArray
+
+    space = _dict_space()
+    transitions = _dict_transitions(space, 40)
+    n_envs = 2 if kind == "optimize_memory_usage" else 1
+
+    def make(observation_space):
+        if kind == "prioritized":
+            return PrioritizedReplayBuffer(32, alpha=0.6, observation_space=observation_space)
+        return ReplayBuffer(32, optimize_memory_usage=kind == "optimize_memory_usage", n_envs=n_envs,
+                            observation_space=observation_space)
+
+    flat, native = make(None), make(space)
+    _fill_dict(flat, transitions, n_envs)
+    _fill_dict(native, transitions, n_envs)
+    assert isinstance(native._obs_t, PackedObsArray) and not isinstance(flat._obs_t, PackedObsArray)
+    assert [a.dtype for a in native._obs_t.arrays] == [np.uint8, np.dtype(np.int8), np.float32]  # sorted keys
+    # 432 uint8 + 1 int8 + 3 float32 bytes a row instead of 436 float32
+    assert native.observation_nbytes * (436 * 4) == flat.observation_nbytes * (432 + 1 + 12)
+    assert native.observation_nbytes < 0.26 * flat.observation_nbytes
+    kwargs = dict(beta=0.4) if kind == "prioritized" else {}
+    obs = _same_samples(flat, native, **kwargs)[0]
+    assert obs.dtype == np.float32 and obs.shape == (64, 436)
+    for x, y in zip(flat.storage, native.storage):
+        for a, b in zip(x, y):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("optimize", [False, True])
+def test_dict_buffer_save_load_keeps_native_dtypes_and_reads_old_files(tmp_path, optimize):
+    from sbtf.common.obs_storage import PackedObsArray
+
+    space = _dict_space()
+    transitions = _dict_transitions(space, 30, seed=1)
+    n_envs = 2 if optimize else 1
+    native = ReplayBuffer(24, optimize_memory_usage=optimize, n_envs=n_envs, observation_space=space)
+    flat = ReplayBuffer(24, optimize_memory_usage=optimize, n_envs=n_envs)
+    _fill_dict(native, transitions, n_envs)
+    _fill_dict(flat, transitions, n_envs)
+    native.save(tmp_path / "native.npz")
+    flat.save(tmp_path / "flat.npz")  # packed float32 rows: the format older sbtf versions wrote
+    assert os.path.getsize(tmp_path / "native.npz") < 0.4 * os.path.getsize(tmp_path / "flat.npz")
+    loaded = load_buffer(tmp_path / "native.npz")
+    assert isinstance(loaded._obs_t, PackedObsArray) and loaded._obs_t.arrays[0].dtype == np.uint8
+    _same_samples(native, loaded)
+    old = load_buffer(tmp_path / "flat.npz")
+    assert old._obs_t.dtype == np.float32 and not isinstance(old._obs_t, PackedObsArray)
+    old.use_observation_space(space)  # what model.load_replay_buffer does
+    assert isinstance(old._obs_t, PackedObsArray) and old.observation_nbytes == native.observation_nbytes
+    _same_samples(native, old)
+    # all keep working as rings after loading
+    more = _dict_transitions(space, 6, seed=2)
+    for buffer in (native, loaded, old):
+        _fill_dict(buffer, more, n_envs)
+    _same_samples(native, loaded, seed=7)
+    _same_samples(native, old, seed=7)
+
+
+def test_packed_obs_array_round_trips_and_rejects_other_shapes():
+    from sbtf.common.dict_obs import layout_of
+    from sbtf.common.obs_storage import PackedObsArray, obs_fields, storage_dtype
+    import gymnasium as gym
+
+    space = _dict_space()
+    fields = obs_fields(space)
+    assert storage_dtype(gym.spaces.Discrete(300)) == np.uint16 and storage_dtype(gym.spaces.MultiBinary(3)) == np.int8
+    assert obs_fields(gym.spaces.Dict({"a": gym.spaces.Box(0, 1, (2,))})) is None  # float keys only: nothing to save
+    assert obs_fields(gym.spaces.Box(0, 255, (4, 4, 1), np.uint8)) is None
+    rows = _dict_transitions(space, 10)[0]
+    array = PackedObsArray.from_rows(rows, fields, chunk=3)
+    np.testing.assert_array_equal(array[:], rows)
+    np.testing.assert_array_equal(array[4], rows[4])
+    np.testing.assert_array_equal(array[np.array([True, False] * 5)], rows[::2])
+    assert array.shape == (10, layout_of(space).size) and array.dtype == np.float32
+    with pytest.raises(ValueError):
+        array[0] = np.zeros(5, np.float32)

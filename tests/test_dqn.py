@@ -223,6 +223,14 @@ def test_save_load_gives_identical_predictions(tmp_path, policy, env_fn):
         assert np.array_equal(loaded.get_parameters()[name], value), name
 
 
+def test_cnn_policy_replay_buffer_keeps_uint8_images():
+    model = DQN(CnnPolicy, SmallImageEnv(), seed=0, learning_starts=5, batch_size=4, buffer_size=50)
+    model.learn(12)
+    obs, _, _, next_obs, _ = model.replay_buffer.sample(4)
+    assert model.replay_buffer._obs_t.dtype == np.uint8 and obs.dtype == np.uint8 and next_obs.dtype == np.uint8
+    assert model.replay_buffer.observation_nbytes == 2 * 50 * 36 * 36
+
+
 def test_replay_buffer_save_load_then_resume(tmp_path):
     model = DQN("MlpPolicy", "CartPole-v1", learning_starts=100, policy_kwargs=dict(layers=[16]), seed=4)
     model.learn(300)

@@ -231,3 +231,37 @@ def test_replay_buffer_class_of_the_users_and_bad_kwargs(tmp_path):
         SAC("MlpPolicy", "Pendulum-v1", replay_buffer_kwargs=dict(no_such_option=1))
     with pytest.raises(ValueError, match="derive from"):
         SAC("MlpPolicy", "Pendulum-v1", replay_buffer_class=dict)
+
+
+def test_dict_goal_observations_are_stored_per_key_and_relabelled_identically():
+    import gymnasium as gym
+
+    from sbtf.common.dict_obs import layout_of
+    from sbtf.common.obs_storage import PackedObsArray
+    from sbtf.her.her_replay_buffer import goal_layout_from_space
+
+    space = gym.spaces.Dict({"observation": gym.spaces.Box(0, 255, (6, 6, 1), np.uint8),
+                             "achieved_goal": gym.spaces.Box(0, 255, (2,), np.uint8),
+                             "desired_goal": gym.spaces.Box(0, 255, (2,), np.uint8)})
+    layout = layout_of(space)
+    native = HerReplayBuffer(40, env=GoalRewardEnv(), n_envs=2, observation_space=space)
+    flat = HerReplayBuffer(40, env=GoalRewardEnv(), n_envs=2, goal_layout=goal_layout_from_space(space))
+    space.seed(0)
+    obs = layout.pack({key: np.stack([space[key].sample() for _ in range(2)]) for key in layout.keys})
+    for step in range(30):
+        next_obs = layout.pack({key: np.stack([space[key].sample() for _ in range(2)]) for key in layout.keys})
+        ends = [step % 5 == 4, step % 7 == 6]
+        infos = [{"TimeLimit.truncated": True} if end else {} for end in ends]
+        for buffer in (native, flat):
+            buffer.store_step(obs, np.ones((2, 1), np.float32), np.full(2, -1.0, np.float32), next_obs,
+                              np.zeros(2, np.float32), infos)
+        obs = next_obs
+    assert isinstance(native._obs_t, PackedObsArray) and all(a.dtype == np.uint8 for a in native._obs_t.arrays)
+    assert native.observation_nbytes * 4 == flat.observation_nbytes
+    np.random.seed(3)
+    expected = flat.sample(64)
+    np.random.seed(3)
+    for x, y in zip(expected, native.sample(64)):
+        assert x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)
+    assert np.any(expected[2] == 0.0)  # some relabelled goals were reached

@@ -173,6 +173,47 @@ def test_simple_multi_obs_env_trains_and_predicts(algo):
         obs = SimpleMultiObsEnv(discrete_actions=discrete).reset(seed=0)[0]
         action, _ = model.predict(obs)
         assert model.action_space.contains(action if discrete else np.asarray(action, np.float32))
+        # the replay buffer keeps the image key as uint8 (keys in layout order: img, vec)
+        stored = model.replay_buffer._obs_t
+        assert [a.dtype for a in stored.arrays] == [np.uint8, np.float32]
+        assert stored.arrays[0].shape[1:] == (64, 64, 1)
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_dqn_dict_replay_buffer_is_uint8_samples_like_float32_and_loads_old_files(tmp_path, prioritized):
+    from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
+    from sbtf.common.obs_storage import PackedObsArray
+
+    model = DQN("MultiInputPolicy", SimpleMultiObsEnv(), seed=0, batch_size=8, learning_starts=10,
+                buffer_size=500, prioritized_replay=prioritized,
+                policy_kwargs=dict(net_arch=[16], features_extractor_kwargs=dict(cnn_output_dim=8)))
+    model.learn(60)
+    buffer = model.replay_buffer
+    assert isinstance(buffer._obs_t, PackedObsArray) and len(buffer) == 60
+    # the same transitions in packed float32 rows (what the buffer held before): 1/4 of the bytes, same batches
+    flat = PrioritizedReplayBuffer(500, alpha=buffer.alpha) if prioritized else ReplayBuffer(500)
+    flat.extend(*[np.asarray(field) for field in zip(*buffer.storage)])
+    if prioritized:  # the same priorities
+        flat.update_priorities(np.arange(60), buffer._it_sum[np.arange(60)] ** (1 / buffer.alpha))
+        buffer.update_priorities(np.arange(60), buffer._it_sum[np.arange(60)] ** (1 / buffer.alpha))
+    ratio = buffer.observation_nbytes / flat.observation_nbytes
+    assert 0.25 <= ratio < 0.26
+    kwargs = dict(beta=0.4) if prioritized else {}
+    np.random.seed(1)
+    expected = flat.sample(16, **kwargs)
+    np.random.seed(1)
+    for x, y in zip(expected, buffer.sample(16, **kwargs)):
+        assert x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)
+    # a buffer file of packed float32 rows (older sbtf) is stored per key again when the model loads it
+    flat.save(tmp_path / "old.npz")
+    model.load_replay_buffer(tmp_path / "old.npz")
+    assert isinstance(model.replay_buffer._obs_t, PackedObsArray)
+    np.random.seed(1)
+    for x, y in zip(expected, model.replay_buffer.sample(16, **kwargs)):
+        np.testing.assert_array_equal(x, y)
+    model.learn(20, reset_num_timesteps=False)
+    assert len(model.replay_buffer) == 80
 
 
 def test_sac_multi_input_policy_with_her_replay_buffer_on_the_goal_env():

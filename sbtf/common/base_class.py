@@ -979,6 +979,10 @@ class OffPolicyRLModel(BaseRLModel):
         """Load a replay buffer saved by ``save_replay_buffer``."""
         from sbtf.common.buffers import load_buffer
         self.replay_buffer = load_buffer(path)
+        # packed Dict observations saved as float32 rows (older files) are stored key by key again
+        use = getattr(self.replay_buffer, "use_observation_space", None)
+        if use is not None and getattr(self, "observation_space", None) is not None:
+            use(self.observation_space)
 
 
 

@@ -6,6 +6,10 @@ importance weights (Schaul et al. 2015). Compared with SB2's list of tuples:
 
 * the arrays are allocated on the first ``add`` from the shapes and dtypes of that transition (``np.zeros``,
   so memory is only committed as the buffer fills); image observations stay ``uint8``;
+* packed Dict observations (``sbtf.common.dict_obs``) are stored key by key in each key's own dtype
+  (``sbtf.common.obs_storage.PackedObsArray``: uint8 images as uint8, Discrete keys as integers) once the buffer knows
+  the Dict space (``observation_space=`` or ``use_observation_space``; the models pass it), and sampled back as the
+  same packed float32 rows;
 * ``sample`` draws all indices at once and gathers each field with one fancy-indexing operation; it returns SB2's
   tuple, ``sample_batch`` the same draw as a named ``ReplayBatch`` (what the algorithms use);
 * ``optimize_memory_usage=True`` (stable-baselines3's option) keeps one observation array: the next observation of
@@ -31,12 +35,17 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, get_load_limits
+from sbtf.common.obs_storage import ObsField, PackedObsArray, obs_fields, row_nbytes, rows_differ, take_rows
 from sbtf.common.registry import register_class
 from sbtf.common.safe_zip import open_zip, read_member, read_npz
 from sbtf.common.segment_tree import MinSegmentTree, SumSegmentTree
 
 BUFFER_FORMAT = "sbtf_replay_buffer"
-BUFFER_FORMAT_VERSION = 1
+#: 2: packed Dict observations saved key by key (``obs_fields``, ``obs_t__<i>`` ...); buffers without them are
+#: still written as version 1
+BUFFER_FORMAT_VERSION = 2
+#: the observation arrays of a saved buffer
+_OBS_MEMBERS = ("obs_t", "obs_tp1", "obs_ahead")
 
 
 @dataclass(frozen=True)
@@ -68,9 +77,11 @@ class ReplayBuffer(object):
         the next observation of a transition is read from the slot ``n_envs`` further on
     :param n_envs: (int) how many envs add their transitions in turn (``extend`` with one transition per env), so
         that an env's next transition lies ``n_envs`` slots further on
+    :param observation_space: (gymnasium.Space) the model's observation space: a Dict space's packed observations
+        are stored key by key in their own dtypes (see ``use_observation_space``)
     """
 
-    def __init__(self, size: int, optimize_memory_usage: bool = False, n_envs: int = 1):
+    def __init__(self, size: int, optimize_memory_usage: bool = False, n_envs: int = 1, observation_space=None):
         size = int(size)
         if size <= 0:
             raise ValueError(f"Error: the replay buffer size must be positive, got {size}.")
@@ -91,6 +102,10 @@ class ReplayBuffer(object):
         self._valid: Optional[np.ndarray] = None
         self._ahead: Optional[np.ndarray] = None
         self._own_next: dict = {}
+        # packed Dict observations: how each key is stored (None: the packed rows as they come)
+        self._obs_fields: Optional[tuple] = None
+        if observation_space is not None:
+            self.use_observation_space(observation_space)
 
     # ------------------------------------------------------------------ SB2 properties
     def __len__(self) -> int:
@@ -131,6 +146,40 @@ class ReplayBuffer(object):
         return self._size == self._maxsize
 
     # ------------------------------------------------------------------ storage
+    def use_observation_space(self, space) -> None:
+        """
+        Store the packed observations of the Dict space ``space`` key by key in each key's own dtype (uint8 images
+        as uint8, Discrete keys as integers: ``sbtf.common.obs_storage``); sampled batches stay the same packed
+        float32 rows. Other spaces change nothing. Observations already stored as packed float32 rows (e.g. a buffer
+        saved by an older sbtf) are converted.
+
+        :param space: (gymnasium.Space) the model's observation space
+        """
+        fields = obs_fields(space)
+        if fields is None:
+            return
+        self._obs_fields = fields
+        size = sum(f.size for f in fields)
+        for name in ("_obs_t", "_obs_tp1"):
+            array = getattr(self, name)
+            if array is None or isinstance(array, PackedObsArray):
+                continue
+            if array.shape[1:] != (size,):
+                raise ValueError(f"Error: the replay buffer holds observations of shape {array.shape[1:]}, not the "
+                                 f"packed rows of size {size} of the Dict space {space}.")
+            setattr(self, name, PackedObsArray.from_rows(array, fields))
+
+    @property
+    def observation_nbytes(self) -> int:
+        """Bytes the stored observations take (both arrays; 0 before the first ``add``)."""
+        return int(sum(a.nbytes for a in (self._obs_t, self._obs_tp1) if a is not None))
+
+    def _new_obs_array(self, n: int, shape: tuple, dtype: np.dtype):
+        """An observation array of ``n`` rows: per key for a known Dict space, else one array."""
+        if self._obs_fields is not None and tuple(shape) == (sum(f.size for f in self._obs_fields),):
+            return PackedObsArray(n, self._obs_fields)
+        return np.zeros((n,) + tuple(shape), dtype=dtype)
+
     @staticmethod
     def _storage_dtype(value: np.ndarray, kind: str) -> np.dtype:
         if kind == "action" and value.dtype == np.float64:
@@ -143,13 +192,13 @@ class ReplayBuffer(object):
         """Create the arrays from one (unbatched) transition."""
         n = self._maxsize
         obs_dtype = self._storage_dtype(obs_t, "obs")
-        self._obs_t = np.zeros((n,) + obs_t.shape, dtype=obs_dtype)
+        self._obs_t = self._new_obs_array(n, obs_t.shape, obs_dtype)
         if self.optimize_memory_usage:
             self._valid = np.zeros((n,), dtype=bool)
             self._ahead = np.zeros((n,), dtype=bool)
             self._own_next = {}
         else:
-            self._obs_tp1 = np.zeros((n,) + obs_t.shape, dtype=obs_dtype)
+            self._obs_tp1 = self._new_obs_array(n, obs_t.shape, obs_dtype)
         self._actions = np.zeros((n,) + action.shape, dtype=self._storage_dtype(action, "action"))
         self._rewards = np.zeros((n,), dtype=np.float32)
         self._dones = np.zeros((n,), dtype=np.float32)
@@ -260,11 +309,13 @@ class ReplayBuffer(object):
         self._obs_t[ahead] = next_obs
         self._ahead[ahead] = True
 
-    def _next_observations(self, idxes: np.ndarray) -> np.ndarray:
-        """The next observations of the transitions in slots ``idxes``."""
+    def _next_observations(self, idxes: np.ndarray, stored: bool = False) -> np.ndarray:
+        """The next observations of the transitions in slots ``idxes`` (``stored``: as stored, a PackedObsArray for
+        Dict observations, else packed rows)."""
+        index = take_rows if stored else (lambda array, idx: array[idx])
         if not self.optimize_memory_usage:
-            return self._obs_tp1[idxes]
-        next_obs = self._obs_t[(idxes + self.n_envs) % self._maxsize]
+            return index(self._obs_tp1, idxes)
+        next_obs = index(self._obs_t, (idxes + self.n_envs) % self._maxsize)
         if self._own_next:
             for i, idx in enumerate(np.asarray(idxes).reshape(-1)):
                 own = self._own_next.get(int(idx))
@@ -337,7 +388,7 @@ class ReplayBuffer(object):
     def _state(self) -> dict:
         state = {
             "format": np.array(BUFFER_FORMAT),
-            "format_version": np.array(BUFFER_FORMAT_VERSION),
+            "format_version": np.array(1),  # 2 (BUFFER_FORMAT_VERSION) with Dict observations stored key by key
             "class_name": np.array(type(self).__name__),
             "maxsize": np.array(self._maxsize),
             "next_idx": np.array(self._next_idx),
@@ -347,13 +398,23 @@ class ReplayBuffer(object):
             state.update(optimize_memory_usage=np.array(True), n_envs=np.array(self.n_envs))
         if self._obs_t is not None:
             n = self._size
+            observations = dict(obs_t=take_rows(self._obs_t, slice(0, n)),
+                                obs_tp1=self._next_observations(np.arange(n), stored=True))
             if self.optimize_memory_usage:
                 # the observations written ahead live in slots beyond the filled ones until the buffer is full
-                state.update(valid=self._valid[:n], obs_ahead=self._obs_t[self._ahead])
-            state.update(obs_t=self._obs_t[:n], actions=self._actions[:n], rewards=self._rewards[:n],
-                         obs_tp1=self._next_observations(np.arange(n)), dones=self._dones[:n],
+                state.update(valid=self._valid[:n])
+                observations["obs_ahead"] = take_rows(self._obs_t, self._ahead)
+            state.update(actions=self._actions[:n], rewards=self._rewards[:n], dones=self._dones[:n],
                          action_shape=np.array(self._actions.shape[1:], dtype=np.int64),
                          obs_shape=np.array(self._obs_t.shape[1:], dtype=np.int64))
+            for name, array in observations.items():
+                if isinstance(array, PackedObsArray):  # key by key, in the keys' dtypes (format version 2)
+                    state["format_version"] = np.array(BUFFER_FORMAT_VERSION)
+                    state["obs_fields"] = np.array([(f.offset, f.size) for f in array.fields], dtype=np.int64)
+                    for i, part in enumerate(array.arrays):
+                        state[f"{name}__{i}"] = part
+                else:
+                    state[name] = array
         return state
 
     def _restore(self, data: Any) -> None:
@@ -364,7 +425,9 @@ class ReplayBuffer(object):
             obs_t, actions = data["obs_t"], data["actions"]
             obs_shape = tuple(int(s) for s in data["obs_shape"])
             action_shape = tuple(int(s) for s in data["action_shape"])
-            self._obs_t = np.zeros((self._maxsize,) + obs_shape, dtype=obs_t.dtype)
+            if isinstance(obs_t, PackedObsArray):
+                self._obs_fields = obs_t.fields
+            self._obs_t = self._new_obs_array(self._maxsize, obs_shape, obs_t.dtype)
             self._actions = np.zeros((self._maxsize,) + action_shape, dtype=actions.dtype)
             self._rewards = np.zeros((self._maxsize,), dtype=np.float32)
             self._dones = np.zeros((self._maxsize,), dtype=np.float32)
@@ -372,7 +435,7 @@ class ReplayBuffer(object):
             if self.optimize_memory_usage:
                 self._restore_shared(data, size)
             else:
-                self._obs_tp1 = np.zeros((self._maxsize,) + obs_shape, dtype=obs_t.dtype)
+                self._obs_tp1 = self._new_obs_array(self._maxsize, obs_shape, obs_t.dtype)
                 self._obs_tp1[:size] = data["obs_tp1"]
             self._actions[:size] = actions
             self._rewards[:size] = data["rewards"]
@@ -390,9 +453,10 @@ class ReplayBuffer(object):
             self._obs_t[ahead] = data["obs_ahead"]
             self._ahead[ahead] = True
         next_obs = data["obs_tp1"]
-        follow = self._obs_t[(np.arange(size) + self.n_envs) % n]
-        differs = (next_obs != follow).reshape(size, -1).any(axis=1) if size else np.zeros(0, bool)
-        self._own_next = {int(i): np.array(next_obs[i]) for i in np.flatnonzero(differs & self._valid[:size])}
+        follow = take_rows(self._obs_t, (np.arange(size) + self.n_envs) % n)
+        differs = rows_differ(next_obs, follow) if size else np.zeros(0, bool)
+        self._own_next = {int(i): np.array(next_obs[i], dtype=self._obs_t.dtype)
+                          for i in np.flatnonzero(differs & self._valid[:size])}
 
     def save(self, path: Union[str, os.PathLike]) -> None:
         """
@@ -432,10 +496,11 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     :param size: (int) Max number of transitions to store in the buffer. When the buffer overflows the old memories
         are dropped.
     :param alpha: (float) how much prioritization is used (0 - no prioritization, 1 - full prioritization)
+    :param observation_space: (gymnasium.Space) the model's observation space (see ``ReplayBuffer``)
     """
 
-    def __init__(self, size: int, alpha: float):
-        super().__init__(size)
+    def __init__(self, size: int, alpha: float, observation_space=None):
+        super().__init__(size, observation_space=observation_space)
         if alpha < 0:
             raise ValueError(f"Error: alpha must be >= 0, got {alpha}.")
         self._alpha = float(alpha)
@@ -627,11 +692,12 @@ def _check_buffer_data(data: dict, path: str, prioritized: bool) -> None:
             if not isinstance(valid, np.ndarray) or valid.shape != (size,) or valid.dtype.kind != "b":
                 raise ModelDataError(f"Error: 'valid' of the replay buffer file {path} does not flag its {size} "
                                      "transitions; the file is corrupted.")
-            if not isinstance(ahead, np.ndarray) or ahead.shape[1:] != obs_shape or len(ahead) > maxsize or \
-                    ahead.dtype != data["obs_t"].dtype:
+            if not isinstance(ahead, (np.ndarray, PackedObsArray)) or ahead.shape[1:] != obs_shape or \
+                    len(ahead) > maxsize or ahead.dtype != data["obs_t"].dtype or \
+                    isinstance(ahead, PackedObsArray) != isinstance(data["obs_t"], PackedObsArray):
                 raise ModelDataError(f"Error: 'obs_ahead' of the replay buffer file {path} does not hold observations "
                                      f"of shape {obs_shape}; the file is corrupted.")
-        slot_bytes += 2 * data["obs_t"].itemsize * int(np.prod(obs_shape)) + 8
+        slot_bytes += 2 * row_nbytes(data["obs_t"]) + 8
         slot_bytes += data["actions"].itemsize * int(np.prod(action_shape))
     if prioritized:
         for key in ("alpha", "max_priority"):
@@ -649,6 +715,37 @@ def _check_buffer_data(data: dict, path: str, prioritized: bool) -> None:
                              f"{maxsize * slot_bytes:,} bytes, beyond the {limits.max_array_bytes:,}-byte limit. If "
                              "you trust it, raise the limit with "
                              "sbtf.common.file_errors.load_limits(max_array_bytes=...).")
+
+
+def _gather_packed_observations(data: dict, path: str) -> None:
+    """Format 2: the observation arrays saved key by key (``obs_fields``, ``obs_t__<i>`` ...) become
+    PackedObsArrays under their usual names (``obs_t``, ``obs_tp1``, ``obs_ahead``), checked against each other."""
+    if "obs_fields" not in data:
+        return
+    places = data["obs_fields"]
+    if not isinstance(places, np.ndarray) or places.ndim != 2 or places.shape[1] != 2 or places.dtype.kind not in "iu" \
+            or not 0 < len(places) <= 4096 or np.any(places < 0):
+        raise ModelDataError(f"Error: 'obs_fields' of the replay buffer file {path} is not a list of (offset, size); "
+                             "the file is corrupted.")
+    fields = []
+    offset = 0
+    for i, (start, size) in enumerate(places.tolist()):
+        part = data.get(f"obs_t__{i}")
+        if start != offset or size < 1 or not isinstance(part, np.ndarray) or part.dtype.kind not in "iubf" or \
+                part.ndim < 1 or int(np.prod(part.shape[1:])) != size:
+            raise ModelDataError(f"Error: key {i} of the observations in the replay buffer file {path} does not match "
+                                 "'obs_fields'; the file is corrupted.")
+        fields.append(ObsField(int(start), int(size), tuple(int(s) for s in part.shape[1:]), part.dtype))
+        offset += size
+    for name in _OBS_MEMBERS:
+        parts = [data.pop(f"{name}__{i}", None) for i in range(len(fields))]
+        if all(part is None for part in parts):
+            continue
+        if any(part is None or part.dtype != field.dtype or part.shape[1:] != field.shape or len(part) != len(parts[0])
+               for part, field in zip(parts, fields)):
+            raise ModelDataError(f"Error: the {name!r} observations of the replay buffer file {path} do not match "
+                                 "'obs_fields'; the file is corrupted.")
+        data[name] = PackedObsArray(0, fields, parts)
 
 
 def load_buffer(path: Union[str, os.PathLike]) -> ReplayBuffer:
@@ -682,6 +779,7 @@ def load_buffer(path: Union[str, os.PathLike]) -> ReplayBuffer:
     if class_name not in _BUFFER_CLASSES:
         raise CorruptedFileError(f"Error: {path} holds an unknown replay buffer class {class_name!r}.")
     prioritized = class_name == "PrioritizedReplayBuffer"
+    _gather_packed_observations(data, path)
     _check_buffer_data(data, path, prioritized)
     maxsize = int(data["maxsize"])
     if prioritized:

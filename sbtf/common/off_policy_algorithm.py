@@ -233,6 +233,14 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
         """Create the replay buffer unless a compatible one exists (e.g. loaded with ``load_replay_buffer``)."""
         if self.replay_buffer is None:
             self.replay_buffer = self._make_replay_buffer()
+        self._buffer_uses_observation_space()
+
+    def _buffer_uses_observation_space(self) -> None:
+        """Tell the replay buffer the observation space: packed Dict observations are then stored key by key in
+        their own dtypes (``ReplayBuffer.use_observation_space``)."""
+        use = getattr(self.replay_buffer, "use_observation_space", None)
+        if use is not None and self.observation_space is not None:
+            use(self.observation_space)
 
     # ------------------------------------------------------------------ helpers for subclasses
     @staticmethod

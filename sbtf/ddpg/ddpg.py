@@ -309,6 +309,7 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
         self.ret_rms_params = [v for k, v in named.items() if "ret_rms" in k]
         if self.replay_buffer is None:
             self.replay_buffer = self._make_replay_buffer()
+        self._buffer_uses_observation_space()
 
     @property
     def n_traces(self) -> int:

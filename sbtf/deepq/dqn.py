@@ -198,7 +198,8 @@ class DQN(OffPolicyAlgorithm):
 
     def _make_replay_buffer(self):
         if self.prioritized_replay:
-            return PrioritizedReplayBuffer(self.buffer_size, alpha=self.prioritized_replay_alpha)
+            return PrioritizedReplayBuffer(self.buffer_size, alpha=self.prioritized_replay_alpha,
+                                           observation_space=self.observation_space)
         return super()._make_replay_buffer()
 
     def _ensure_replay_buffer(self) -> None:

@@ -98,7 +98,8 @@ class HerReplayBuffer(ReplayBuffer):
         algorithms, which store it with ``done = False``); False stores such cuts as terminals, as SB3 does then
     :param optimize_memory_usage: (bool) not supported (as in SB3)
     :param goal_layout: (GoalLayout) where the goals lie in the observations (default: found from ``env``)
-    :param observation_space: (gymnasium.Space) the goal env's Dict space (the model passes it): where the goals lie
+    :param observation_space: (gymnasium.Space) the goal env's Dict space (the model passes it): where the goals lie;
+        its keys are stored in their own dtypes (see ``ReplayBuffer``)
     :param action_space: (gymnasium.Space) accepted for stable-baselines3's signature (unused)
     """
 
@@ -110,7 +111,8 @@ class HerReplayBuffer(ReplayBuffer):
             raise ValueError("Error: HerReplayBuffer does not support optimize_memory_usage (as in "
                              "stable-baselines3): the goals of stored observations are rewritten when sampling.")
         n_envs = int(n_envs)
-        super().__init__(max(int(size) // max(n_envs, 1), 1) * n_envs, n_envs=n_envs)
+        super().__init__(max(int(size) // max(n_envs, 1), 1) * n_envs, n_envs=n_envs,
+                         observation_space=observation_space)
         self.strategy = goal_selection_strategy_from(goal_selection_strategy)
         if self.strategy not in (GoalSelectionStrategy.FUTURE, GoalSelectionStrategy.FINAL,
                                  GoalSelectionStrategy.EPISODE):
