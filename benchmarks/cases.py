@@ -91,6 +91,8 @@ class Case:
     vec_env: str = "dummy"
     #: Atari: each library's ``make_atari_env`` (DeepMind wrappers, 84x84 grey frames) + ``VecFrameStack(4)``
     atari: bool = False
+    #: recurrent policy: evaluation carries the LSTM state through each episode (``predict(obs, state, episode_start)``)
+    recurrent: bool = False
 
     def side(self, lib: str) -> Side:
         return {"sbtf": self.sbtf, "sb3": self.sb3}[lib]
@@ -111,6 +113,7 @@ class Case:
             "masked": self.masked,
             "vec_env": self.vec_env,
             "atari": self.atari,
+            "recurrent": self.recurrent,
         }
 
 
@@ -458,6 +461,31 @@ _add(Case(
     sbtf=Side("TRPO", dict(n_steps=1024, gamma=0.9, n_critic_updates=15), module="sbtf.contrib"),
     notes=("The zoo's entry uses gSDE (use_sde=True, sde_sample_freq=4); sbtf's TRPO has no gSDE, so both sides "
            "run without it.",),
+))
+
+_PPO_LSTM_ZOO_NOVEL = dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
+                          learning_rate=1e-3, clip_range=0.2,
+                          policy_kwargs=dict(lstm_hidden_size=64, enable_critic_lstm=True,
+                                             net_arch=dict(pi=[64], vf=[64]), activation_fn="relu", ortho_init=False))
+_add(Case(
+    name="ppo_lstm_cartpole_novel",
+    description="RecurrentPPO on CartPole-v1 with the velocities hidden (rl-baselines3-zoo's CartPoleNoVel-v1), the "
+                "zoo's ppo_lstm hyperparameters: 8 envs, n_steps 32, 20 epochs of one 256-sample minibatch, "
+                "separate 64-unit LSTMs for actor and critic, then 64 ReLU units each, no orthogonal init.",
+    env_id="CartPoleNoVel-v1",
+    n_envs=8,
+    total_timesteps=100_000,
+    recurrent=True,
+    sb3=Side("RecurrentPPO", dict(_PPO_LSTM_ZOO_NOVEL), policy="MlpLstmPolicy", module="sb3_contrib",
+             env_entry="bench_envs:NoVelocityCartPole"),
+    sbtf=Side("RecurrentPPO", dict(_PPO_LSTM_ZOO_NOVEL), policy="MlpLstmPolicy", module="sbtf.contrib",
+              env_entry="bench_envs:NoVelocityCartPole"),
+    notes=("Both sides use the same wrapper (`benchmarks/bench_envs.py`: CartPole-v1 observing only the cart position "
+           "and the pole angle).",
+           "The zoo's schedules (`lin_0.001`, `lin_0.2`) are constants here on both sides.",
+           "`ortho_init=False`: each library's default initialisation of its layers (PyTorch's and Keras' differ).",
+           "The evaluation carries the LSTM state through each episode on both sides "
+           "(`predict(obs, state=state, episode_start=...)`)."),
 ))
 
 # --------------------------------------------------------------------------- CNN policies on Atari (issue #18)

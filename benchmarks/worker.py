@@ -163,7 +163,7 @@ _ACTIVATIONS = {
     "sb3": {"relu": ("torch.nn", "ReLU"), "tanh": ("torch.nn", "Tanh"), "elu": ("torch.nn", "ELU")},
     "sbtf": {"relu": ("tensorflow.nn", "relu"), "tanh": ("tensorflow.math", "tanh"), "elu": ("tensorflow.nn", "elu")},
 }
-_ACTIVATION_KEYS = {"sb3": "activation_fn", "sbtf": "act_fun"}
+_ACTIVATION_KEYS = {"sb3": ("activation_fn",), "sbtf": ("act_fun", "activation_fn")}  # sbtf.contrib: sb3's name
 
 
 def _resolve_policy_kwargs(lib: str, policy_kwargs: dict) -> dict:
@@ -173,10 +173,10 @@ def _resolve_policy_kwargs(lib: str, policy_kwargs: dict) -> dict:
         from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
 
         resolved["optimizer_class"] = RMSpropTFLike
-    key = _ACTIVATION_KEYS[lib]
-    if isinstance(resolved.get(key), str):
-        module_name, attr = _ACTIVATIONS[lib][resolved[key]]
-        resolved[key] = getattr(importlib.import_module(module_name), attr)
+    for key in _ACTIVATION_KEYS[lib]:
+        if isinstance(resolved.get(key), str):
+            module_name, attr = _ACTIVATIONS[lib][resolved[key]]
+            resolved[key] = getattr(importlib.import_module(module_name), attr)
     return resolved
 
 
@@ -197,7 +197,12 @@ def _env_maker(case, side):
     if not side.env_entry:
         return case.env_id
     module_name, _, attr = side.env_entry.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
+    sys.path.insert(0, _here())  # benchmarks/bench_envs.py: the cases' own envs (gymnasium + NumPy only)
+    try:
+        module = importlib.import_module(module_name)
+    finally:
+        sys.path.pop(0)
+    return getattr(module, attr)
 
 
 def _make_env(lib: str, case, side, seed: int):
@@ -292,6 +297,8 @@ def evaluate(model, env_id: str, n_episodes: int, seed: int, case=None, side=Non
     if normalizer is not None:
         normalizer.training = False
     masked = case is not None and case.masked
+    recurrent = case is not None and case.recurrent
+    state, episode_start = None, np.ones((1,), dtype=bool)
     is_box = isinstance(env.action_space, gym.spaces.Box)
     is_discrete = isinstance(env.action_space, gym.spaces.Discrete)
     returns, lengths = [], []
@@ -302,10 +309,15 @@ def evaluate(model, env_id: str, n_episodes: int, seed: int, case=None, side=Non
         if episode > 0:
             obs, _ = env.reset()
         done, total, length = False, 0.0, 0
+        episode_start = np.ones((1,), dtype=bool)
         while not done:
             model_obs = normalizer.normalize_obs(obs) if normalizer is not None else obs
             if masked:
                 action, _ = model.predict(model_obs, deterministic=True, action_masks=np.asarray(env.action_masks()))
+            elif recurrent:  # the LSTM state is carried through the episode and reset at its start
+                action, state = model.predict(model_obs, state=state, episode_start=episode_start,
+                                              deterministic=True)
+                episode_start = np.zeros((1,), dtype=bool)
             else:
                 action, _ = model.predict(model_obs, deterministic=True)
             if is_discrete:
