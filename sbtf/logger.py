@@ -364,9 +364,7 @@ def log(*args: Any, level: int = INFO) -> None:
 
 def debug(*args: Any) -> None:
     """
-    Write the sequence of args, with no separators,
-    to the console and output files (if you've configured an output file).
-    Using the DEBUG level.
+    ``log(*args)`` at the DEBUG level (see ``log``).
 
     :param args: (list) log the arguments
     """
@@ -375,9 +373,7 @@ def debug(*args: Any) -> None:
 
 def info(*args: Any) -> None:
     """
-    Write the sequence of args, with no separators,
-    to the console and output files (if you've configured an output file).
-    Using the INFO level.
+    ``log(*args)`` at the INFO level (see ``log``).
 
     :param args: (list) log the arguments
     """
@@ -386,9 +382,7 @@ def info(*args: Any) -> None:
 
 def warn(*args: Any) -> None:
     """
-    Write the sequence of args, with no separators,
-    to the console and output files (if you've configured an output file).
-    Using the WARN level.
+    ``log(*args)`` at the WARN level (see ``log``).
 
     :param args: (list) log the arguments
     """
@@ -397,9 +391,7 @@ def warn(*args: Any) -> None:
 
 def error(*args: Any) -> None:
     """
-    Write the sequence of args, with no separators,
-    to the console and output files (if you've configured an output file).
-    Using the ERROR level.
+    ``log(*args)`` at the ERROR level (see ``log``).
 
     :param args: (list) log the arguments
     """

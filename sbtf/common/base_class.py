@@ -320,6 +320,24 @@ class BaseRLModel(ABC):
             names = ", ".join(s.__name__ for s in self._supported_action_spaces)
             raise _unsupported_space_error(type(self).__name__, action_space, "action", names)
 
+    def _check_policy_class(self, policy_base: type, example: Optional[str] = None, needs_spaces: bool = False) -> None:
+        """
+        Refuse a policy that is not a subclass of ``policy_base`` (and, with ``needs_spaces``, a model that has no
+        spaces to build its networks from).
+
+        :param policy_base: (type) the algorithm's policy base class
+        :param example: (str) a registered policy name the error suggests (None: no suggestion)
+        :param needs_spaces: (bool) also require the observation and action spaces
+        """
+        name = type(self).__name__
+        if not (isinstance(self.policy, type) and issubclass(self.policy, policy_base)):
+            hint = f" (e.g. {example!r})" if example else ""
+            raise ValueError(f"Error: the input policy for the {name} model must be a subclass of "
+                             f"{policy_base.__module__}.{policy_base.__name__}{hint}, got {self.policy!r}.")
+        if needs_spaces and (self.observation_space is None or self.action_space is None):
+            raise ValueError(f"Error: {name} needs an environment (or the spaces of a saved model) to build its "
+                             "networks.")
+
     def _apply_n_cpu(self, n_cpu: Optional[int]) -> None:
         if n_cpu is None:
             return
@@ -835,9 +853,7 @@ class ActorCriticRLModel(BaseRLModel):
         super()._check_spaces(observation_space, action_space)
 
     def _make_policy(self, n_env: int, n_steps: int, n_batch: Optional[int]) -> ActorCriticPolicy:
-        if not (isinstance(self.policy, type) and issubclass(self.policy, ActorCriticPolicy)):
-            raise ValueError(f"Error: the input policy for the {type(self).__name__} model must be a subclass of "
-                             f"sbtf.common.policies.ActorCriticPolicy, got {self.policy!r}.")
+        self._check_policy_class(ActorCriticPolicy)
         return self.policy(None, self.observation_space, self.action_space, n_env, n_steps, n_batch, reuse=False,
                            **self.policy_kwargs)
 

@@ -216,18 +216,7 @@ class ReplayBuffer(object):
         if self._obs_t is None:
             self._allocate(np.asarray(obs_t), np.asarray(action))
         idx = self._next_idx
-        try:
-            if self.optimize_memory_usage:
-                self._write_shared(idx, obs_t, obs_tp1)
-            else:
-                self._obs_t[idx] = obs_t
-                self._obs_tp1[idx] = obs_tp1
-            self._actions[idx] = action
-        except ValueError as exc:
-            raise ValueError(f"Error: transition shapes do not match the replay buffer (observations "
-                             f"{self._obs_t.shape[1:]}, actions {self._actions.shape[1:]}): {exc}") from exc
-        self._rewards[idx] = reward
-        self._dones[idx] = done
+        self._write(idx, obs_t, action, reward, obs_tp1, done, ((idx, obs_t, obs_tp1),))
         self._next_idx = (idx + 1) % self._maxsize
         if self._size < self._maxsize:
             self._size += 1
@@ -268,21 +257,27 @@ class ReplayBuffer(object):
             obs_t, action, reward, obs_tp1, done = (x[skip:] for x in (obs_t, action, reward, obs_tp1, done))
             n_items = self._maxsize
         idxs = self._extend_indices(n_items)
+        self._write(idxs, obs_t, action, reward, obs_tp1, done, zip(idxs, obs_t, obs_tp1))
+        self._next_idx = int((self._next_idx + n_items) % self._maxsize)
+        self._size = min(self._size + n_items, self._maxsize)
+
+    def _write(self, idx, obs_t, action, reward, obs_tp1, done, shared_writes) -> None:
+        """Store transitions in slot ``idx`` (one slot, or an array of slots with batches of values); with
+        ``optimize_memory_usage`` the observations go through ``_write_shared`` as the (slot, observation, next
+        observation) triples ``shared_writes``."""
         try:
             if self.optimize_memory_usage:
-                for idx, obs, next_obs in zip(idxs, obs_t, obs_tp1):
-                    self._write_shared(int(idx), obs, next_obs)
+                for slot, obs, next_obs in shared_writes:
+                    self._write_shared(int(slot), obs, next_obs)
             else:
-                self._obs_t[idxs] = obs_t
-                self._obs_tp1[idxs] = obs_tp1
-            self._actions[idxs] = action
+                self._obs_t[idx] = obs_t
+                self._obs_tp1[idx] = obs_tp1
+            self._actions[idx] = action
         except ValueError as exc:
             raise ValueError(f"Error: transition shapes do not match the replay buffer (observations "
                              f"{self._obs_t.shape[1:]}, actions {self._actions.shape[1:]}): {exc}") from exc
-        self._rewards[idxs] = reward
-        self._dones[idxs] = done
-        self._next_idx = int((self._next_idx + n_items) % self._maxsize)
-        self._size = min(self._size + n_items, self._maxsize)
+        self._rewards[idx] = reward
+        self._dones[idx] = done
 
     def _write_shared(self, idx: int, obs, next_obs) -> None:
         """``optimize_memory_usage``: store the observation of slot ``idx`` and write its next observation ahead, into

@@ -44,8 +44,30 @@ class ProbabilityDistribution:
         raise NotImplementedError
 
 
-class CategoricalProbabilityDistribution(ProbabilityDistribution):
+class _TFPDistribution(ProbabilityDistribution):
+    """A distribution backed by one TensorFlow Probability distribution ``self.dist`` over ``action_dtype`` actions."""
+
+    #: dtype the actions are cast to before ``log_prob``
+    action_dtype = tf.float32
+    dist: tfd.Distribution
+
+    def neglogp(self, x):
+        return -self.dist.log_prob(tf.cast(x, self.action_dtype))
+
+    def kl(self, other):
+        return self.dist.kl_divergence(other.dist)
+
+    def entropy(self):
+        return self.dist.entropy()
+
+    def sample(self, seed=None):
+        return self.dist.sample(seed=seed)
+
+
+class CategoricalProbabilityDistribution(_TFPDistribution):
     """Categorical over ``n`` actions from logits (``tfd.Categorical``)."""
+
+    action_dtype = tf.int64
 
     def __init__(self, logits):
         self.logits = logits
@@ -56,18 +78,6 @@ class CategoricalProbabilityDistribution(ProbabilityDistribution):
 
     def mode(self):
         return tf.argmax(self.logits, axis=-1)
-
-    def neglogp(self, x):
-        return -self.dist.log_prob(tf.cast(x, tf.int64))
-
-    def kl(self, other):
-        return self.dist.kl_divergence(other.dist)
-
-    def entropy(self):
-        return self.dist.entropy()
-
-    def sample(self, seed=None):
-        return self.dist.sample(seed=seed)
 
 
 class MultiCategoricalProbabilityDistribution(ProbabilityDistribution):
@@ -98,7 +108,7 @@ class MultiCategoricalProbabilityDistribution(ProbabilityDistribution):
         return tf.stack([p.sample(seed=seed) for p in self.categoricals], axis=-1)
 
 
-class DiagGaussianProbabilityDistribution(ProbabilityDistribution):
+class DiagGaussianProbabilityDistribution(_TFPDistribution):
     """Diagonal Gaussian; flat parameters are ``concat[mean, logstd]`` as in SB2."""
 
     def __init__(self, flat):
@@ -113,20 +123,8 @@ class DiagGaussianProbabilityDistribution(ProbabilityDistribution):
     def mode(self):
         return self.mean
 
-    def neglogp(self, x):
-        return -self.dist.log_prob(tf.cast(x, tf.float32))
 
-    def kl(self, other):
-        return self.dist.kl_divergence(other.dist)
-
-    def entropy(self):
-        return self.dist.entropy()
-
-    def sample(self, seed=None):
-        return self.dist.sample(seed=seed)
-
-
-class BernoulliProbabilityDistribution(ProbabilityDistribution):
+class BernoulliProbabilityDistribution(_TFPDistribution):
     """Independent Bernoullis from logits (MultiBinary)."""
 
     def __init__(self, logits):
@@ -139,18 +137,6 @@ class BernoulliProbabilityDistribution(ProbabilityDistribution):
 
     def mode(self):
         return tf.round(self.probabilities)
-
-    def neglogp(self, x):
-        return -self.dist.log_prob(tf.cast(x, tf.float32))
-
-    def kl(self, other):
-        return self.dist.kl_divergence(other.dist)
-
-    def entropy(self):
-        return self.dist.entropy()
-
-    def sample(self, seed=None):
-        return self.dist.sample(seed=seed)
 
 
 class ProbabilityDistributionType:

@@ -64,9 +64,7 @@ class MpiActorCriticRLModel(MpiDataParallelMixin, OnPolicyAlgorithm):
                              f"under MPI instead: mpirun -np {self.n_envs} python your_script.py (see docs/mpi.md).")
 
     def _check_policy(self) -> None:
-        if not (isinstance(self.policy, type) and issubclass(self.policy, ActorCriticPolicy)):
-            raise ValueError(f"Error: the input policy for the {type(self).__name__} model must be a subclass of "
-                             f"sbtf.common.policies.ActorCriticPolicy, got {self.policy!r}.")
+        self._check_policy_class(ActorCriticPolicy)
         if getattr(self.policy, "recurrent", False):
             raise ValueError(f"Error: {type(self).__name__} does not support recurrent policies "
                              f"({self.policy.__name__}), as in stable-baselines; use PPO2 or A2C for LSTM policies.")

@@ -65,13 +65,8 @@ class ActorCriticOffPolicyAlgorithm(OffPolicyAlgorithm):
     # ------------------------------------------------------------------ setup
     def _build_policies(self, policy_base: type) -> Tuple[object, object]:
         """Check the policy class and the spaces, seed, and build the model policy and the target policy."""
-        policy, name = self.policy, type(self).__name__
-        if not (isinstance(policy, type) and issubclass(policy, policy_base)):
-            raise ValueError(f"Error: the input policy for the {name} model must be a subclass of "
-                             f"{policy_base.__module__}.{policy_base.__name__} (e.g. 'MlpPolicy'), got {policy!r}.")
-        if self.observation_space is None or self.action_space is None:
-            raise ValueError(f"Error: {name} needs an environment (or the spaces of a saved model) to build its "
-                             "networks.")
+        self._check_policy_class(policy_base, "MlpPolicy", needs_spaces=True)
+        policy = self.policy
         self.set_random_seed(self.seed)
         self.policy_tf = policy(None, self.observation_space, self.action_space, **self.policy_kwargs)
         target_policy = policy(None, self.observation_space, self.action_space, **self.policy_kwargs)

@@ -230,6 +230,28 @@ def setup_dict_observations(policy, algo: str, features_extractor_class: Optiona
                                         if sb3_is_image_space(entry.space, normalized_image=normalized))
 
 
+def init_sb3_settings(policy, algo: str, net_arch, normalize_images: Optional[bool],
+                      features_extractor_class: Optional[type], features_extractor_kwargs: Optional[dict]) -> None:
+    """Keep SB3's policy settings on the policy (``net_arch``, ``normalize_images``, the features extractor and its
+    keyword arguments) and set up its Dict observations (``setup_dict_observations``)."""
+    policy.features_extractor_class = features_extractor_class
+    policy.features_extractor_kwargs = dict(features_extractor_kwargs or {})
+    policy.net_arch = net_arch
+    policy.normalize_images = normalize_images
+    setup_dict_observations(policy, algo, features_extractor_class, features_extractor_kwargs, normalize_images)
+
+
+def multi_input_kwargs(algo: str, kwargs: dict) -> dict:
+    """The policy_kwargs of SB3's ``MultiInputPolicy`` (updated in place and returned): a ``CombinedExtractor`` and,
+    without ``net_arch`` or ``layers``, SB3's default layer sizes of ``algo`` (``SB3_DEFAULT_NET_ARCH``)."""
+    from sbtf.common.extractors import CombinedExtractor
+
+    kwargs.setdefault("features_extractor_class", CombinedExtractor)
+    if kwargs.get("net_arch") is None and kwargs.get("layers") is None:
+        kwargs["net_arch"] = list(SB3_DEFAULT_NET_ARCH[algo])
+    return kwargs
+
+
 def preprocess_ops(policy, obs, ops):
     """A policy's pre-processing in the backend ``ops``: a ``{key: tensor}`` dict for a Dict space, else one tensor."""
     if getattr(policy, "dict_layout", None) is not None:

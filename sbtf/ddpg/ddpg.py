@@ -235,12 +235,8 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
+        self._check_policy_class(DDPGPolicy, "MlpPolicy", needs_spaces=True)
         policy = self.policy
-        if not (isinstance(policy, type) and issubclass(policy, DDPGPolicy)):
-            raise ValueError(f"Error: the input policy for the DDPG model must be a subclass of "
-                             f"sbtf.ddpg.policies.DDPGPolicy (e.g. 'MlpPolicy'), got {policy!r}.")
-        if self.observation_space is None or self.action_space is None:
-            raise ValueError("Error: DDPG needs an environment (or the spaces of a saved model) to build its networks.")
         if not isinstance(self.action_space, gym.spaces.Box):
             raise NotImplementedError(f"Error: DDPG cannot output a {self.action_space!r} action space, only "
                                       "spaces.Box is supported.")

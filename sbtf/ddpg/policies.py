@@ -17,16 +17,15 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.input import check_obs_space, preprocess_obs_np
-from sbtf.common.policies import BasePolicy, make_actor_critic_policies, nature_cnn, register_policy_base
+from sbtf.common.box_actor_critic_policy import BoxActorCriticPolicy
+from sbtf.common.input import preprocess_obs_np
+from sbtf.common.policies import make_actor_critic_policies, nature_cnn, register_policy_base
 from sbtf.common.network_ops import TF_OPS, NumpyOps
-from sbtf.common.extractors import CombinedExtractor
-from sbtf.common.off_policy_networks import (SB3_DEFAULT_NET_ARCH, ActorCriticLayers, image_scaling, preprocess_ops,
-                                             resolve_off_policy_arch, setup_dict_observations)
+from sbtf.common.off_policy_networks import (ActorCriticLayers, image_scaling, init_sb3_settings, multi_input_kwargs,
+                                             preprocess_ops, resolve_off_policy_arch)
 from sbtf.common.tf_layers import Dense, LayerNorm, sb2_layer_norm_scope
 
 
@@ -39,41 +38,19 @@ def _uniform_init(limit: float) -> Callable:
     return _init
 
 
-class DDPGPolicy(BasePolicy):
+class DDPGPolicy(BoxActorCriticPolicy):
     """
-    Policy object that implements a DDPG-like actor critic
+    Policy object that implements a DDPG-like actor critic (the arguments of ``BoxActorCriticPolicy``; its
+    networks read normalised observations)
+    """
 
-    :param sess: (None) kept for SB2 compatibility
-    :param ob_space: (gymnasium.Space) The observation space of the environment
-    :param ac_space: (gymnasium.Space) The action space of the environment (Box)
-    :param n_env: (int) The number of environments to run
-    :param n_steps: (int) The number of steps to run for each environment
-    :param n_batch: (int) The number of batch to run (n_envs * n_steps)
-    :param reuse: (bool) ignored (TF2)
-    :param scale: (bool) whether or not to scale the input
-    """
+    algo_name = "DDPG"
 
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
                  scale=False):
-        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse, scale=scale,
-                         add_action_ph=True)
-        if not isinstance(ac_space, gym.spaces.Box):
-            raise NotImplementedError(f"Error: DDPG policies need a Box action space, got {ac_space!r} "
-                                      f"({type(ac_space).__name__}).")
-        check_obs_space(ob_space, "DDPG", allow_dict=True)  # Dict: MultiInputPolicy
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse, scale=scale)
         self.qvalue_fn = None
         self.policy = None
-
-    def make_actor(self, obs=None, reuse=False, scope="pi"):
-        """
-        Creates an actor object
-
-        :param obs: (TensorFlow Tensor) a batch of normalised observations (None: only create the variables)
-        :param reuse: (bool) ignored (TF2)
-        :param scope: (str) the scope name of the actor
-        :return: (TensorFlow Tensor) the output tensor
-        """
-        raise NotImplementedError
 
     def make_critic(self, obs=None, action=None, reuse=False, scope="qf"):
         """
@@ -86,28 +63,6 @@ class DDPGPolicy(BasePolicy):
         :return: (TensorFlow Tensor) the output tensor
         """
         raise NotImplementedError
-
-    def step(self, obs, state=None, mask=None):
-        """
-        Returns the policy for a single step
-
-        :param obs: ([float] or [int]) The current observation of the environment
-        :param state: ([float]) The last states (used in recurrent policies)
-        :param mask: ([float]) The last masks (used in recurrent policies)
-        :return: ([float]) actions
-        """
-        raise NotImplementedError
-
-    def proba_step(self, obs, state=None, mask=None):
-        """
-        Returns the action probability for a single step (DDPG has none: the actions)
-
-        :param obs: ([float] or [int]) The current observation of the environment
-        :param state: ([float]) The last states (used in recurrent policies)
-        :param mask: ([float]) The last masks (used in recurrent policies)
-        :return: ([float]) actions
-        """
-        return self.step(obs, state, mask)
 
     def value(self, obs, action, state=None, mask=None):
         """
@@ -159,10 +114,8 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
                          scale=image_scaling(ob_space, feature_extraction, normalize_images,
                                              features_extractor_class))
-        self.features_extractor_class = features_extractor_class
-        self.features_extractor_kwargs = dict(features_extractor_kwargs or {})
-        setup_dict_observations(self, "DDPG", features_extractor_class, features_extractor_kwargs,
-                                normalize_images)
+        init_sb3_settings(self, "DDPG", net_arch, normalize_images, features_extractor_class,
+                          features_extractor_kwargs)
         if n_critics != 1:
             raise ValueError(f"Error: DDPG has one critic; n_critics={n_critics!r} needs TD3 (or SAC).")
         arch = resolve_off_policy_arch(
@@ -174,8 +127,6 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
             raise ValueError("Error: DDPG's critic needs at least one hidden layer (the action joins after the first).")
         self.layer_sizes = arch.actor_sizes
         self.qf_layer_sizes = arch.critic_sizes
-        self.net_arch = net_arch
-        self.normalize_images = normalize_images
         self.share_features_extractor = arch.share_features_extractor
         self.feature_extraction = feature_extraction
         self.cnn_kwargs = kwargs
@@ -403,10 +354,8 @@ class MultiInputPolicy(FeedForwardPolicy):
 
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
                  **_kwargs):
-        _kwargs.setdefault("features_extractor_class", CombinedExtractor)
-        if _kwargs.get("net_arch") is None and _kwargs.get("layers") is None:
-            _kwargs["net_arch"] = list(SB3_DEFAULT_NET_ARCH["DDPG"])
-        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp", **_kwargs)
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp",
+                         **multi_input_kwargs("DDPG", _kwargs))
 
 register_policy_base(DDPGPolicy, {
     "CnnPolicy": CnnPolicy,

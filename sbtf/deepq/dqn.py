@@ -139,12 +139,8 @@ class DQN(OffPolicyAlgorithm):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
+        self._check_policy_class(DQNPolicy, "MlpPolicy", needs_spaces=True)
         policy = self.policy
-        if not (isinstance(policy, type) and issubclass(policy, DQNPolicy)):
-            raise ValueError(f"Error: the input policy for the DQN model must be a subclass of "
-                             f"sbtf.deepq.policies.DQNPolicy (e.g. 'MlpPolicy'), got {policy!r}.")
-        if self.observation_space is None or self.action_space is None:
-            raise ValueError("Error: DQN needs an environment (or the spaces of a saved model) to build its networks.")
         if not isinstance(self.action_space, gym.spaces.Discrete):
             raise NotImplementedError(f"Error: DQN does not support action space {self.action_space!r}; supported "
                                       "action spaces: Discrete.")

@@ -26,10 +26,9 @@ from sbtf.common.distributions import softmax_np
 from sbtf.common.input import check_obs_space
 from sbtf.common.policies import BasePolicy, nature_cnn, register_policy_base
 from sbtf.common.network_ops import TF_OPS, NumpyOps
-from sbtf.common.extractors import CombinedExtractor
-from sbtf.common.off_policy_networks import (SB3_DEFAULT_NET_ARCH, feed_forward_layer_sizes, image_scaling,
-                                             make_features_extractor, preprocess_ops, resolve_activation, scoped_cnn,
-                                             setup_dict_observations)
+from sbtf.common.off_policy_networks import (feed_forward_layer_sizes, image_scaling, init_sb3_settings,
+                                             make_features_extractor, multi_input_kwargs, preprocess_ops,
+                                             resolve_activation, scoped_cnn)
 from sbtf.common.tf_layers import FullyConnected, SB2Mlp, sb2_fully_connected_scope
 
 
@@ -190,15 +189,11 @@ class FeedForwardPolicy(DQNPolicy):
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
                          scale=image_scaling(ob_space, feature_extraction, normalize_images, features_extractor_class),
                          obs_phs=obs_phs, dueling=dueling)
-        setup_dict_observations(self, "DQN", features_extractor_class, features_extractor_kwargs, normalize_images)
+        init_sb3_settings(self, "DQN", net_arch, normalize_images, features_extractor_class, features_extractor_kwargs)
         self.layer_sizes = feed_forward_layer_sizes(self.obs_shape, layers, feature_extraction, kwargs, min_layers=0,
                                                     algo="DQN", policy_cls=type(self), cnn_extractor=cnn_extractor,
                                                     net_arch=net_arch,
                                                     features_extractor_class=features_extractor_class)
-        self.features_extractor_class = features_extractor_class
-        self.features_extractor_kwargs = dict(features_extractor_kwargs or {})
-        self.net_arch = net_arch
-        self.normalize_images = normalize_images
         self.feature_extraction = feature_extraction
         self.layer_norm = bool(layer_norm)
         act_fun = resolve_activation(act_fun, activation_fn)
@@ -339,11 +334,8 @@ class MultiInputPolicy(FeedForwardPolicy):
 
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
                  obs_phs=None, dueling=True, **_kwargs):
-        _kwargs.setdefault("features_extractor_class", CombinedExtractor)
-        if _kwargs.get("net_arch") is None and _kwargs.get("layers") is None:
-            _kwargs["net_arch"] = list(SB3_DEFAULT_NET_ARCH["DQN"])
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp",
-                         obs_phs=obs_phs, dueling=dueling, **_kwargs)
+                         obs_phs=obs_phs, dueling=dueling, **multi_input_kwargs("DQN", _kwargs))
 
 
 register_policy_base(DQNPolicy, {

@@ -9,17 +9,15 @@ one compiled TF call.
 """
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.input import check_obs_space
+from sbtf.common.box_actor_critic_policy import BoxActorCriticPolicy
 from sbtf.common.network_ops import TF_OPS
-from sbtf.common.extractors import CombinedExtractor
-from sbtf.common.off_policy_networks import (SB3_DEFAULT_NET_ARCH, ActorCriticNetworks, image_scaling,
-                                             resolve_off_policy_arch, setup_dict_observations)
+from sbtf.common.off_policy_networks import (ActorCriticNetworks, image_scaling, init_sb3_settings,
+                                             multi_input_kwargs, resolve_off_policy_arch)
 from sbtf.common.sde import ExplorationNoise, SDELogStd, sde_log_std, sde_std
-from sbtf.common.policies import BasePolicy, make_actor_critic_policies, nature_cnn, register_policy_base
+from sbtf.common.policies import make_actor_critic_policies, nature_cnn, register_policy_base
 
 EPS = 1e-6  # Avoid NaN (prevents division by zero or log of zero)
 # CAP the standard deviation of the actor
@@ -74,38 +72,12 @@ def apply_squashing_func(mu_, pi_, logp_pi):
     return deterministic_policy, policy, logp_pi
 
 
-class SACPolicy(BasePolicy):
+class SACPolicy(BoxActorCriticPolicy):
     """
-    Policy object that implements a SAC-like actor critic
-
-    :param sess: (None) kept for SB2 compatibility
-    :param ob_space: (gymnasium.Space) The observation space of the environment
-    :param ac_space: (gymnasium.Space) The action space of the environment (Box)
-    :param n_env: (int) The number of environments to run
-    :param n_steps: (int) The number of steps to run for each environment
-    :param n_batch: (int) The number of batch to run (n_envs * n_steps)
-    :param reuse: (bool) ignored (TF2)
-    :param scale: (bool) whether or not to scale the input
+    Policy object that implements a SAC-like actor critic (the arguments of ``BoxActorCriticPolicy``)
     """
 
-    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
-                 scale=False):
-        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse, scale=scale)
-        if not isinstance(ac_space, gym.spaces.Box):
-            raise NotImplementedError(f"Error: SAC policies need a Box action space, got {ac_space!r} "
-                                      f"({type(ac_space).__name__}).")
-        check_obs_space(ob_space, "SAC", allow_dict=True)  # Dict: MultiInputPolicy
-
-    def make_actor(self, obs=None, reuse=False, scope="pi"):
-        """
-        Creates an actor object
-
-        :param obs: (TensorFlow Tensor) a batch of observations (None: only create the variables)
-        :param reuse: (bool) ignored (TF2)
-        :param scope: (str) the scope name of the actor
-        :return: (TensorFlow Tensor) the output tensor
-        """
-        raise NotImplementedError
+    algo_name = "SAC"
 
     def make_critics(self, obs=None, action=None, reuse=False, scope="values_fn", create_vf=True, create_qf=True):
         """
@@ -189,13 +161,9 @@ class FeedForwardPolicy(ActorCriticNetworks, SACPolicy):
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
                          scale=image_scaling(ob_space, feature_extraction, normalize_images,
                                              features_extractor_class))
-        self.features_extractor_class = features_extractor_class
-        self.features_extractor_kwargs = dict(features_extractor_kwargs or {})
-        setup_dict_observations(self, "SAC", features_extractor_class, features_extractor_kwargs,
-                                normalize_images)
+        init_sb3_settings(self, "SAC", net_arch, normalize_images, features_extractor_class,
+                          features_extractor_kwargs)
         self.reg_weight = reg_weight
-        self.net_arch = net_arch
-        self.normalize_images = normalize_images
         arch = resolve_off_policy_arch(
             "SAC", type(self), self.obs_shape, layers=layers, net_arch=net_arch, feature_extraction=feature_extraction,
             act_fun=act_fun, activation_fn=activation_fn, n_critics=n_critics,
@@ -314,10 +282,8 @@ class MultiInputPolicy(FeedForwardPolicy):
 
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
                  **_kwargs):
-        _kwargs.setdefault("features_extractor_class", CombinedExtractor)
-        if _kwargs.get("net_arch") is None and _kwargs.get("layers") is None:
-            _kwargs["net_arch"] = list(SB3_DEFAULT_NET_ARCH["SAC"])
-        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp", **_kwargs)
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, feature_extraction="mlp",
+                         **multi_input_kwargs("SAC", _kwargs))
 
 register_policy_base(SACPolicy, {
     "CnnPolicy": CnnPolicy,

@@ -128,13 +128,8 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
     # ------------------------------------------------------------------ setup helpers
     def _build_policy(self, policy_base: type):
         """Check the policy class and the spaces, seed, and build the policy."""
-        policy, name = self.policy, type(self).__name__
-        if not (isinstance(policy, type) and issubclass(policy, policy_base)):
-            raise ValueError(f"Error: the input policy for the {name} model must be a subclass of "
-                             f"{policy_base.__module__}.{policy_base.__name__} (e.g. 'MlpPolicy'), got {policy!r}.")
-        if self.observation_space is None or self.action_space is None:
-            raise ValueError(f"Error: {name} needs an environment (or the spaces of a saved model) to build its "
-                             "networks.")
+        self._check_policy_class(policy_base, "MlpPolicy", needs_spaces=True)
+        policy = self.policy
         parse_train_freq(self.train_freq)
         self.set_random_seed(self.seed)
         self.policy_tf = policy(self.observation_space, self.action_space, **self.policy_kwargs)
