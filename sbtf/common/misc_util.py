@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
 import random
 import sys
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -74,24 +73,6 @@ def mpi_rank_or_zero() -> int:
     except ImportError:
         return 0
     return int(MPI.COMM_WORLD.Get_rank())
-
-
-def base_arguments(base_init: Callable, arguments: Dict[str, Any], **overrides: Any) -> Dict[str, Any]:
-    """
-    The keyword-only arguments of a base class's ``__init__`` picked by name from a subclass constructor's
-    ``locals()``: how an algorithm that keeps its explicit (SB2 / SB3) signature hands the hyperparameters it shares
-    with its base class on without listing each one twice. A name the constructor does not have is left to the base
-    class's default (or to its error when the base class has none).
-
-    :param base_init: (callable) the base class's ``__init__``
-    :param arguments: (dict) the subclass constructor's ``locals()``
-    :param overrides: values given instead of ``arguments`` (e.g. a hyperparameter the algorithm does not take)
-    :return: (dict) the keyword arguments for ``base_init``
-    """
-    picked = {name: arguments[name] for name, param in inspect.signature(base_init).parameters.items()
-              if param.kind is inspect.Parameter.KEYWORD_ONLY and name in arguments}
-    picked.update(overrides)
-    return picked
 
 
 def flatten_lists(listoflists: Iterable[Iterable[Any]]) -> List[Any]:

@@ -22,7 +22,6 @@ from sbtf.common.off_policy_ops import polyak_update
 from sbtf.common.optimizers import Adam
 from sbtf.common.sde import gaussian_log_prob, sde_log_std
 from sbtf.common.math_util import unscale_action
-from sbtf.common.misc_util import base_arguments
 from sbtf.sac.policies import SACPolicy, apply_squashing_func, gaussian_entropy, gaussian_likelihood
 from sbtf.common import model_schema as ms
 
@@ -101,7 +100,13 @@ class SAC(ActorCriticOffPolicyAlgorithm):
         self.sde_sample_freq = int(sde_sample_freq)
         self.use_sde_at_warmup = bool(use_sde_at_warmup)
         self._sde_collected = 0
-        super().__init__(policy, env, SACPolicy, **base_arguments(ActorCriticOffPolicyAlgorithm.__init__, locals()))
+        super().__init__(policy, env, SACPolicy, gamma=gamma, learning_rate=learning_rate, buffer_size=buffer_size,
+                         learning_starts=learning_starts, train_freq=train_freq, batch_size=batch_size, tau=tau,
+                         gradient_steps=gradient_steps, action_noise=action_noise,
+                         random_exploration=random_exploration, verbose=verbose, tensorboard_log=tensorboard_log,
+                         policy_kwargs=policy_kwargs, full_tensorboard_log=full_tensorboard_log, seed=seed,
+                         n_cpu_tf_sess=n_cpu_tf_sess, replay_buffer_class=replay_buffer_class,
+                         replay_buffer_kwargs=replay_buffer_kwargs, optimize_memory_usage=optimize_memory_usage)
         self.ent_coef = ent_coef
         self.target_update_interval = target_update_interval
         self.target_entropy = target_entropy

@@ -15,7 +15,6 @@ import tensorflow as tf
 
 from sbtf.common.sde import refuse_sde
 from sbtf.common.fast_call import TrainStep
-from sbtf.common.misc_util import base_arguments
 from sbtf.common.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
 from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, learn_doc
 from sbtf.common.off_policy_ops import polyak_update
@@ -86,7 +85,13 @@ class TD3(ActorCriticOffPolicyAlgorithm):
                  seed=None, n_cpu_tf_sess=None, replay_buffer_class=None, replay_buffer_kwargs=None,
                  optimize_memory_usage=False, use_sde=False):
         refuse_sde("TD3", use_sde)  # stable-baselines3 has no gSDE for TD3
-        super().__init__(policy, env, TD3Policy, **base_arguments(ActorCriticOffPolicyAlgorithm.__init__, locals()))
+        super().__init__(policy, env, TD3Policy, gamma=gamma, learning_rate=learning_rate, buffer_size=buffer_size,
+                         learning_starts=learning_starts, train_freq=train_freq, batch_size=batch_size, tau=tau,
+                         gradient_steps=gradient_steps, action_noise=action_noise,
+                         random_exploration=random_exploration, verbose=verbose, tensorboard_log=tensorboard_log,
+                         policy_kwargs=policy_kwargs, full_tensorboard_log=full_tensorboard_log, seed=seed,
+                         n_cpu_tf_sess=n_cpu_tf_sess, replay_buffer_class=replay_buffer_class,
+                         replay_buffer_kwargs=replay_buffer_kwargs, optimize_memory_usage=optimize_memory_usage)
         self.policy_delay = policy_delay
         self.target_noise_clip = target_noise_clip
         self.target_policy_noise = target_policy_noise

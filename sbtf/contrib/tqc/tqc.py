@@ -18,7 +18,6 @@ import tensorflow as tf
 from sbtf.common import model_schema as ms
 from sbtf.common.fast_call import TrainStep
 from sbtf.common.math_util import unscale_action
-from sbtf.common.misc_util import base_arguments
 from sbtf.common.off_policy_algorithm import learn_doc
 from sbtf.common.off_policy_ops import polyak_update
 from sbtf.common.sde import SDE_EPSILON, gaussian_log_prob, sde_log_std
@@ -121,7 +120,13 @@ class TQC(ContribOffPolicyAlgorithm):
                  use_sde_at_warmup: bool = False, stats_window_size: int = 100, tensorboard_log: Optional[str] = None,
                  policy_kwargs: Optional[Dict[str, Any]] = None, verbose: int = 0, seed: Optional[int] = None,
                  device: str = "auto", _init_setup_model: bool = True):
-        super().__init__(policy, env, TQCPolicy, **base_arguments(ContribOffPolicyAlgorithm.__init__, locals()))
+        super().__init__(policy, env, TQCPolicy, learning_rate=learning_rate, buffer_size=buffer_size,
+                         learning_starts=learning_starts, batch_size=batch_size, tau=tau, gamma=gamma,
+                         train_freq=train_freq, gradient_steps=gradient_steps, action_noise=action_noise,
+                         replay_buffer_class=replay_buffer_class, replay_buffer_kwargs=replay_buffer_kwargs,
+                         optimize_memory_usage=optimize_memory_usage, n_steps=n_steps,
+                         stats_window_size=stats_window_size, tensorboard_log=tensorboard_log,
+                         policy_kwargs=policy_kwargs, verbose=verbose, seed=seed, device=device)
         self.target_entropy = target_entropy
         self.log_ent_coef = None
         self.ent_coef = ent_coef
