@@ -20,4 +20,10 @@ def test_version_1_file_loads_and_acts_identically(name):
     else:
         obs = {key[len("obs_"):]: expected[key] for key in expected.files if key.startswith("obs_")}
     model = getattr(sbtf, name).load(os.path.join(FIXTURES, f"{name}.zip"))
-    np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], expected["actions"])
+    actions = model.predict(obs, deterministic=True)[0]
+    if np.issubdtype(expected["actions"].dtype, np.floating):
+        # the fixture's actions were computed on another machine: the weights load bit-exact, but NumPy/BLAS may
+        # round the last bit of a float32 matrix product differently on another CPU (seen: 1.2e-7 on SAC's tanh)
+        np.testing.assert_allclose(actions, expected["actions"], rtol=1e-6, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(actions, expected["actions"])

@@ -159,6 +159,8 @@ def test_sac_with_three_critics_learns_pendulum():
     model = SAC("MlpPolicy", PENDULUM, seed=0, learning_rate=1e-3, learning_starts=200, batch_size=128,
                 policy_kwargs=dict(net_arch=[64, 64], n_critics=3))
     before, _ = evaluate_policy(model, model.get_env(), n_eval_episodes=3)
-    model.learn(3500)
+    # 3,500 steps sat on Pendulum's learning edge (seeds 0-2: -990, -918, -498 on one CPU, above -900 on another);
+    # at 5,000 steps seeds 0 and 1 reach -123 and -167
+    model.learn(5000)
     after, _ = evaluate_policy(model, model.get_env(), n_eval_episodes=5)
-    assert after > before + 300 and after > -900, (before, after)
+    assert after > before + 300 and after > -600, (before, after)
