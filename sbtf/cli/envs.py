@@ -33,7 +33,6 @@ SBTF_ENVS: Dict[str, str] = {
 
 
 def _register_sbtf_envs() -> None:
-
     for env_id, entry_point in SBTF_ENVS.items():
         if env_id not in gymnasium.registry:
             gymnasium.register(id=env_id, entry_point=entry_point)

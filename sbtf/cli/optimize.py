@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import yaml
 
@@ -21,7 +21,7 @@ from sbtf.cli.envs import make_env, wrap_vec_env
 from sbtf.cli.errors import CLIError, exc_text
 from sbtf.cli.hyperparams import algo_name, default_policy, is_number, model_kwargs, positive_int
 from sbtf.cli.plugins import register_subcommand
-from sbtf.cli.runs import add_common_arguments, safe_name
+from sbtf.cli.runs import add_common_arguments
 from sbtf.cli.search_spaces import HYPERPARAMS_SAMPLER, SEARCHABLE_ALGOS, sample_her_params
 from sbtf.cli.train import dump_yaml, plain, plan_training
 from sbtf.common.callbacks import EvalCallback
@@ -33,7 +33,6 @@ BEST_FILE = "best_hyperparams.yml"
 
 
 def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
-
     add_common_arguments(parser)
     parser.add_argument("-n", "--n-timesteps", type=positive_int, default=None, metavar="TIMESTEPS",
                         help="timesteps per trial (default: n_timesteps of the shipped hyperparameters)")
@@ -100,7 +99,6 @@ class _TrialEvalCallbackFactory:
 
     @staticmethod
     def build(trial: Any, eval_env: Any, n_eval_episodes: int, eval_freq: int) -> Any:
-
         class TrialEvalCallback(EvalCallback):
             """``EvalCallback`` that reports each evaluation's mean return to an Optuna trial and stops the training
             when the trial should be pruned."""

@@ -23,7 +23,6 @@ LEARNING_CURVE_FILE = "learning_curve.png"
 
 
 def add_plot_arguments(parser: argparse.ArgumentParser) -> None:
-
     parser.add_argument("-f", "--log-folder", default="logs", metavar="LOG_FOLDER",
                         help="root folder of the runs (default: logs)")
     parser.add_argument("--algo", nargs="+", required=True, metavar="ALGO", help="one or more algorithms")
@@ -66,7 +65,6 @@ def find_runs(log_folder: str, algo: str, env_id: str, exp_ids: Optional[Sequenc
 
 
 def _load_curves(folders: Sequence[str], xaxis: str, max_x: Optional[float]) -> List[Tuple[object, object]]:
-
     curves = []
     for folder in folders:
         try:

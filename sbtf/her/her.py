@@ -92,7 +92,6 @@ class HER(BaseRLModel):
     # ------------------------------------------------------------------ environment
     @staticmethod
     def _single_goal_env(env):
-
         if isinstance(env, VecEnvWrapper):
             raise UnsupportedHEREnvError("Error: HER does not support VecEnvWrapper (e.g. VecNormalize); pass the goal "
                                          "env itself.")

@@ -24,6 +24,7 @@ from typing import Any, List, Optional, Sequence, Union
 import numpy as np
 
 from sbtf.common.buffers import ReplayBatch, ReplayBuffer
+from sbtf.common.dict_obs import layout_of
 from sbtf.common.registry import register_class
 from sbtf.her.replay_buffer import GoalSelectionStrategy, goal_selection_strategy_from
 
@@ -43,7 +44,6 @@ class GoalLayout:
 def goal_layout_from_space(space: Any) -> GoalLayout:
     """The ``GoalLayout`` of a goal env's Dict observation space packed by ``sbtf.common.dict_obs`` (the model's
     ``MultiInputPolicy`` sees it so)."""
-    from sbtf.common.dict_obs import layout_of
 
     layout = layout_of(space)
     missing = [key for key in ("achieved_goal", "desired_goal") if key not in layout.keys]

@@ -134,7 +134,6 @@ class HERGoalEnvWrapper(gym.Wrapper):
     """
 
     def __init__(self, env):
-
         env = wrap_env(env)
         super().__init__(env)
         self._converter = GoalObsConverter(env.observation_space)

@@ -333,7 +333,6 @@ class ZooAgent:
 
 
 def _algo_class(algo: str) -> Any:
-
     return getattr(sbtf, ZOO_ALGOS[algo])
 
 

@@ -57,7 +57,6 @@ def _plain(value: Any) -> Any:
 
 
 def _write_yaml(data: Dict[str, Any], path: str) -> None:
-
     text = yaml.safe_dump(_plain(data), default_flow_style=False, sort_keys=True)
     atomic_write_bytes(path, text.encode("utf-8"))
 

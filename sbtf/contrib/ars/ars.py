@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections import deque
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np

@@ -15,7 +15,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from sbtf.common import extractors
+from sbtf.common.dict_obs import layout_of
+from sbtf.common.extractors import CombinedExtractor, FlattenExtractor
+from sbtf.common.extractors import NatureCNN as SB3NatureCNN
+from sbtf.common.extractors import extractor_named_variables, features_dim_of
+from sbtf.common.extractors import is_image_space as sb3_is_image_space
+from sbtf.common.input import obs_input_dtype, obs_input_shape
 from sbtf.common.network_ops import TF_OPS
+from sbtf.common.registry import class_key, lookup_class, register_class
 from sbtf.common.tf_layers import Dense, NatureCNN, SB2Layer
 
 #: the built-in feature extractors a contrib policy also takes by name (``features_extractor_class="NatureCNN"``)
@@ -101,7 +109,6 @@ class Mlp(keras.layers.Layer):
 def is_image_space(space: gym.Space) -> bool:
     """sb3's test of the images it divides by 255 when ``normalize_images`` (``sbtf.common.extractors``'s rule: a
     uint8 Box of rank 3 with bounds [0, 255])."""
-    from sbtf.common.extractors import is_image_space as sb3_is_image_space
 
     return sb3_is_image_space(space)
 
@@ -113,7 +120,6 @@ def resolve_extractor_class(features_extractor_class: Any, default: str) -> type
     policies took before they took classes), else the class itself, which must be a Keras layer class with a
     ``features_dim`` (checked when it is built, see ``sbtf.common.extractors``).
     """
-    from sbtf.common import extractors
 
     if features_extractor_class is None:
         features_extractor_class = default
@@ -136,9 +142,6 @@ def new_extractor_layer(extractor_class: type, observation_space: gym.Space,
     ``extractor_class(observation_space, **features_extractor_kwargs)``, the class registered (as the core policies
     do, ``sbtf.common.registry``) so that a saved model names it by import path.
     """
-    from sbtf.common.extractors import CombinedExtractor, FlattenExtractor
-    from sbtf.common.extractors import NatureCNN as SB3NatureCNN
-    from sbtf.common.registry import class_key, lookup_class, register_class
 
     is_dict = isinstance(observation_space, gym.spaces.Dict)
     if is_dict and extractor_class in (FlattenExtractor, SB3NatureCNN):
@@ -161,8 +164,6 @@ class ScopedVariables:
         self.layer = layer
 
     def named_variables(self) -> list:
-        from sbtf.common.extractors import extractor_named_variables
-
         prefix = f"{self.scope}/" if self.scope else ""
         return [(prefix + name, var) for name, var in extractor_named_variables(self.layer).items()]
 
@@ -192,9 +193,6 @@ class FeaturesExtractor(keras.layers.Layer):
                  features_extractor_kwargs: Optional[Dict[str, Any]] = None, ortho_gain: Optional[float] = None,
                  **kwargs):
         super().__init__(name=kwargs.pop("name", scope.replace("/", "__") + "__features"), **kwargs)
-        from sbtf.common.dict_obs import layout_of
-        from sbtf.common.extractors import features_dim_of
-        from sbtf.common.extractors import is_image_space as sb3_is_image_space
 
         self.scope = scope
         self.observation_space = observation_space
@@ -211,7 +209,6 @@ class FeaturesExtractor(keras.layers.Layer):
                 entry.key for entry in self.layout.entries
                 if sb3_is_image_space(entry.space, normalized_image=normalized)) if normalize_images else frozenset()
         # build it on one (packed) observation and check that it outputs (batch, features_dim), as the core does
-        from sbtf.common.input import obs_input_dtype, obs_input_shape
 
         dummy = tf.zeros((1,) + tuple(obs_input_shape(observation_space)),
                          tf.as_dtype(obs_input_dtype(observation_space)))
@@ -247,7 +244,6 @@ class FeaturesExtractor(keras.layers.Layer):
     def xla_friendly(self) -> bool:
         """Whether XLA pays off on CPU for this extractor: sbtf's flattening only (a user's Keras layers may use ops
         XLA cannot compile; convolutions run slower under XLA on CPU, ``sbtf.common.fast_call.xla_pays_off``)."""
-        from sbtf.common.extractors import CombinedExtractor, FlattenExtractor
 
         return type(self.layer) is FlattenExtractor or (type(self.layer) is CombinedExtractor
                                                         and not self.layer.image_keys)

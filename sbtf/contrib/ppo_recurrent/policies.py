@@ -17,7 +17,7 @@ per env step) unless a layer has no NumPy form (a CNN: one compiled TF call).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import gymnasium as gym
 import numpy as np

@@ -8,6 +8,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
+from sbtf.common.evaluation import evaluate_policy as evaluate
 from sbtf.contrib.common.maskable.utils import get_action_masks, is_masking_supported
 
 __all__ = ["evaluate_policy", "MaskedPredictor"]
@@ -54,7 +55,6 @@ def evaluate_policy(model: Any, env: Any, n_eval_episodes: int = 10, determinist
     :param use_masking: (bool) apply the action masks
     :return: (float, float) mean and std of the episode rewards, or ([float], [int]) with ``return_episode_rewards``
     """
-    from sbtf.common.evaluation import evaluate_policy as evaluate  # pylint: disable=import-outside-toplevel
 
     if use_masking:
         if not is_masking_supported(env):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-import gymnasium as gym
 import numpy as np
 
 from sbtf.common.extractors import FlattenExtractor, NatureCNN

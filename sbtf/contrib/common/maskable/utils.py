@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from sbtf.common.vec_env import VecEnv
+
 #: the method an environment must have to support masking
 EXPECTED_METHOD_NAME = "action_masks"
 
@@ -16,8 +18,6 @@ __all__ = ["EXPECTED_METHOD_NAME", "get_action_masks", "is_masking_supported"]
 
 
 def _is_vec_env(env: Any) -> bool:
-    from sbtf.common.vec_env import VecEnv  # pylint: disable=import-outside-toplevel
-
     return isinstance(env, VecEnv)
 
 
