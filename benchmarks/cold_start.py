@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Cold start, sbtf against stable-baselines3: what a user waits for in a fresh process.
 
-    python benchmarks/cold_start.py [--repeats 3] [--threads 1] [--policy MlpPolicy|CnnPolicy]
+    python benchmarks/cold_start.py [--repeats 3] [--threads 1] [--nice N] [--libs sbtf,sb3]
+    python benchmarks/cold_start.py --libs sbtf --sbtf-tree /tmp/sbtf-old --label before   # an older checkout
 
 Two phases, each a fresh process per run, sbtf and SB3 alternating:
 
@@ -68,13 +69,15 @@ print("RESULT " + json.dumps({"done": done, "peak_rss_mb": usage.ru_maxrss / 102
 PYTHONS = {"sbtf": sys.executable, "sb3": os.environ.get("SB3_PYTHON", "/work/sb3venv/bin/python")}
 
 
-def run_once(lib: str, phase: str, path: str, threads: int, nice: int = 0) -> dict:
+def run_once(lib: str, phase: str, path: str, threads: int, nice: int = 0, sbtf_tree: str = REPO_ROOT) -> dict:
     env = dict(os.environ)
     env.update(thread_env(threads))
     env["CUDA_VISIBLE_DEVICES"] = ""
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if lib == "sbtf":
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH")) if p)
+        tree = os.path.abspath(sbtf_tree)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (tree, os.path.join(tree, "converters"),
+                                                        env.get("PYTHONPATH")) if p)
     load = os.getloadavg()[0]
     start = time.time()
     proc = subprocess.run([PYTHONS[lib], "-c", CHILD, lib, phase, path, str(threads)], env=env, cwd=REPO_ROOT,
@@ -94,15 +97,22 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="0: the libraries' defaults")
     parser.add_argument("--nice", type=int, default=0, help="niceness of the children (see run_benchmarks.py)")
+    parser.add_argument("--libs", default="sbtf,sb3", help="which libraries run (comma-separated)")
+    parser.add_argument("--sbtf-tree", default=REPO_ROOT,
+                        help="the sbtf source tree measured (default: this one; e.g. a checkout of an older commit)")
+    parser.add_argument("--label", default="", help="appended to the results file name (cold_start.LABEL.json)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
+    libs = [lib for lib in ("sbtf", "sb3") if lib in args.libs.split(",")]
+    tree_commit = subprocess.run(["git", "-C", args.sbtf_tree, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                 text=True).stdout.strip()
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):
-            for lib in ("sbtf", "sb3"):
+            for lib in libs:
                 path = os.path.join(tmp, f"{lib}_{repeat}.zip")
                 for phase in ("learn", "predict"):
-                    result = run_once(lib, phase, path, args.threads, args.nice)
+                    result = run_once(lib, phase, path, args.threads, args.nice, args.sbtf_tree)
                     result["repeat"] = repeat
                     runs.append(result)
                     print(json.dumps(result)[:300], file=sys.stderr, flush=True)
@@ -112,7 +122,7 @@ def main(argv=None) -> int:
              "load average (1 min) at start |", "|---|---|---|---|---|---|---|"]
     summary = {}
     for phase in ("learn", "predict"):
-        for lib in ("sbtf", "sb3"):
+        for lib in libs:
             ok = [r for r in runs if r["ok"] and r["lib"] == lib and r["phase"] == phase]
             if not ok:
                 lines.append(f"| {phase} | {lib} | failed | 0 | | | |")
@@ -127,10 +137,11 @@ def main(argv=None) -> int:
     print("\n".join(lines))
     if not args.no_write:
         os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-        suffix = "" if args.threads == 1 else f".threads-{args.threads or 'default'}"
+        suffix = ("" if args.threads == 1 else f".threads-{args.threads or 'default'}") + \
+            (f".{args.label}" if args.label else "")
         with open(os.path.join(HERE, "results", f"cold_start{suffix}.json"), "w", encoding="utf-8") as handle:
             json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "threads": args.threads,
-                       "nice": args.nice,
+                       "nice": args.nice, "sbtf_tree": tree_commit,
                        "cores": os.cpu_count(), "summary": summary, "runs": runs}, handle, indent=2)
     return 0 if all(r["ok"] for r in runs) else 1
 
