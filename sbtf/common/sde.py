@@ -153,17 +153,32 @@ def sde_flat(ops, head: SDEHead, mean, latent):
 TANH_CLIP_EPS = float(np.finfo(np.float32).eps)
 
 
+def clip_squashed(actions, numpy: bool = False):
+    """Squashed actions clipped to [-1 + eps, 1 - eps] (SB3's ``TanhBijector.inverse`` clamps them before atanh)."""
+    if numpy:
+        return np.clip(np.asarray(actions, np.float32), -1.0 + TANH_CLIP_EPS, 1.0 - TANH_CLIP_EPS)
+    return tf.clip_by_value(tf.cast(actions, tf.float32), -1.0 + TANH_CLIP_EPS, 1.0 - TANH_CLIP_EPS)
+
+
 def tanh_inverse(actions, numpy: bool = False):
     """SB3's ``TanhBijector.inverse``: ``atanh(clip(a, -1 + eps, 1 - eps))`` written ``0.5 * (log1p(a) - log1p(-a))``.
 
     :param actions: (array or tensor) squashed actions in [-1, 1]
     :param numpy: (bool) NumPy input and output, else TensorFlow
     """
+    a = clip_squashed(actions, numpy)
     if numpy:
-        a = np.clip(np.asarray(actions, np.float32), -1.0 + TANH_CLIP_EPS, 1.0 - TANH_CLIP_EPS)
         return 0.5 * (np.log1p(a) - np.log1p(-a))
-    a = tf.clip_by_value(tf.cast(actions, tf.float32), -1.0 + TANH_CLIP_EPS, 1.0 - TANH_CLIP_EPS)
     return 0.5 * (tf.math.log1p(a) - tf.math.log1p(-a))
+
+
+def _squash_correction(clipped, numpy: bool = False):
+    """SB3's ``log_prob_correction`` summed over actions: ``sum log(1 - tanh(u)**2 + 1e-6)`` at
+    ``u = atanh(c)``, i.e. ``sum log((1 - c) * (1 + c) + 1e-6)`` for the clipped action ``c`` (the same number,
+    without float32's rounding of ``tanh`` at the clip bound, so acting (NumPy) and training (TF) agree)."""
+    if numpy:
+        return np.sum(np.log((1.0 - clipped) * (1.0 + clipped) + SDE_EPSILON), axis=-1)
+    return tf.reduce_sum(tf.math.log((1.0 - clipped) * (1.0 + clipped) + SDE_EPSILON), axis=-1)
 
 
 def squashed_neglogp_np(flat: np.ndarray, actions: np.ndarray) -> np.ndarray:
@@ -179,7 +194,7 @@ def squashed_neglogp_np(flat: np.ndarray, actions: np.ndarray) -> np.ndarray:
     gaussian = tanh_inverse(actions, numpy=True)
     neglogp = np.sum(0.5 * np.square((gaussian - mean) * np.exp(-logstd)) + logstd + 0.5 * np.log(2.0 * np.pi),
                      axis=-1)
-    return (neglogp + np.sum(np.log(1.0 - np.square(np.tanh(gaussian)) + SDE_EPSILON), axis=-1)).astype(np.float32)
+    return (neglogp + _squash_correction(clip_squashed(actions, numpy=True), numpy=True)).astype(np.float32)
 
 
 class SquashedSDEDistribution:
@@ -203,9 +218,7 @@ class SquashedSDEDistribution:
         return tf.tanh(self.mean)
 
     def neglogp(self, x):
-        gaussian = tanh_inverse(x)
-        neglogp = -gaussian_log_prob(gaussian, self.mean, self.logstd)
-        return neglogp + tf.reduce_sum(tf.math.log(1.0 - tf.square(tf.tanh(gaussian)) + SDE_EPSILON), axis=-1)
+        return -gaussian_log_prob(tanh_inverse(x), self.mean, self.logstd) + _squash_correction(clip_squashed(x))
 
     def logp(self, x):
         return -self.neglogp(x)
@@ -350,5 +363,5 @@ def sde_kwarg_error(algorithm: str) -> ValueError:
 
 
 __all__ = ["SDE_ALGORITHMS", "sde_kwarg_error", "SDE_EPSILON", "SDEHead", "SDELogStd", "sde_log_std", "gaussian_log_prob", "sde_std", "sde_flat", "ExplorationNoise", "OnPolicySDEMixin", "refuse_sde",
-           "TANH_CLIP_EPS", "tanh_inverse", "squashed_neglogp_np", "SquashedSDEDistribution", "mean_entropy", "scale_action",
+           "TANH_CLIP_EPS", "clip_squashed", "tanh_inverse", "squashed_neglogp_np", "SquashedSDEDistribution", "mean_entropy", "scale_action",
            "unscale_action"]
