@@ -214,7 +214,7 @@ def test_ppo2_sde_improves_on_pendulum():
 
 
 def test_ppo2_sde_squash_output_improves_on_pendulum():
-    before, after = _learning_gain(30_000, squash_output=True)
+    before, after = _learning_gain(30_000, squash_output=True)  # measured: -1290 -> -840 (seed 1: -1390 -> -1030)
     assert after > before + 300, (before, after)
 
 
