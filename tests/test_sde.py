@@ -377,6 +377,9 @@ def test_squashed_actions_stay_in_bounds(algo, kwargs):
     mean = model.policy_tf.flat_params(obs)[:, :2]
     np.testing.assert_allclose(model.predict(obs, deterministic=True)[0], sb3_unscale(ASYM_SPACE, np.tanh(mean)),
                                rtol=1e-5, atol=1e-5)
+    # behaviour cloning fits the same deterministic action
+    np.testing.assert_allclose(model._pretrain_output(tf.constant(obs)).numpy(),
+                               model.predict(obs, deterministic=True)[0], rtol=1e-5, atol=1e-5)
     # action_probability of env-scale actions: SB3's log_prob of the actions scaled to [-1, 1]
     actions = model.predict(obs)[0]
     mean, std = model.action_probability(obs)
