@@ -389,15 +389,6 @@ class ActorCriticPolicy(BasePolicy):
         """SB3's ``unscale_action``: Box actions from [-1, 1] to the bounds."""
         return unscale_action(self.ac_space.low, self.ac_space.high, scaled_action)
 
-    def env_actions(self, actions: np.ndarray) -> np.ndarray:
-        """The policy's actions as the environment takes them (SB3's ``collect_rollouts`` and ``predict``): Box
-        actions rescaled from [-1, 1] with ``squash_output``, else clipped to the bounds; other spaces unchanged."""
-        if not isinstance(self.ac_space, gym.spaces.Box):
-            return actions
-        if self.squash_output:
-            return self.unscale_action(actions).astype(np.float32)
-        return np.clip(actions, self.ac_space.low, self.ac_space.high)
-
     def proba_step(self, obs, state=None, mask=None):
         """SB2's ``policy_proba``: Discrete softmax; MultiDiscrete [softmax per component]; MultiBinary sigmoid;
         Box [mean, std]."""
