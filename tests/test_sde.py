@@ -1,5 +1,7 @@
 """gSDE (sbtf.common.sde) for PPO2, A2C, SAC and sbtf.contrib's TQC against a NumPy statement of stable-baselines3's
 maths."""
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -183,20 +185,24 @@ def test_unsupported_raise_clear_errors():
         PPO2("MlpLstmPolicy", "Pendulum-v1", use_sde=True, nminibatches=1)
     with pytest.raises(ValueError, match="only available when using gSDE"):
         PPO2("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(squash_output=True))
-    with pytest.raises(NotImplementedError, match="squash_output"):
-        PPO2("MlpPolicy", "Pendulum-v1", use_sde=True, policy_kwargs=dict(squash_output=True))
+    with pytest.raises(ValueError, match="only available when using gSDE"):
+        A2C("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(squash_output=True))
+    with pytest.raises(ValueError, match="must be finite"):
+        MlpPolicy(None, OBS_SPACE, gym.spaces.Box(-np.inf, np.inf, (2,), np.float32), use_sde=True,
+                  squash_output=True)
     # without gSDE, log_std_init sets the Gaussian's initial log std (SB3); use_expln/full_std are ignored
     model = A2C("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(log_std_init=-0.5, use_expln=True, full_std=False))
     np.testing.assert_allclose(model.get_parameters()["model/pi/logstd:0"], -0.5)
 
 
-def _learning_gain(timesteps, seed=0):
+def _learning_gain(timesteps, seed=0, **policy_kwargs):
     """Deterministic return on Pendulum-v1 before and after ``timesteps`` of PPO2 + gSDE (rl-zoo's gSDE settings,
     smaller rollouts)."""
     env = make_vec_env("Pendulum-v1", n_envs=4, seed=seed)
     model = PPO2("MlpPolicy", env, n_steps=256, nminibatches=4, noptepochs=10, gamma=0.9, lam=0.95, ent_coef=0.0,
                  learning_rate=1e-3, use_sde=True, sde_sample_freq=4, seed=seed,
-                 policy_kwargs=dict(log_std_init=-1.0, activation_fn="relu", net_arch=dict(pi=[64, 64], vf=[64, 64])))
+                 policy_kwargs=dict(dict(log_std_init=-1.0, activation_fn="relu",
+                                         net_arch=dict(pi=[64, 64], vf=[64, 64])), **policy_kwargs))
     before = evaluate_policy(model, env, n_eval_episodes=8)[0]
     model.learn(timesteps)
     return before, evaluate_policy(model, env, n_eval_episodes=8)[0]
@@ -204,6 +210,11 @@ def _learning_gain(timesteps, seed=0):
 
 def test_ppo2_sde_improves_on_pendulum():
     before, after = _learning_gain(30_000)  # measured: about -1200 -> -470
+    assert after > before + 300, (before, after)
+
+
+def test_ppo2_sde_squash_output_improves_on_pendulum():
+    before, after = _learning_gain(30_000, squash_output=True)  # measured: -1290 -> -840 (seed 1: -1390 -> -1030)
     assert after > before + 300, (before, after)
 
 
@@ -230,6 +241,178 @@ def test_export_equals_predict(algo, tmp_path):
     obs = np.random.default_rng(0).uniform(-1, 1, (5, 3)).astype(np.float32)
     exported = loaded.signatures["serving_default"](tf.constant(obs))["action"].numpy()
     np.testing.assert_allclose(exported, model.predict(obs, deterministic=True)[0], atol=1e-5)
+
+
+# ------------------------------------------------------------------ squash_output=True (PPO2, A2C)
+ASYM_SPACE = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([1.0, 5.0], np.float32))
+
+
+def sb3_squashed_log_prob(mean, sigma, actions):
+    """StateDependentNoiseDistribution.log_prob with squash_output=True (TanhBijector): the Gaussian's log_prob at
+    u = atanh(clamp(a, -1 + eps, 1 - eps)) minus sum log(1 - tanh(u)**2 + 1e-6); eps = finfo(float32).eps."""
+    eps = float(np.finfo(np.float32).eps)
+    a = np.clip(np.asarray(actions, np.float64), -1.0 + eps, 1.0 - eps)
+    u = 0.5 * (np.log1p(a) - np.log1p(-a))
+    log_prob = (-0.5 * ((u - mean) / sigma) ** 2 - np.log(sigma) - 0.5 * np.log(2 * np.pi)).sum(-1)
+    return log_prob - np.log(1.0 - np.tanh(u) ** 2 + 1e-6).sum(-1)
+
+
+def sb3_unscale(space, scaled):
+    """BasePolicy.unscale_action."""
+    return space.low + 0.5 * (scaled + 1.0) * (space.high - space.low)
+
+
+class _AsymBoxEnv(gym.Env):
+    """Random observations, asymmetric action bounds; records the actions it receives."""
+
+    observation_space = OBS_SPACE
+    action_space = ASYM_SPACE
+    received: list = []
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        self.t += 1
+        _AsymBoxEnv.received.append(np.array(action, np.float32))
+        return self.observation_space.sample(), -float(np.sum(np.square(action))), False, self.t >= 10, {}
+
+
+def _capture_train(model):
+    """Wrap ``model.train``: record (flat params before the update, rollout batch, statistics) of each update."""
+    seen = []
+    original = model.train
+
+    def train(batch):
+        flat = model.policy_tf.flat_params(batch.observations).astype(np.float64)
+        stats = original(batch)
+        copy = dataclasses.replace(batch, **{name: None if value is None else np.array(value) for name, value in
+                                             vars(batch).items() if isinstance(value, np.ndarray) or value is None})
+        seen.append((flat, copy, stats))  # the rollout buffer's arrays are reused by the next rollout
+        return stats
+
+    model.train = train
+    return seen
+
+
+@pytest.mark.parametrize("use_expln,full_std", [(False, True), (True, False)])
+def test_squashed_log_prob_mode_and_actions_match_sb3(use_expln, full_std):
+    policy = _sde_policy(squash_output=True, use_expln=use_expln, full_std=full_std, log_std_init=0.3)
+    assert policy.squash_output
+    rng = np.random.default_rng(3)
+    head = policy.pi_head
+    log_std = rng.normal(0.0, 0.6, tuple(head.log_std.shape)).astype(np.float32)
+    head.log_std.assign(log_std)
+    head.w.assign(rng.normal(0, 0.5, tuple(head.w.shape)).astype(np.float32))
+    policy.weights_changed()
+    obs = rng.uniform(-1, 1, (6, 3)).astype(np.float32)
+    flat, _, latent = (t.numpy() for t in policy.sde_network(TF_OPS, tf.constant(obs)))
+    mean = latent @ head.w.numpy() + head.b.numpy()
+    std = sb3_std(log_std.astype(np.float64), 2, use_expln, full_std)
+    sigma = np.sqrt(np.square(latent) @ np.square(std) + 1e-6)
+    # interior actions, actions close to the bounds, and the bounds themselves (clipped before atanh)
+    actions = np.stack([rng.uniform(-0.9, 0.9, 2), [0.999, -0.9995], [-0.99, 0.5], rng.uniform(-1, 1, 2),
+                        [0.0, 0.0], rng.uniform(-0.5, 0.5, 2)]).astype(np.float32)
+    dist = policy.proba_distribution_from_flat(tf.constant(flat))
+    assert dist.entropy() is None  # no closed form: PPO2/A2C use -mean(log_prob)
+    np.testing.assert_allclose(-dist.neglogp(tf.constant(actions)).numpy(), sb3_squashed_log_prob(mean, sigma, actions),
+                               rtol=1e-4, atol=2e-3)
+    edges = np.array([[1.0, -1.0]], np.float32)  # at +-1 only finiteness is meaningful in float32
+    assert np.all(np.isfinite(dist.neglogp(tf.constant(edges)).numpy()))
+    np.testing.assert_allclose(dist.mode().numpy(), np.tanh(mean), rtol=1e-5, atol=1e-6)
+    # acting: actions are tanh(mean + latent @ E) and their neglogp is SB3's (NumPy path)
+    policy.reset_noise(6)
+    action, _, _, neglogp = policy.step(obs)
+    want = np.tanh(mean + np.einsum("bi,bij->bj", latent, policy.sde_noise.matrices))
+    np.testing.assert_allclose(action, want, rtol=1e-5, atol=1e-5)
+    assert np.all(np.abs(action) <= 1.0)
+    np.testing.assert_allclose(-neglogp, sb3_squashed_log_prob(mean, sigma, action), rtol=1e-4, atol=2e-3)
+    np.testing.assert_allclose(policy.step(obs, deterministic=True)[0], np.tanh(mean), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("algo,kwargs", [(PPO2, dict(n_steps=32, nminibatches=1, noptepochs=1, ent_coef=0.01)),
+                                         (A2C, dict(n_steps=16, ent_coef=0.01))])
+def test_squashed_entropy_term_is_minus_mean_log_prob(algo, kwargs):
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    model = algo("MlpPolicy", env, use_sde=True, seed=0, policy_kwargs=dict(squash_output=True, log_std_init=0.5),
+                 **kwargs)
+    seen = _capture_train(model)
+    model.learn(2 * kwargs["n_steps"] * 2)
+    assert len(seen) == 2
+    for flat, batch, stats in seen:
+        assert np.all(np.abs(batch.actions) <= 1.0)  # the rollout stores the squashed actions (SB3's buffer)
+        mean, logstd = np.split(flat, 2, axis=-1)
+        log_prob = sb3_squashed_log_prob(mean, np.exp(logstd), batch.actions)
+        if batch.neg_log_probs is not None:  # PPO2 records the acting log-probabilities
+            np.testing.assert_allclose(-batch.neg_log_probs, log_prob, rtol=1e-4, atol=2e-3)
+        if algo is PPO2:
+            np.testing.assert_allclose(stats["policy_entropy"], -np.mean(log_prob), rtol=1e-4, atol=1e-3)
+            assert stats["approxkl"] < 1e-8 and stats["clipfrac"] == 0.0  # acting and training log-probs agree
+        else:
+            np.testing.assert_allclose(stats["entropy"], -np.mean(log_prob), rtol=1e-4, atol=1e-3)
+            pg_loss = np.mean((batch.returns - batch.values) * -log_prob)
+            np.testing.assert_allclose(stats["policy_gradient_loss"], pg_loss, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("algo,kwargs", [(PPO2, dict(n_steps=16, nminibatches=1)), (A2C, dict(n_steps=8))])
+def test_squashed_actions_stay_in_bounds(algo, kwargs):
+    _AsymBoxEnv.received = []
+    model = algo("MlpPolicy", _AsymBoxEnv(), use_sde=True, seed=0,
+                 policy_kwargs=dict(squash_output=True, log_std_init=1.5), **kwargs)
+    seen = _capture_train(model)
+    model.learn(2 * kwargs["n_steps"])
+    received = np.array(_AsymBoxEnv.received)
+    assert len(received) == 2 * kwargs["n_steps"]
+    assert np.all(received >= ASYM_SPACE.low) and np.all(received <= ASYM_SPACE.high)
+    # the env got unscale_action(stored squashed action), not a clipped one
+    stored = np.concatenate([batch.actions for _, batch, _ in seen])
+    np.testing.assert_allclose(received, sb3_unscale(ASYM_SPACE, stored), rtol=1e-5, atol=1e-5)
+    assert np.std(received[:, 1]) > 0.3  # large noise: actions spread over the bounds, not stuck at a clip
+    obs = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
+    for deterministic in (False, True):
+        act = model.predict(obs, deterministic=deterministic)[0]
+        assert act.shape == (50, 2) and np.all(act >= ASYM_SPACE.low) and np.all(act <= ASYM_SPACE.high)
+    mean = model.policy_tf.flat_params(obs)[:, :2]
+    np.testing.assert_allclose(model.predict(obs, deterministic=True)[0], sb3_unscale(ASYM_SPACE, np.tanh(mean)),
+                               rtol=1e-5, atol=1e-5)
+    # behaviour cloning fits the same deterministic action
+    np.testing.assert_allclose(model._pretrain_output(tf.constant(obs)).numpy(),
+                               model.predict(obs, deterministic=True)[0], rtol=1e-5, atol=1e-5)
+    # action_probability of env-scale actions: SB3's log_prob of the actions scaled to [-1, 1]
+    actions = model.predict(obs)[0]
+    mean, std = model.action_probability(obs)
+    scaled = 2.0 * (actions - ASYM_SPACE.low) / (ASYM_SPACE.high - ASYM_SPACE.low) - 1.0
+    np.testing.assert_allclose(model.action_probability(obs, actions=actions, logp=True).ravel(),
+                               sb3_squashed_log_prob(mean, std, scaled), rtol=1e-4, atol=2e-3)
+
+
+@pytest.mark.parametrize("algo,kwargs", [(PPO2, dict(n_steps=32, nminibatches=2)), (A2C, dict(n_steps=8))])
+def test_squashed_save_load_and_export(algo, kwargs, tmp_path):
+    model = algo("MlpPolicy", _AsymBoxEnv(), use_sde=True, sde_sample_freq=4, seed=0,
+                 policy_kwargs=dict(squash_output=True, log_std_init=-0.5), **kwargs)
+    model.learn(64)
+    path = str(tmp_path / "model.zip")
+    model.save(path)
+    loaded = algo.load(path)
+    assert loaded.policy_tf.squash_output and loaded.policy_kwargs["squash_output"] is True
+    obs = np.random.default_rng(0).uniform(-1, 1, (7, 3)).astype(np.float32)
+    expected = model.predict(obs, deterministic=True)[0]
+    np.testing.assert_array_equal(expected, loaded.predict(obs, deterministic=True)[0])
+    loaded.policy_tf.sde_noise.matrix = model.policy_tf.sde_noise.matrix  # same exploration matrix: same samples
+    np.testing.assert_allclose(model.predict(obs[:1])[0], loaded.predict(obs[:1])[0], rtol=1e-6)
+    pytest.importorskip("sbtf_converters")
+    serve = tf.saved_model.load(loaded.export(str(tmp_path / "saved"), format="savedmodel"))
+    exported = serve.signatures["serving_default"](tf.constant(obs))["action"].numpy()
+    np.testing.assert_allclose(exported, expected, atol=1e-5)
+    pytest.importorskip("tf2onnx")
+    ort = pytest.importorskip("onnxruntime")
+    onnx_path = loaded.export(str(tmp_path / "policy.onnx"), format="onnx")
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    names = [out.name for out in session.get_outputs()]
+    got = dict(zip(names, session.run(None, {session.get_inputs()[0].name: obs})))
+    np.testing.assert_allclose(got["action"], expected, atol=1e-5)
 
 
 # ------------------------------------------------------------------ TQC (sb3-contrib) with gSDE

@@ -10,7 +10,8 @@ Entry points
 
 The exported function maps a batch of observations to a dict of named outputs. ``action`` is always there and is
 what ``model.predict(obs, deterministic=True)`` returns (same dtype, same scaling): the distribution mode of
-actor-critic models with Box actions clipped to the action bounds, ``argmax Q`` for DQN, ``unscale(tanh(mu))`` for
+actor-critic models with Box actions clipped to the action bounds (``unscale(tanh(mean))`` for gSDE policies with
+``squash_output=True``), ``argmax Q`` for DQN, ``unscale(tanh(mu))`` for
 SAC, ``unscale(actor(obs))`` for TD3 and DDPG (DDPG's observation normalisation included). Extra outputs where the
 model has them: ``logits`` / ``probabilities`` (categorical and Bernoulli policies), ``mean`` / ``std`` (Gaussian
 policies, before clipping), ``value``, ``q_values``, and ``state`` for recurrent policies (which also take ``state``
@@ -252,7 +253,11 @@ def _actor_critic_graph(model: Any, include_q: bool = False) -> ExportGraph:
         inputs["state"] = _spec((None, int(policy.state_size)), "float32", "state")
         inputs["mask"] = _spec((None,), "float32", "mask")
     descriptions = OrderedDict()
-    if isinstance(space, gym.spaces.Box):
+    squash = bool(getattr(policy, "squash_output", False))  # gSDE + squash_output: tanh(mean) rescaled to the bounds
+    if isinstance(space, gym.spaces.Box) and squash:
+        descriptions["action"] = "tanh(Gaussian mean) rescaled from [-1, 1] to the action space bounds (float32)"
+        note = "low + 0.5 * (tanh(mean) + 1) * (high - low)"
+    elif isinstance(space, gym.spaces.Box):
         low, high = _finite_bounds(space)
         descriptions["action"] = "Gaussian mean clipped to the action space bounds (float32)"
         note = "mean of the diagonal Gaussian, clipped to [low, high]"
@@ -274,7 +279,10 @@ def _actor_critic_graph(model: Any, include_q: bool = False) -> ExportGraph:
         action = dist.mode()
         out = OrderedDict()
         if isinstance(space, gym.spaces.Box):
-            out["action"] = tf.minimum(tf.maximum(action, tf.constant(low)), tf.constant(high))
+            if squash:  # the distribution's mode is tanh(mean) already
+                out["action"] = _unscale(model, action)
+            else:
+                out["action"] = tf.minimum(tf.maximum(action, tf.constant(low)), tf.constant(high))
             mean, logstd = tf.split(flat, 2, axis=-1)
             out["mean"] = mean
             out["std"] = tf.exp(logstd)
@@ -301,7 +309,8 @@ def _actor_critic_graph(model: Any, include_q: bool = False) -> ExportGraph:
         return out
 
     if isinstance(space, gym.spaces.Box):
-        descriptions["mean"] = "Gaussian mean (before clipping)"
+        descriptions["mean"] = "Gaussian mean (before the tanh squashing)" if squash else \
+            "Gaussian mean (before clipping)"
         descriptions["std"] = "Gaussian standard deviation"
     else:
         descriptions["logits"] = "flat distribution parameters (logits)"

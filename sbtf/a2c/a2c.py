@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from sbtf.common.base_class import SetVerbosity
 from sbtf.common.fast_call import TrainStep
-from sbtf.common.sde import OnPolicySDEMixin
+from sbtf.common.sde import OnPolicySDEMixin, mean_entropy
 from sbtf.common.on_policy import NStepActorCriticRLModel
 from sbtf.common.optimizers import check_rms_prop_style, clip_grads, make_rmsprop
 from sbtf.common.rollout import RolloutBatch
@@ -102,7 +102,7 @@ class A2C(OnPolicySDEMixin, NStepActorCriticRLModel):
             with tf.GradientTape() as tape:
                 dist, vpred = self._rollout_distribution(obs, states, masks)
                 neglogpac = dist.neglogp(actions)
-                entropy = tf.reduce_mean(dist.entropy())
+                entropy = mean_entropy(dist, neglogpac)  # SB3: -mean(log_prob) without closed form
                 pg_loss = tf.reduce_mean(advs * neglogpac)
                 vf_loss = tf.reduce_mean(tf.square(vpred - returns))
                 loss = pg_loss - entropy * self.ent_coef + vf_loss * self.vf_coef

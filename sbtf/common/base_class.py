@@ -25,6 +25,7 @@ from sbtf.common import model_schema, save_util
 from sbtf.common.file_errors import MissingParametersError, ModelDataError, ParameterShapeError, WrongAlgorithmError
 from sbtf.common.model_schema import check_network_size
 from sbtf.common.policies import ActorCriticPolicy, BasePolicy, get_policy_from_name
+from sbtf.common.sde import squashed_neglogp_np
 
 if TYPE_CHECKING:
     from sbtf.common.callbacks import BaseCallback
@@ -872,7 +873,12 @@ class ActorCriticRLModel(BaseRLModel):
     def _pretrain_output(self, obs):
         flat, _, _, _ = self.policy_tf.forward(obs)
         if isinstance(self.action_space, gym.spaces.Box):
-            return self.policy_tf.proba_distribution_from_flat(flat).mode()
+            mode = self.policy_tf.proba_distribution_from_flat(flat).mode()
+            if getattr(self.policy_tf, "squash_output", False):  # tanh(mean) rescaled to the bounds, like predict
+                low = tf.constant(self.action_space.low, tf.float32)
+                high = tf.constant(self.action_space.high, tf.float32)
+                return low + 0.5 * (mode + 1.0) * (high - low)
+            return mode
         return flat
 
     def _default_state_and_mask(self, n_obs: int, state, mask):
@@ -905,7 +911,10 @@ class ActorCriticRLModel(BaseRLModel):
         actions, _, states, _ = self.policy_tf.step(observation, state, mask, deterministic=deterministic)
         clipped_actions = actions
         if isinstance(self.action_space, gym.spaces.Box):
-            clipped_actions = np.clip(actions, self.action_space.low, self.action_space.high)
+            if getattr(self.policy_tf, "squash_output", False):  # SB3: tanh outputs rescaled to the bounds
+                clipped_actions = self.policy_tf.unscale_action(actions).astype(np.float32)
+            else:
+                clipped_actions = np.clip(actions, self.action_space.low, self.action_space.high)
         if not vectorized_env:
             clipped_actions = clipped_actions[0]
         return clipped_actions, states
@@ -953,9 +962,15 @@ class ActorCriticRLModel(BaseRLModel):
                 raise ValueError(f"Error: batch sizes differ for actions ({actions.shape[0]}) and observations "
                                  f"({observation.shape[0]}); give one action per observation, or one action for "
                                  "all of them.")
-            n_elts = int(np.prod(mean.shape[1:]))
-            log_normalizer = n_elts / 2 * np.log(2 * np.pi) + np.sum(np.log(std), axis=1)
-            logprob = -np.sum(np.square(actions - mean) / (2 * np.square(std)), axis=1) - log_normalizer
+            if getattr(self.policy_tf, "squash_output", False):
+                # actions in the Box bounds: scaled to [-1, 1], then SB3's log_prob of the tanh-squashed Gaussian
+                scaled = self.policy_tf.scale_action(actions.astype(np.float32))
+                flat = np.concatenate([mean, np.log(std)], axis=-1)
+                logprob = -squashed_neglogp_np(flat, scaled).astype(np.float64)
+            else:
+                n_elts = int(np.prod(mean.shape[1:]))
+                log_normalizer = n_elts / 2 * np.log(2 * np.pi) + np.sum(np.log(std), axis=1)
+                logprob = -np.sum(np.square(actions - mean) / (2 * np.square(std)), axis=1) - log_normalizer
         if logp:
             ret = logprob if logprob is not None else np.log(prob)
         else:

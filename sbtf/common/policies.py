@@ -31,7 +31,8 @@ from sbtf.common.network_ops import TF_OPS
 from sbtf.common.extractors import CombinedExtractor, FlattenExtractor
 from sbtf.common.extractors import NatureCNN as SB3NatureCNN
 from sbtf.common.extractors import extractor_named_variables, features_dim_of, is_image_space
-from sbtf.common.sde import ExplorationNoise, SDEHead, sde_flat, sde_std
+from sbtf.common.sde import (ExplorationNoise, SDEHead, SquashedSDEDistribution, scale_action, sde_flat, sde_std,
+                             squashed_neglogp_np, unscale_action)
 from sbtf.common.registry import class_key, lookup_class, register_class
 from sbtf.common.tf_layers import (Conv, GaussianHead, Linear, Lstm, SB2Layer, get_activation, make_cnn_extractor,
                                    nature_cnn, ortho_init)
@@ -90,6 +91,8 @@ class BasePolicy(keras.Model):
     """
 
     recurrent = False
+    #: SB3's ``squash_output``: Box actions are ``tanh`` outputs in [-1, 1], rescaled to the bounds for the env
+    squash_output = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -378,6 +381,14 @@ class ActorCriticPolicy(BasePolicy):
             return self.network(ops, self._prepare_obs(obs))[1]
         return self._run_tf(obs, state, mask, True)[1]
 
+    def scale_action(self, action: np.ndarray) -> np.ndarray:
+        """SB3's ``scale_action``: Box actions from the bounds to [-1, 1]."""
+        return scale_action(self.ac_space.low, self.ac_space.high, action)
+
+    def unscale_action(self, scaled_action: np.ndarray) -> np.ndarray:
+        """SB3's ``unscale_action``: Box actions from [-1, 1] to the bounds."""
+        return unscale_action(self.ac_space.low, self.ac_space.high, scaled_action)
+
     def proba_step(self, obs, state=None, mask=None):
         """SB2's ``policy_proba``: Discrete softmax; MultiDiscrete [softmax per component]; MultiBinary sigmoid;
         Box [mean, std]."""
@@ -479,6 +490,10 @@ class FeedForwardPolicy(ActorCriticPolicy):
     :param normalize_images: (bool) divide image observations by 255 (default True; SB3 mode)
     :param activation_fn: (tf function or name) SB3's name of ``act_fun``
     :param ortho_init: (bool) orthogonal initialisation (SB3 gains: sqrt(2) hidden, 0.01 pi, 1 vf); default True
+    :param use_sde: (bool) gSDE (set by the algorithm's ``use_sde``); ``log_std_init``, ``use_expln``, ``full_std``:
+        its settings (see ``sbtf.common.sde`` and docs/gsde.md)
+    :param squash_output: (bool) gSDE only: actions are ``tanh(mean + noise)`` in [-1, 1], rescaled to the Box bounds
+        (SB3's ``squash_output``)
     :param kwargs: (SB2) extra arguments for the CNN extractor
     """
 
@@ -596,14 +611,22 @@ class FeedForwardPolicy(ActorCriticPolicy):
         """Check the gSDE policy_kwargs; the exploration noise (the acting state) when ``use_sde``."""
         if squash_output and not use_sde:
             raise ValueError("Error: squash_output=True is only available when using gSDE (use_sde=True).")
-        if squash_output:
-            raise NotImplementedError(f"Error: squash_output=True is not supported by {type(self).__name__} yet "
-                                      "(sbtf's on-policy gSDE acts without tanh squashing; SAC squashes always).")
         if not use_sde:  # use_expln and full_std only matter with gSDE (ignored otherwise, as in SB3)
             return False, None
         if not isinstance(self.ac_space, gym.spaces.Box):
             raise ValueError(f"Error: gSDE (use_sde=True) needs a Box action space, got {self.ac_space!r}.")
+        if squash_output:
+            self.squash_output = True
+            if not (np.all(np.isfinite(self.ac_space.low)) and np.all(np.isfinite(self.ac_space.high))):
+                raise ValueError(f"Error: squash_output=True rescales actions from [-1, 1] to the action space's "
+                                 f"bounds, which must be finite (got {self.ac_space!r}).")
         return True, ExplorationNoise(self.np_random)
+
+    def proba_distribution_from_flat(self, flat):
+        """The action distribution of flat parameters; tanh-squashed with ``squash_output`` (SB3's bijector)."""
+        if self.squash_output:
+            return SquashedSDEDistribution(flat)
+        return super().proba_distribution_from_flat(flat)
 
     @property
     def xla_friendly(self) -> bool:
@@ -753,19 +776,30 @@ class FeedForwardPolicy(ActorCriticPolicy):
         self.sde_noise.reset(self.sde_std_matrix(), n_envs)
 
     def _sde_act(self, obs, deterministic: bool):
-        """gSDE acting: ``mean + latent @ E`` (``mean`` when deterministic); returns (actions, values, flat)."""
+        """gSDE acting: ``mean + latent @ E`` (``mean`` when deterministic), through ``tanh`` with ``squash_output``;
+        returns (actions, values, flat)."""
         flat, value, latent = self._acting("sde_network", self._prepare_obs(obs))
         mean = flat[:, :self.ac_space.shape[0]]
         if deterministic:
-            return mean.copy(), value, flat
-        self.sde_noise.before_step(self.sde_std_matrix, len(latent))
-        return (mean + self.sde_noise.noise(latent)).astype(np.float32), value, flat
+            action = mean.copy()
+        else:
+            self.sde_noise.before_step(self.sde_std_matrix, len(latent))
+            action = (mean + self.sde_noise.noise(latent)).astype(np.float32)
+        if self.squash_output:  # SB3's TanhBijector.forward; the env gets unscale_action(action)
+            action = np.tanh(action)
+        return action, value, flat
+
+    def neglogp_np(self, flat: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """NumPy negative log-likelihood of ``actions`` (squashed ones in [-1, 1] with ``squash_output``)."""
+        if self.squash_output:
+            return squashed_neglogp_np(flat, actions)
+        return self.pdtype.np_neglogp(flat, actions).astype(np.float32)
 
     def step(self, obs, state=None, mask=None, deterministic=False):
         if not self.use_sde:
             return super().step(obs, state, mask, deterministic)
         action, value, flat = self._sde_act(obs, deterministic)
-        return action, value, None, self.pdtype.np_neglogp(flat, action).astype(np.float32)
+        return action, value, None, self.neglogp_np(flat, action)
 
     def act(self, obs, state=None, mask=None, deterministic=False):
         if not self.use_sde:

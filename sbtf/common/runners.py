@@ -145,7 +145,10 @@ class RolloutRunner(AbstractEnvRunner):
             else:
                 (actions, values, states), neglogpacs = policy.act(self.obs, self.states, self.dones), None
             buffer.add(self.obs, actions, values, self.dones, neglogpacs)
-            clipped_actions = np.clip(actions, space.low, space.high) if is_box else actions
+            if is_box and getattr(policy, "squash_output", False):  # SB3: rescale [-1, 1] to the bounds
+                clipped_actions = policy.unscale_action(actions).astype(np.float32)
+            else:
+                clipped_actions = np.clip(actions, space.low, space.high) if is_box else actions
             obs, rewards, dones, infos = self.env.step(clipped_actions)
             self.states = states
             self.dones = dones

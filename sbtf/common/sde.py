@@ -13,9 +13,16 @@ through in that variance (SB3's ``learn_features=False``, the on-policy default)
 latent_dim x 1 broadcast to every action): ``exp(log_std)``, or with ``use_expln=True``
 ``exp(log_std)`` below 0 and ``log1p(log_std) + 1`` above (keeps the std from growing too fast).
 
+With ``squash_output=True`` (PPO2 and A2C; SB3's ``TanhBijector``) the action is ``tanh(mean + z @ E)`` in [-1, 1]
+(deterministic: ``tanh(mean)``), rescaled to the Box bounds before it reaches the environment; its log-probability is
+the Gaussian's at ``u = atanh(clip(a, -1 + eps, 1 - eps))`` (``eps`` float32's machine epsilon) minus
+``sum log(1 - tanh(u)**2 + 1e-6)``, and it has no closed-form entropy: the algorithms use ``-mean(log_prob)`` of the
+rollout's actions (:class:`SquashedSDEDistribution`).
+
 Public names: :class:`SDEHead` (the pi head: mean layer + ``log_std``), :func:`sde_std`, :func:`sde_flat`,
 :class:`ExplorationNoise` (the exploration matrices: the acting state), :class:`OnPolicySDEMixin` (``use_sde`` and
-``sde_sample_freq`` of PPO2 and A2C), :func:`refuse_sde` (algorithms without gSDE).
+``sde_sample_freq`` of PPO2 and A2C), :func:`refuse_sde` (algorithms without gSDE), :class:`SquashedSDEDistribution`,
+:func:`tanh_inverse`, :func:`squashed_neglogp_np`, :func:`scale_action`, :func:`unscale_action`.
 """
 from __future__ import annotations
 
@@ -142,6 +149,116 @@ def sde_flat(ops, head: SDEHead, mean, latent):
     return ops.concat([mean, sde_log_std(latent, std, numpy=ops.is_numpy, learn_features=False)])
 
 
+#: SB3's ``TanhBijector.inverse`` clips actions to [-1 + eps, 1 - eps] with ``eps = torch.finfo(float32).eps``
+TANH_CLIP_EPS = float(np.finfo(np.float32).eps)
+
+
+def clip_squashed(actions, numpy: bool = False):
+    """Squashed actions clipped to [-1 + eps, 1 - eps] (SB3's ``TanhBijector.inverse`` clamps them before atanh)."""
+    if numpy:
+        return np.clip(np.asarray(actions, np.float32), -1.0 + TANH_CLIP_EPS, 1.0 - TANH_CLIP_EPS)
+    return tf.clip_by_value(tf.cast(actions, tf.float32), -1.0 + TANH_CLIP_EPS, 1.0 - TANH_CLIP_EPS)
+
+
+def tanh_inverse(actions, numpy: bool = False):
+    """SB3's ``TanhBijector.inverse``: ``atanh(clip(a, -1 + eps, 1 - eps))`` written ``0.5 * (log1p(a) - log1p(-a))``.
+
+    :param actions: (array or tensor) squashed actions in [-1, 1]
+    :param numpy: (bool) NumPy input and output, else TensorFlow
+    """
+    a = clip_squashed(actions, numpy)
+    if numpy:
+        return 0.5 * (np.log1p(a) - np.log1p(-a))
+    return 0.5 * (tf.math.log1p(a) - tf.math.log1p(-a))
+
+
+def _squash_correction(clipped, numpy: bool = False):
+    """SB3's ``log_prob_correction`` summed over actions: ``sum log(1 - tanh(u)**2 + 1e-6)`` at
+    ``u = atanh(c)``, i.e. ``sum log((1 - c) * (1 + c) + 1e-6)`` for the clipped action ``c`` (the same number,
+    without float32's rounding of ``tanh`` at the clip bound, so acting (NumPy) and training (TF) agree)."""
+    if numpy:
+        return np.sum(np.log((1.0 - clipped) * (1.0 + clipped) + SDE_EPSILON), axis=-1)
+    return tf.reduce_sum(tf.math.log((1.0 - clipped) * (1.0 + clipped) + SDE_EPSILON), axis=-1)
+
+
+def squashed_neglogp_np(flat: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """
+    NumPy negative log-likelihood of squashed actions under ``tanh(N(mean, exp(logstd)))`` (SB3's
+    ``StateDependentNoiseDistribution.log_prob`` with ``squash_output=True``).
+
+    :param flat: (np.ndarray) flat parameters ``[mean, logstd]`` (batch, 2 * action_dim)
+    :param actions: (np.ndarray) squashed actions in [-1, 1] (batch, action_dim)
+    :return: (np.ndarray) (batch,) float32
+    """
+    mean, logstd = np.split(np.asarray(flat, np.float32), 2, axis=-1)
+    gaussian = tanh_inverse(actions, numpy=True)
+    neglogp = np.sum(0.5 * np.square((gaussian - mean) * np.exp(-logstd)) + logstd + 0.5 * np.log(2.0 * np.pi),
+                     axis=-1)
+    return (neglogp + _squash_correction(clip_squashed(actions, numpy=True), numpy=True)).astype(np.float32)
+
+
+class SquashedSDEDistribution:
+    """
+    The action distribution of a gSDE policy with ``squash_output=True`` (TF, inside a train step): ``tanh`` of the
+    diagonal Gaussian with flat parameters ``[mean, logstd]``. ``entropy()`` is None (no closed form, as in SB3):
+    PPO2 and A2C then use ``-mean(log_prob)`` of the rollout's actions.
+
+    :param flat: (tf.Tensor) flat parameters ``[mean, logstd]``
+    """
+
+    def __init__(self, flat):
+        self.flat = flat
+        self.mean, self.logstd = tf.split(flat, 2, axis=-1)
+
+    def flatparam(self):
+        return self.flat
+
+    def mode(self):
+        """``tanh(mean)`` (SB3's ``mode`` through the bijector)."""
+        return tf.tanh(self.mean)
+
+    def neglogp(self, x):
+        return -gaussian_log_prob(tanh_inverse(x), self.mean, self.logstd) + _squash_correction(clip_squashed(x))
+
+    def logp(self, x):
+        return -self.neglogp(x)
+
+    def entropy(self) -> None:
+        """No analytical form: None (the caller estimates it with ``-mean(log_prob)``, as SB3's PPO and A2C)."""
+        return None
+
+    def kl(self, other):
+        raise NotImplementedError("Error: the tanh-squashed gSDE distribution has no closed-form KL divergence.")
+
+    def sample(self, seed=None):
+        """``tanh(mean + std * eps)``: a sample with independent noise (gSDE's acting adds ``z @ E`` instead)."""
+        if seed is None:
+            noise = tf.random.normal(tf.shape(self.mean))
+        else:
+            noise = tf.random.stateless_normal(tf.shape(self.mean), seed=tf.stack([tf.cast(seed, tf.int32), 0]))
+        return tf.tanh(self.mean + tf.exp(self.logstd) * noise)
+
+
+def mean_entropy(dist, neglogp):
+    """The entropy term of PPO2's and A2C's loss (TF): the mean of ``dist.entropy()``, or, for a distribution without
+    a closed form (``entropy()`` is None: the tanh-squashed gSDE one), ``-mean(log_prob)`` of the rollout's actions
+    (SB3's PPO and A2C)."""
+    entropy = dist.entropy()
+    if entropy is None:
+        return tf.reduce_mean(neglogp)
+    return tf.reduce_mean(entropy)
+
+
+def scale_action(low: np.ndarray, high: np.ndarray, action: np.ndarray) -> np.ndarray:
+    """SB3's ``BasePolicy.scale_action``: from the Box bounds to [-1, 1], ``2 * (a - low) / (high - low) - 1``."""
+    return 2.0 * ((action - low) / (high - low)) - 1.0
+
+
+def unscale_action(low: np.ndarray, high: np.ndarray, scaled_action: np.ndarray) -> np.ndarray:
+    """SB3's ``BasePolicy.unscale_action``: from [-1, 1] to the Box bounds, ``low + 0.5 * (a + 1) * (high - low)``."""
+    return low + 0.5 * (scaled_action + 1.0) * (high - low)
+
+
 class ExplorationNoise:
     """
     The exploration matrices of a gSDE policy (its acting state): ``matrix`` (latent_dim, action_dim), used when the
@@ -245,4 +362,6 @@ def sde_kwarg_error(algorithm: str) -> ValueError:
                       "and SAC only, sb3-contrib for TQC (sbtf: PPO2, A2C, SAC, sbtf.contrib.TQC).")
 
 
-__all__ = ["SDE_ALGORITHMS", "sde_kwarg_error", "SDE_EPSILON", "SDEHead", "SDELogStd", "sde_log_std", "gaussian_log_prob", "sde_std", "sde_flat", "ExplorationNoise", "OnPolicySDEMixin", "refuse_sde"]
+__all__ = ["SDE_ALGORITHMS", "sde_kwarg_error", "SDE_EPSILON", "SDEHead", "SDELogStd", "sde_log_std", "gaussian_log_prob", "sde_std", "sde_flat", "ExplorationNoise", "OnPolicySDEMixin", "refuse_sde",
+           "TANH_CLIP_EPS", "clip_squashed", "tanh_inverse", "squashed_neglogp_np", "SquashedSDEDistribution", "mean_entropy", "scale_action",
+           "unscale_action"]

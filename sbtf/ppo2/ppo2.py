@@ -18,7 +18,7 @@ from sbtf import logger
 from sbtf.common.base_class import SetVerbosity
 from sbtf.common.fast_call import TrainStep
 from sbtf.common.math_util import explained_variance
-from sbtf.common.sde import OnPolicySDEMixin
+from sbtf.common.sde import OnPolicySDEMixin, mean_entropy
 from sbtf.common.on_policy import NStepActorCriticRLModel
 from sbtf.common.optimizers import Adam, clip_grads
 from sbtf.common.rollout import RolloutBatch
@@ -120,7 +120,7 @@ class PPO2(OnPolicySDEMixin, NStepActorCriticRLModel):
         flat, vpred, _, _ = policy.forward(obs, states, masks, n_steps=n_steps)
         dist = policy.proba_distribution_from_flat(flat)
         neglogpac = dist.neglogp(actions)
-        entropy = tf.reduce_mean(dist.entropy())
+        entropy = mean_entropy(dist, neglogpac)  # SB3: -mean(log_prob) without closed form
         vf_losses1 = tf.square(vpred - returns)
         if self._clip_vf_mode() == "none":
             vf_loss = 0.5 * tf.reduce_mean(vf_losses1)
