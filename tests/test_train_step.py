@@ -148,3 +148,30 @@ def test_jit_compiled_step_updates_dqn_and_ddpg_policies():
         np.testing.assert_allclose(q_net.q_values_np(obs), q_net(tf.constant(obs)).numpy(), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(ddpg.step(obs), ddpg(tf.constant(obs)).numpy(), rtol=1e-5, atol=1e-5)
     assert step.n_traces == 1
+
+
+@pytest.mark.parametrize("algo_name", ["PPO2", "A2C", "ACKTR", "DQN", "SAC", "TD3"])
+def test_load_and_predict_build_no_train_step(algo_name, tmp_path, monkeypatch):
+    """Loading a model to act traces no training graph: train steps are built by the first ``learn()`` only."""
+    import gymnasium as gym
+
+    import sbtf
+    from sbtf.common.fast_call import TrainStep as Step
+
+    env_id = "CartPole-v1" if algo_name in ("PPO2", "A2C", "ACKTR", "DQN") else "Pendulum-v1"
+    cls = getattr(sbtf, algo_name)
+    kwargs = dict(learning_starts=10) if algo_name in ("DQN", "SAC", "TD3") else {}
+    cls("MlpPolicy", env_id, seed=0, **kwargs).save(str(tmp_path / "model"))
+
+    built = []
+    original_build = Step._build
+    monkeypatch.setattr(Step, "_build", lambda self: built.append(self.name) or original_build(self))
+    model = cls.load(str(tmp_path / "model"))
+    obs, _ = gym.make(env_id).reset(seed=0)
+    model.predict(obs, deterministic=True)
+    model.predict(obs[None], deterministic=False)
+    assert built == []
+    # the check can fail: learning builds one
+    model.set_env(sbtf.common.make_vec_env(env_id, n_envs=1, seed=0))
+    model.learn(256)
+    assert built
