@@ -204,3 +204,20 @@ def test_builtin_nature_cnn_takes_sb3_kwargs():
                  policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=24)))
     params = model.get_parameters()
     assert params["model/features_extractor/fc1/w:0"].shape[-1] == 24 and model.policy_tf.scale
+
+
+def test_multi_input_policy_trains_saves_and_loads(tmp_path):
+    from sbtf.common.multi_input_envs import SimpleMultiObsEnv
+
+    np.random.seed(123)  # the env's images and vectors
+    model = TRPO("MultiInputPolicy", SimpleMultiObsEnv(random_start=False), n_steps=64, batch_size=32, seed=0,
+                 policy_kwargs=dict(features_extractor_kwargs=dict(cnn_output_dim=16)))
+    before = {name: value.copy() for name, value in model.get_parameters().items()}
+    model.learn(128)
+    after = model.get_parameters()
+    assert any(not np.array_equal(before[name], after[name]) for name in before)
+    obs = model.get_env().reset()
+    model.save(str(tmp_path / "trpo_dict"))
+    loaded = TRPO.load(str(tmp_path / "trpo_dict"))
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+    np.testing.assert_allclose(loaded.action_probability(obs), model.action_probability(obs), rtol=1e-6)

@@ -62,7 +62,7 @@ class TRPO(Sb3OnPolicyAlgorithm):
 
     Paper: https://arxiv.org/abs/1502.05477
 
-    :param policy: (str or class) ``"MlpPolicy"``, ``"CnnPolicy"`` or an ``ActorCriticPolicy`` subclass
+    :param policy: (str or class) ``"MlpPolicy"``, ``"CnnPolicy"``, ``"MultiInputPolicy"`` or an ``ActorCriticPolicy`` subclass
     :param env: (gymnasium.Env, VecEnv or str) the environment
     :param learning_rate: (float or callable) the learning rate of the value function's Adam optimiser
     :param n_steps: (int) steps per environment per update
