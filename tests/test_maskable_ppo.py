@@ -17,6 +17,7 @@ from sbtf.contrib.common.maskable import (ActionMasker, InvalidActionEnvDiscrete
                                           InvalidActionEnvMultiDiscrete, MaskableEvalCallback, get_action_masks,
                                           is_masking_supported, make_masked_proba_distribution)
 from sbtf.contrib.common.maskable import evaluate_policy as masked_evaluate
+from user_extractors import GeluFeatures
 
 HUGE_NEG = -1e8
 
@@ -220,18 +221,6 @@ def test_multidiscrete_learns_to_the_top_with_masks():
 
 
 # ------------------------------------------------------------------------------------------------ feature extractors
-class GeluFeatures(keras.layers.Layer):
-    """A user's extractor: a plain Keras layer (found again by its import path), gelu: no NumPy form."""
-
-    def __init__(self, observation_space, features_dim=12, **kwargs):
-        super().__init__(**kwargs)
-        self.features_dim = features_dim
-        self.dense = keras.layers.Dense(features_dim, activation="gelu")
-
-    def call(self, observations):
-        return self.dense(observations)
-
-
 def test_user_extractor_trains_saves_loads_and_exports(tmp_path):
     env = InvalidActionEnvDiscrete(dim=8, n_invalid_actions=4)
     model = MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=16, n_epochs=2, seed=0,

@@ -5,7 +5,6 @@ import inspect
 import json
 
 import gymnasium as gym
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -17,6 +16,7 @@ from sbtf.common.vec_env import DummyVecEnv
 from sbtf.contrib import QRDQN
 from sbtf.contrib.common.quantiles import quantile_huber_loss
 from sbtf.contrib.qrdqn.qrdqn import exploration_rate
+from user_extractors import GeluFeatures
 
 ZOO_CARTPOLE = dict(learning_rate=2.3e-3, batch_size=64, buffer_size=100000, learning_starts=1000, gamma=0.99,
                     target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.16,
@@ -286,18 +286,6 @@ def test_multi_input_policy_learns_saves_and_exports(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ feature extractors
-class GeluFeatures(keras.layers.Layer):
-    """A user's extractor: a plain Keras layer (found again by its import path), gelu: no NumPy form."""
-
-    def __init__(self, observation_space, features_dim=12, **kwargs):
-        super().__init__(**kwargs)
-        self.features_dim = features_dim
-        self.dense = keras.layers.Dense(features_dim, activation="gelu")
-
-    def call(self, observations):
-        return self.dense(observations)
-
-
 def test_user_extractor_trains_and_save_load_gives_identical_predictions(tmp_path):
     model = QRDQN("MlpPolicy", "CartPole-v1", learning_starts=50, train_freq=8, gradient_steps=2, seed=0,
                   policy_kwargs=dict(n_quantiles=5, net_arch=[16], features_extractor_class=GeluFeatures,

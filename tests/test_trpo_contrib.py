@@ -3,7 +3,6 @@ Fisher-vector product, files (distinct from SB2's TRPO), export and no retracing
 from __future__ import annotations
 
 import gymnasium as gym
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -15,6 +14,7 @@ from sbtf.common.fisher import hessian_vector_product
 from sbtf.common.vec_env import DummyVecEnv
 from sbtf.contrib import TRPO
 from sbtf.contrib.trpo.trpo import sb3_policy_kwargs_to_sb2
+from user_extractors import GeluFeatures
 
 
 def test_sb3_contrib_defaults_and_names():
@@ -156,18 +156,6 @@ def test_rl_zoo_pendulum_without_gsde():
 
 
 # ------------------------------------------------------------------------------------------------ feature extractors
-class GeluFeatures(keras.layers.Layer):
-    """A user's extractor: a plain Keras layer (found again by its import path), gelu: no NumPy form."""
-
-    def __init__(self, observation_space, features_dim=12, **kwargs):
-        super().__init__(**kwargs)
-        self.features_dim = features_dim
-        self.dense = keras.layers.Dense(features_dim, activation="gelu")
-
-    def call(self, observations):
-        return self.dense(observations)
-
-
 def test_user_extractor_trains_and_save_load_gives_identical_predictions(tmp_path):
     model = TRPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_critic_updates=1, seed=0,
                  policy_kwargs=dict(net_arch=[16], features_extractor_class=GeluFeatures,
