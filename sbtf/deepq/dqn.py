@@ -449,6 +449,10 @@ class DQN(OffPolicyAlgorithm):
             self.param_noise_scale /= 1.01
 
     # ------------------------------------------------------------------ training schedule
+    def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
+        steps = max(int(total_timesteps) - max(int(self.learning_starts) - int(self.num_timesteps), 0), 0)
+        return steps // max(int(self.train_freq), 1)
+
     def _training_due(self, first_step: int, n_steps: int, state):
         """
         ``(gradient steps, copy the target after them, learning rate)`` for the train-frequency multiples passed
