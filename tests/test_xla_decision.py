@@ -129,11 +129,13 @@ def test_plan_of_learn_counts_gradient_steps(monkeypatch):
     assert dqn._planned_gradient_steps(1100) == 250
 
 
-@pytest.mark.parametrize("policy, env_id, expect_xla", [("CnnPolicy", None, not ON_CPU), ("MlpPolicy", "CartPole-v1", True)])
-def test_dqn_decision_as_documented(policy, env_id, expect_xla):
+@pytest.mark.parametrize("policy, env_id", [("CnnPolicy", None), ("MlpPolicy", "CartPole-v1")])
+def test_dqn_decision_as_documented(policy, env_id):
     env = ImageEnv() if env_id is None else gym.make(env_id)
     model = DQN(policy, env, learning_starts=10, buffer_size=100, batch_size=8, seed=0)
-    assert model._build_train_step(1, False).jit_compile is expect_xla
+    assert model._build_train_step(1, False).xla_allowed is False  # measured never to pay on CPU
+    model.jit_compile = True  # forced: still no XLA for convolutions on the CPU
+    assert model._build_train_step(1, False).xla_allowed is (policy == "MlpPolicy" or not ON_CPU)
 
 
 def _random_inputs(step: TrainStep, n_actions: int, seed: int = 0) -> dict:
