@@ -7,6 +7,7 @@ import pytest
 
 from sbtf import A2C, PPO2
 from sbtf.common.identity_env import IdentityEnv, IdentityEnvBox, IdentityEnvMultiBinary, IdentityEnvMultiDiscrete
+from sbtf.common.evaluation import evaluate_policy
 from sbtf.common.vec_env import DummyVecEnv
 
 from conftest import evaluate
@@ -45,14 +46,19 @@ def test_a2c_reaches_zoo_level_on_cartpole():
     assert evaluate(model, "CartPole-v1", n_episodes=10) >= 475
 
 
-def test_ppo2_improves_on_pendulum():
-    env = DummyVecEnv([lambda: gym.make("Pendulum-v1") for _ in range(4)])
-    model = PPO2("MlpPolicy", env, n_steps=256, nminibatches=4, noptepochs=10, lam=0.95, gamma=0.95,
-                 learning_rate=1e-3, ent_coef=0.0, seed=3)
-    before = evaluate(model, "Pendulum-v1", n_episodes=4)
-    model.learn(30000)
-    after = evaluate(model, "Pendulum-v1", n_episodes=4)
-    assert after > before + 50, (before, after)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ppo2_gaussian_policy_learns_a_continuous_task(seed):
+    """A Box action space: PPO2's diagonal Gaussian learns to copy a continuous observation (reward 1 per step within
+    0.1 of it; random play scores about 10 of 100). Measured seeds 0-3: 100 of 100 after 20k steps.
+    (Plain-Gaussian PPO2 on Pendulum-v1 does not learn reliably in a test's budget: at 30k steps seeds 0-5 moved the
+    return by -187 to +49. Pendulum is learned with gSDE in tests/test_sde.py, as rl-zoo does.)"""
+    env = DummyVecEnv([lambda: IdentityEnvBox(eps=0.1) for _ in range(4)])
+    model = PPO2("MlpPolicy", env, n_steps=128, nminibatches=4, noptepochs=10, learning_rate=1e-3, gamma=0.0,
+                 lam=0.95, ent_coef=0.0, seed=seed)
+    before = evaluate_policy(model, IdentityEnvBox(eps=0.1), n_eval_episodes=5)[0]
+    model.learn(20000)
+    after = evaluate_policy(model, IdentityEnvBox(eps=0.1), n_eval_episodes=5)[0]
+    assert before < 50 and after >= 95, (before, after)
 
 
 @pytest.mark.slow

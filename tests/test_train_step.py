@@ -39,7 +39,7 @@ def test_float32_inputs_are_packed_into_one_tensor():
     step = _mixed_step()
     step(obs=np.zeros((4, 3)), scale=1.0, counts=np.zeros(5, np.int64), lengths=np.zeros(1, np.float32),
          extra=np.zeros(2))
-    concrete = step._function.concrete
+    concrete = step._functions[step.jit_compile].concrete
     n_args = len(concrete.inputs) - len(concrete.captured_inputs)
     # one packed float32 vector (obs + scale) plus the three inputs of other dtypes or dynamic shape
     assert n_args == 4
@@ -165,7 +165,7 @@ def test_load_and_predict_build_no_train_step(algo_name, tmp_path, monkeypatch):
 
     built = []
     original_build = Step._build
-    monkeypatch.setattr(Step, "_build", lambda self: built.append(self.name) or original_build(self))
+    monkeypatch.setattr(Step, "_build", lambda self, jit: built.append(self.name) or original_build(self, jit))
     model = cls.load(str(tmp_path / "model"))
     obs, _ = gym.make(env_id).reset(seed=0)
     model.predict(obs, deterministic=True)

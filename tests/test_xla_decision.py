@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 from sbtf import A2C, DQN, PPO2
-from sbtf.common.fast_call import TrainStep, decide_jit_compile, has_convolution, on_gpu, xla_pays_off
+from sbtf.common.fast_call import (XLA_MIN_GRADIENT_STEPS, TrainStep, decide_jit_compile, gradient_step_plan,
+                                   has_convolution, on_gpu, xla_pays_off)
 from sbtf.common.tf_layers import Conv
 from sbtf.common.vec_env import DummyVecEnv
 
@@ -86,14 +87,55 @@ def test_train_step_applies_the_rule_and_the_override(monkeypatch):
 def test_on_policy_decision_as_documented(algo, policy, env_fn, expect_xla):
     kwargs = dict(nminibatches=1, noptepochs=1) if algo is PPO2 else {}
     model = algo(policy, env_fn(), n_steps=4, seed=0, **kwargs)
-    assert model._train_step.jit_compile is expect_xla
+    # A2C: measured never to pay (docs/benchmarks.md, "When sbtf uses XLA")
+    assert model._train_step.xla_allowed is (expect_xla and algo is PPO2)
 
 
-@pytest.mark.parametrize("policy, env_id, expect_xla", [("CnnPolicy", None, not ON_CPU), ("MlpPolicy", "CartPole-v1", True)])
-def test_dqn_decision_as_documented(policy, env_id, expect_xla):
+def test_plan_decides_xla_for_the_learn_call():
+    """XLA only for learn() calls that plan XLA_MIN_GRADIENT_STEPS gradient steps or more, decided by counts."""
+    spec = {"x": tf.TensorSpec((), tf.float32)}
+    step = TrainStep(lambda x: {"y": x + 1.0}, spec, jit_compile=True)
+    assert step.xla_allowed and step.jit_compile  # no plan (outside learn): as allowed
+    with gradient_step_plan(XLA_MIN_GRADIENT_STEPS - 1):
+        assert step.jit_compile is False
+        assert float(step(x=1.0)["y"]) == 2.0
+    with gradient_step_plan(XLA_MIN_GRADIENT_STEPS):
+        assert step.jit_compile is True
+        assert float(step(x=2.0)["y"]) == 3.0
+    assert step.n_traces == 2  # one trace per form, each kept
+    with gradient_step_plan(10):
+        step(x=3.0)
+    assert step.n_traces == 2
+    never = TrainStep(lambda x: {"y": x}, spec, jit_compile=False)
+    with gradient_step_plan(10 ** 9):
+        assert never.jit_compile is False
+
+
+def test_plan_of_learn_counts_gradient_steps(monkeypatch):
+    """Each family counts the gradient steps of learn(total_timesteps) as its loop will run them."""
+    ppo = PPO2("MlpPolicy", _vector_env(), n_steps=16, nminibatches=4, noptepochs=5, seed=0)
+    assert ppo._planned_gradient_steps(100 * ppo.n_batch) == 100 * 4 * 5
+    seen = []
+    real_call = TrainStep.__call__
+
+    def spy(self, **values):
+        seen.append(self.jit_compile)
+        return real_call(self, **values)
+
+    monkeypatch.setattr(TrainStep, "__call__", spy)
+    ppo.learn(4 * ppo.n_batch)  # 4 updates x 20 gradient steps: far below the XLA threshold
+    assert seen and not any(seen)
+    dqn = DQN("MlpPolicy", gym.make("CartPole-v1"), learning_starts=100, train_freq=4, seed=0)
+    assert dqn._planned_gradient_steps(1100) == 250
+
+
+@pytest.mark.parametrize("policy, env_id", [("CnnPolicy", None), ("MlpPolicy", "CartPole-v1")])
+def test_dqn_decision_as_documented(policy, env_id):
     env = ImageEnv() if env_id is None else gym.make(env_id)
     model = DQN(policy, env, learning_starts=10, buffer_size=100, batch_size=8, seed=0)
-    assert model._build_train_step(1, False).jit_compile is expect_xla
+    assert model._build_train_step(1, False).xla_allowed is False  # measured never to pay on CPU
+    model.jit_compile = True  # forced: still no XLA for convolutions on the CPU
+    assert model._build_train_step(1, False).xla_allowed is (policy == "MlpPolicy" or not ON_CPU)
 
 
 def _random_inputs(step: TrainStep, n_actions: int, seed: int = 0) -> dict:

@@ -17,7 +17,6 @@ from sbtf.common.runners import RolloutRunner
 from sbtf.common.schedules import ProgressSchedule
 from sbtf.common.train_log import dump_update_log
 from sbtf.common import model_schema as ms
-from sbtf.common.tf_util import xla_pays_off
 
 
 class A2C(OnPolicySDEMixin, NStepActorCriticRLModel):
@@ -112,7 +111,7 @@ class A2C(OnPolicySDEMixin, NStepActorCriticRLModel):
             return {"policy_gradient_loss": pg_loss, "value_function_loss": vf_loss, "entropy": entropy}
 
         return TrainStep(train_step, inputs, updates=(policy,), name="a2c_train", autograph=False,
-                         jit_compile=not policy.recurrent and xla_pays_off(policy))
+                         jit_compile=False)  # measured: XLA never pays for A2C (docs/benchmarks.md)
 
     # ------------------------------------------------------------------ the on-policy loop's parts
     def _on_learn_start(self, progress, callback) -> None:

@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common import model_schema, save_util
+from sbtf.common.fast_call import gradient_step_plan
 from sbtf.common.file_errors import MissingParametersError, ModelDataError, ParameterShapeError, WrongAlgorithmError
 from sbtf.common.model_schema import check_network_size
 from sbtf.common.policies import ActorCriticPolicy, BasePolicy, get_policy_from_name
@@ -475,9 +476,18 @@ class BaseRLModel(ABC):
         new_tb_log = self._init_num_timesteps(reset_num_timesteps)
         callback = self._init_callback(callback, progress_bar, total_timesteps)
         with SetVerbosity(self.verbose), TensorboardWriter(self.graph, self.tensorboard_log, tb_log_name,
-                                                           new_tb_log) as writer:
+                                                           new_tb_log) as writer, \
+                gradient_step_plan(self._planned_gradient_steps(int(total_timesteps))):
             self._setup_learn()
             yield callback, writer
+
+    def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
+        """
+        How many gradient steps (minibatch updates) ``learn(total_timesteps)`` will run, or None when unknown. Train
+        steps XLA-compile only for plans of ``sbtf.common.fast_call.XLA_MIN_GRADIENT_STEPS`` or more: compilation
+        costs seconds and pays back only over many steps (docs/benchmarks.md, "When sbtf uses XLA").
+        """
+        return None
 
     def _setup_learn(self) -> None:
         if self.env is None:

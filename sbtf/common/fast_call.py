@@ -7,8 +7,10 @@ These helpers keep one tensor per input and skip the re-checking where TF expose
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
-from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
@@ -102,6 +104,41 @@ def _forced_xla() -> Optional[bool]:
     if forced not in ("on", "off"):
         raise ValueError(f"{XLA_ENV_VAR}={forced!r}: expected 'auto', 'on' or 'off'")
     return forced == "on"
+
+
+#: the fewest gradient steps a ``learn()`` call must plan for its train steps to be XLA-compiled. Measured on CPU
+#: (docs/benchmarks.md, "When sbtf uses XLA"): XLA's compilation costs 1.3-4 s per train step, and then saves about
+#: 0.2-0.25 ms per gradient step of a small MLP (PPO2 minibatches of 32-128, SAC/TD3 64x64): it pays back after
+#: 8,000-16,000 gradient steps, so shorter runs (tests, tutorials, the first minutes of a study) skip it.
+XLA_MIN_GRADIENT_STEPS = 20_000
+
+_planned_gradient_steps: "contextvars.ContextVar[Optional[int]]" = contextvars.ContextVar(
+    "sbtf_planned_gradient_steps", default=None)
+
+
+@contextlib.contextmanager
+def gradient_step_plan(n_gradient_steps: Optional[int]) -> Iterator[None]:
+    """
+    Within this block, train steps know how many gradient steps the running ``learn()`` plans (None: unknown). A
+    ``TrainStep`` that may use XLA uses it only for plans of at least :data:`XLA_MIN_GRADIENT_STEPS` (or unknown
+    plans): the compilation would not pay back on a shorter run. The plan is a count, never a timing, so a seeded
+    run takes the same path every time.
+
+    :param n_gradient_steps: the gradient steps (minibatch updates) the ``learn()`` call will run, or None
+    """
+    token = _planned_gradient_steps.set(None if n_gradient_steps is None else int(n_gradient_steps))
+    try:
+        yield
+    finally:
+        _planned_gradient_steps.reset(token)
+
+
+def xla_planned() -> bool:
+    """Whether the current plan (:func:`gradient_step_plan`) is long enough for XLA (or unknown), or ``SBTF_XLA=on``."""
+    if _forced_xla() is not None:
+        return bool(_forced_xla())
+    planned = _planned_gradient_steps.get()
+    return planned is None or planned >= XLA_MIN_GRADIENT_STEPS
 
 
 def decide_jit_compile(requested: Union[bool, str], networks: Iterable) -> bool:
@@ -200,7 +237,9 @@ class TrainStep:
     :param inputs: ``{name: tf.TensorSpec}``, the inputs ``fn`` takes
     :param updates: the policies whose acting weights ``fn`` changes
     :param jit_compile: compile with XLA: ``True``/``"auto"`` where it pays (:func:`xla_pays_off` on ``updates`` and
-        ``networks``: not for convolutions on CPU), ``False`` never; the decision is ``self.jit_compile``
+        ``networks``: not for convolutions on CPU; and only in ``learn()`` calls that plan enough gradient steps,
+        :func:`gradient_step_plan`), ``False`` never; ``self.xla_allowed`` is the first decision, ``self.jit_compile``
+        the one for the current plan
     :param networks: further networks the step computes with but does not update (for the XLA decision)
     :param name: name of the compiled function (shows in traces and profiles)
     :param autograph: convert Python control flow on tensors (``tf.function``'s ``autograph``)
@@ -221,14 +260,14 @@ class TrainStep:
         for policy in updates:
             unique.setdefault(id(policy), policy)
         self.updates = list(unique.values())
-        self.jit_compile = decide_jit_compile(jit_compile, list(self.updates) + list(networks))
+        self.xla_allowed = decide_jit_compile(jit_compile, list(self.updates) + list(networks))
         self.n_traces = 0
         packed = [k for k, s in self.input_specs.items() if s.dtype == tf.float32 and s.shape.is_fully_defined()]
         self._packed_names = packed
         self._packed_layout = FlatLayout([self.input_specs[k].shape.as_list() for k in packed])
         self._separate_names = [k for k in self.input_specs if k not in set(packed)]
         self._known_names = frozenset(self.input_specs)
-        self._function: Optional[FastFunction] = None
+        self._functions: "dict[bool, FastFunction]" = {}  # by jit_compile: one per XLA decision met
         # filled at trace time
         self._flat_outputs: list = []  # [(name, shape)] laid out in the flat output vector
         self._flat_layout: Optional[FlatLayout] = None
@@ -270,10 +309,15 @@ class TrainStep:
         flat_out = layout.flatten_tf(all_flat) if all_flat else tf.zeros((0,), tf.float32)
         return (flat_out, *separate_tensors)
 
-    def _build(self) -> FastFunction:
+    @property
+    def jit_compile(self) -> bool:
+        """Whether a call now runs the XLA-compiled form: XLA allowed and the current plan long enough."""
+        return self.xla_allowed and xla_planned()
+
+    def _build(self, jit_compile: bool) -> FastFunction:
         signature = [tf.TensorSpec((self._packed_layout.size,), tf.float32)]
         signature += [self.input_specs[k] for k in self._separate_names]
-        compiled = tf.function(self._graph_fn, input_signature=signature, jit_compile=self.jit_compile,
+        compiled = tf.function(self._graph_fn, input_signature=signature, jit_compile=jit_compile,
                                autograph=self.autograph, reduce_retracing=False)
         compiled.__name__ = self.name if self.name.isidentifier() else "train_step"
         return FastFunction(compiled.get_concrete_function())
@@ -281,7 +325,7 @@ class TrainStep:
     @property
     def traced(self) -> bool:
         """Whether the step has been traced (it is on its first call)."""
-        return self._function is not None
+        return bool(self._functions)
 
     # ------------------------------------------------------------------ calling
     def __call__(self, **values) -> "dict[str, np.ndarray]":
@@ -290,10 +334,12 @@ class TrainStep:
             missing = sorted(self._known_names - values.keys())
             extra = sorted(values.keys() - self._known_names)
             raise TypeError(f"TrainStep {self.name!r}: missing inputs {missing}, unknown inputs {extra}")
-        if self._function is None:
-            self._function = self._build()
+        jit = self.jit_compile
+        function = self._functions.get(jit)
+        if function is None:
+            function = self._functions[jit] = self._build(jit)
         packed = self._packed_layout.pack([_as_numpy(values[k]) for k in self._packed_names])
-        results = self._function(packed, *[values[k] for k in self._separate_names])
+        results = function(packed, *[values[k] for k in self._separate_names])
         flat = results[0].numpy()
         out: "dict[str, np.ndarray]" = dict(zip((n for n, _ in self._flat_outputs),
                                                 self._flat_layout.unpack_np(flat)))

@@ -109,6 +109,10 @@ class ActorCriticOffPolicyAlgorithm(OffPolicyAlgorithm):
     def _explore_step(self, obs: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
+        steps = max(int(total_timesteps) - max(int(self.learning_starts) - int(self.num_timesteps), 0), 0)
+        return steps // max(int(self.train_freq), 1) * int(self.gradient_steps)
+
     def _trains_after(self, step: int, timestep: int) -> bool:
         """Whether gradient steps follow env step ``step`` of this learn() call (``timestep``: its 1-based count)."""
         raise NotImplementedError

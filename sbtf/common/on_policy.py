@@ -330,6 +330,14 @@ class NStepActorCriticRLModel(OnPolicyAlgorithm):
     def _n_updates(self, total_timesteps: int) -> Optional[int]:
         return int(total_timesteps) // self.n_batch
 
+    def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
+        n_batch = self.n_batch or (self.n_envs or 1) * self.n_steps
+        return -(-int(total_timesteps) // max(int(n_batch), 1)) * self._gradient_steps_per_update()
+
+    def _gradient_steps_per_update(self) -> int:
+        """Gradient steps per update (one by default; PPO2: epochs x minibatches)."""
+        return 1
+
     def _collect_rollout(self, callback: "BaseCallback"):
         update = self._learn_progress.update  # noqa: F841 - in the callback's locals, as SB2's learn() had it
         callback.on_rollout_start()

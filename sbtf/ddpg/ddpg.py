@@ -458,6 +458,9 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
     def _on_dones(self, dones: np.ndarray) -> None:
         self._reset()
 
+    def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
+        return int(total_timesteps) // max(int(self.nb_rollout_steps), 1) * int(self.nb_train_steps)
+
     def _training_due(self, first_step: int, n_steps: int, state: LearnState) -> Optional[int]:
         """A cycle ends every ``nb_rollout_steps`` environment steps: its number, else None."""
         return self._cycles + 1 if state.steps % self.nb_rollout_steps == 0 else None

@@ -82,6 +82,9 @@ class DQN(OffPolicyAlgorithm):
         exploration_final_eps=ms.Real(), exploration_fraction=ms.Real(), learning_rate=ms.Schedule(),
         gamma=ms.Real(), buffer_size=ms.Integer(1), exploration_initial_eps=ms.Real(), **REPLAY_BUFFER_SCHEMA)
     _supported_action_spaces = (gym.spaces.Discrete,)
+    #: no XLA by default: measured on CPU (docs/benchmarks.md, "When sbtf uses XLA"), DQN's small train steps gain
+    #: nothing steady from it and pay 2.5-9 s of compilation (one per number of grouped gradient steps); True forces it
+    jit_compile = False
     def __init__(self, policy, env, gamma=0.99, learning_rate=5e-4, buffer_size=50000, exploration_fraction=0.1,
                  exploration_final_eps=0.02, exploration_initial_eps=1.0, train_freq=1, batch_size=32, double_q=True,
                  learning_starts=1000, target_network_update_freq=500, prioritized_replay=False,
@@ -449,6 +452,10 @@ class DQN(OffPolicyAlgorithm):
             self.param_noise_scale /= 1.01
 
     # ------------------------------------------------------------------ training schedule
+    def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
+        steps = max(int(total_timesteps) - max(int(self.learning_starts) - int(self.num_timesteps), 0), 0)
+        return steps // max(int(self.train_freq), 1)
+
     def _training_due(self, first_step: int, n_steps: int, state):
         """
         ``(gradient steps, copy the target after them, learning rate)`` for the train-frequency multiples passed

@@ -208,6 +208,9 @@ class PPO2(OnPolicySDEMixin, NStepActorCriticRLModel):
                          jit_compile=xla_pays_off(policy))
 
     # ------------------------------------------------------------------ the on-policy loop's parts
+    def _gradient_steps_per_update(self) -> int:
+        return int(self.noptepochs) * int(self.nminibatches)
+
     def _on_learn_start(self, progress, callback) -> None:
         self._lr_fn = get_schedule_fn(self.learning_rate)
         self._cliprange_fn = get_schedule_fn(self.cliprange)

@@ -190,6 +190,15 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
         if self.action_noise is not None:
             self.action_noise.reset()
 
+    def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
+        frequency, unit = parse_train_freq(self.train_freq)
+        if unit != "step":
+            return None  # episodes: their length is not known in advance
+        steps = max(int(total_timesteps) - max(int(self.learning_starts) - int(self.num_timesteps), 0), 0)
+        rollouts = steps // max(frequency * (self.n_envs or 1), 1)
+        per_rollout = int(self.gradient_steps) if int(self.gradient_steps) >= 0 else frequency * (self.n_envs or 1)
+        return rollouts * per_rollout
+
     def _training_due(self, first_step: int, n_steps: int, state: LearnState):
         self._current_progress_remaining = 1.0 - float(self.num_timesteps) / float(max(self._total_timesteps, 1))
         self._on_env_step()

@@ -65,6 +65,11 @@ class Sb3OnPolicyAlgorithm(NStepActorCriticRLModel):
     def _n_updates(self, total_timesteps: int) -> Optional[int]:
         return None  # until total_timesteps steps were taken, as sb3
 
+    def _gradient_steps_per_update(self) -> int:
+        n_batch = (self.n_envs or 1) * self.n_steps
+        batch_size = int(getattr(self, "batch_size", None) or n_batch)
+        return int(getattr(self, "n_epochs", 1)) * -(-n_batch // batch_size)
+
     def _sb3_progress_remaining(self) -> float:
         """sb3's ``1 - steps_done / total_timesteps``, read after a rollout (the train step's schedules)."""
         progress = self._learn_progress

@@ -279,6 +279,11 @@ class RecurrentPPO(OnPolicyAlgorithm):
                          jit_compile=xla_pays_off(policy))
 
     # ------------------------------------------------------------------ the on-policy loop's parts
+    def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
+        n_batch = (self.n_envs or 1) * self.n_steps
+        updates = -(-int(total_timesteps) // n_batch)
+        return updates * int(self.n_epochs) * -(-n_batch // max(int(self.batch_size), 1))
+
     def _progress_remaining(self, progress) -> float:
         """sb3's ``1 - num_timesteps / total_timesteps`` at the start of the update."""
         done = self.num_timesteps - progress.start_timesteps
