@@ -36,6 +36,7 @@ import numpy as np
 
 from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, get_load_limits
 from sbtf.common.obs_storage import ObsField, PackedObsArray, obs_fields, row_nbytes, rows_differ, take_rows
+from sbtf.common.packed_normalize import for_packed_rows
 from sbtf.common.registry import register_class
 from sbtf.common.safe_zip import open_zip, read_member, read_npz
 from sbtf.common.segment_tree import MinSegmentTree, SumSegmentTree
@@ -321,9 +322,10 @@ class ReplayBuffer(object):
     # ------------------------------------------------------------------ sampling
     @staticmethod
     def _normalize_obs(obs: np.ndarray, env=None) -> np.ndarray:
-        """Helper for normalizing the observation (``env``: a VecNormalize)."""
+        """Helper for normalizing the observation (``env``: a VecNormalize; packed Dict observations are normalised
+        key by key, only the keys it normalises: ``sbtf.common.packed_normalize``)."""
         if env is not None:
-            return env.normalize_obs(obs)
+            return for_packed_rows(env).normalize_obs(obs)
         return obs
 
     @staticmethod
