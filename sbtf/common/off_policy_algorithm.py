@@ -368,6 +368,11 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
             self._ensure_replay_buffer()
             if hasattr(self.replay_buffer, "attach_env"):  # HerReplayBuffer: compute_reward of the current env
                 self.replay_buffer.attach_env(self.env)
+                # the loop starts with env.reset(): an episode left unfinished by an earlier learn() (or in a loaded
+                # buffer) ends here, as a time-limit cut, instead of running on into the next episode
+                truncate = getattr(self.replay_buffer, "truncate_last_trajectory", None)
+                if truncate is not None:
+                    truncate()
             if replay_wrapper is not None:
                 if self._buffer_takes_steps():
                     raise ValueError("Error: the SB2 HER wrapper cannot wrap a HerReplayBuffer; use one of them.")
