@@ -35,7 +35,7 @@ def stored(buffer):
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["1env", "2envs"])
 def trained(request, tmp_path_factory):
-    """A DQN + HerReplayBuffer model after 202 steps per env count (the last episodes unfinished), and its buffer file."""
+    """A DQN + HerReplayBuffer model after 202 steps per env (the last episodes unfinished), and its buffer file."""
     n_envs = request.param
     model = make_model(n_envs)
     model.learn(202 * n_envs)
@@ -86,10 +86,17 @@ def test_learning_continues_after_loading(trained):
     assert buffer._dones[:len(buffer)].sum() == model.replay_buffer._dones[:len(buffer)].sum()  # cuts: no terminals
     loaded.learn(100 * n_envs)
     assert loaded.replay_buffer is buffer and len(buffer) == 302 * n_envs
-    # the new episodes start with the reset of learn(): none of them runs on from the saved episodes
     assert buffer.n_episode_transitions() >= (302 - N_BITS) * n_envs
-    np.testing.assert_array_equal(buffer._ep_start[202], 202)
     assert np.all(buffer.sample(64)[2] <= 0.0)
+
+    # kept open at load, the saved episodes are still closed when learn() resets the env: none runs on into the new
+    # episodes
+    kept = make_model(n_envs, seed=3)
+    kept.load_replay_buffer(path, truncate_last_traj=False)
+    assert kept.replay_buffer.n_episode_transitions() < 202 * n_envs
+    kept.learn(100 * n_envs)
+    np.testing.assert_array_equal(kept.replay_buffer._ep_start[202], 202)
+    assert np.all(kept.replay_buffer._ep_length[:202] > 0)
 
 
 def test_save_refuses_info_dicts_and_load_checks_the_env(tmp_path):

@@ -43,7 +43,8 @@ class PackedVecNormalize:
             return rows
         batch = rows.reshape(-1, self.layout.size)
         n = batch.shape[0]
-        parts = OrderedDict((e.key, batch[:, e.offset:e.offset + e.size].reshape((n,) + e.shape)) for e in self._entries)
+        parts = OrderedDict((e.key, batch[:, e.offset:e.offset + e.size].reshape((n,) + e.shape))
+                            for e in self._entries)
         result = transform(parts)
         out = np.array(batch, dtype=np.float32, copy=True)
         for entry in self._entries:
