@@ -1016,14 +1016,28 @@ class OffPolicyRLModel(BaseRLModel):
             raise ValueError("Error: this model has no replay buffer yet (call learn() first).")
         self.replay_buffer.save(path)
 
-    def load_replay_buffer(self, path) -> None:
-        """Load a replay buffer saved by ``save_replay_buffer``."""
+    def load_replay_buffer(self, path, truncate_last_traj: bool = True) -> None:
+        """
+        Load a replay buffer saved by ``save_replay_buffer`` (no pickle: a damaged or hostile file raises a
+        ``ModelFileError``, a ValueError). A ``HerReplayBuffer`` gets the model's env (for ``compute_reward``).
+
+        :param path: (str or PathLike) the file
+        :param truncate_last_traj: (bool) HerReplayBuffer: close the episodes the buffer was saved in the middle of,
+            as time-limit cuts (stable-baselines3's option). sbtf's ``learn()`` starts with a reset of the env, so
+            they are closed when learning starts in any case.
+        """
         from sbtf.common.buffers import load_buffer
-        self.replay_buffer = load_buffer(path)
+        buffer = load_buffer(path)
         # packed Dict observations saved as float32 rows (older files) are stored key by key again
-        use = getattr(self.replay_buffer, "use_observation_space", None)
+        use = getattr(buffer, "use_observation_space", None)
         if use is not None and getattr(self, "observation_space", None) is not None:
             use(self.observation_space)
+        attach = getattr(buffer, "attach_env", None)  # HerReplayBuffer (SB3: set_env)
+        if attach is not None and getattr(self, "env", None) is not None:
+            attach(self.env)
+        if truncate_last_traj and hasattr(buffer, "truncate_last_trajectory"):
+            buffer.truncate_last_trajectory()
+        self.replay_buffer = buffer
 
 
 

@@ -36,7 +36,8 @@ import numpy as np
 
 from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, get_load_limits
 from sbtf.common.obs_storage import ObsField, PackedObsArray, obs_fields, row_nbytes, rows_differ, take_rows
-from sbtf.common.registry import register_class
+from sbtf.common.packed_normalize import for_packed_rows
+from sbtf.common.registry import register_class, registered_classes
 from sbtf.common.safe_zip import open_zip, read_member, read_npz
 from sbtf.common.segment_tree import MinSegmentTree, SumSegmentTree
 
@@ -321,9 +322,10 @@ class ReplayBuffer(object):
     # ------------------------------------------------------------------ sampling
     @staticmethod
     def _normalize_obs(obs: np.ndarray, env=None) -> np.ndarray:
-        """Helper for normalizing the observation (``env``: a VecNormalize)."""
+        """Helper for normalizing the observation (``env``: a VecNormalize; packed Dict observations are normalised
+        key by key, only the keys it normalises: ``sbtf.common.packed_normalize``)."""
         if env is not None:
-            return env.normalize_obs(obs)
+            return for_packed_rows(env).normalize_obs(obs)
         return obs
 
     @staticmethod
@@ -647,7 +649,12 @@ def _read_text(archive: Any, name: str, path: str) -> str:
     return str(np.frombuffer(data, dtype=dtype)[0])
 
 
-def _int_value(data: dict, key: str, path: str, low: int, high: int) -> int:
+def saved_int(data: dict, key: str, path: str, low: int, high: int) -> int:
+    """
+    The integer ``data[key]`` of the replay buffer file ``path``, checked to lie in ``[low, high]``.
+
+    :raises ModelDataError: when it is missing, not an integer or out of range
+    """
     value = data.get(key)
     if not isinstance(value, np.ndarray) or value.shape != () or value.dtype.kind not in "iu":
         raise ModelDataError(f"Error: {key!r} of the replay buffer file {path} is not an integer; the file is "
@@ -659,12 +666,54 @@ def _int_value(data: dict, key: str, path: str, low: int, high: int) -> int:
     return number
 
 
+def saved_flag(data: dict, key: str, path: str) -> bool:
+    """
+    The boolean ``data[key]`` of the replay buffer file ``path``.
+
+    :raises ModelDataError: when it is missing or not a boolean
+    """
+    value = data.get(key)
+    if not isinstance(value, np.ndarray) or value.shape != () or value.dtype.kind != "b":
+        raise ModelDataError(f"Error: {key!r} of the replay buffer file {path} is not a boolean; the file is "
+                             "corrupted.")
+    return bool(value)
+
+
+def saved_index_array(data: dict, key: str, path: str, shape: tuple, low: int, high: int) -> np.ndarray:
+    """
+    The integer array ``data[key]`` of the replay buffer file ``path`` (int64), checked for its shape and for values in
+    ``[low, high]``.
+
+    :raises ModelDataError: when it is missing, of another shape or dtype, or out of range
+    """
+    value = data.get(key)
+    if not isinstance(value, np.ndarray) or value.shape != tuple(shape) or value.dtype.kind not in "iu":
+        raise ModelDataError(f"Error: {key!r} of the replay buffer file {path} is not an integer array of shape "
+                             f"{tuple(shape)}; the file is corrupted.")
+    if value.size and (int(value.min()) < low or int(value.max()) > high):
+        raise ModelDataError(f"Error: {key!r} of the replay buffer file {path} has values outside [{low}, {high}]; "
+                             "the file is corrupted.")
+    return value.astype(np.int64)
+
+
+def _saved_buffer_class(class_name: str, path: str) -> type:
+    """The class a buffer file names: sbtf's ``ReplayBuffer`` / ``PrioritizedReplayBuffer``, or a registered replay
+    buffer class that restores itself from a file (``_from_saved``, e.g. ``HerReplayBuffer``). Only registered
+    classes are looked up (``sbtf.common.registry``): a name read from a file is never imported."""
+    cls = _BUFFER_CLASSES.get(class_name)
+    if cls is None:
+        cls = registered_classes("replay_buffer").get(class_name)
+        if not (isinstance(cls, type) and issubclass(cls, ReplayBuffer) and "_from_saved" in vars(cls)):
+            raise CorruptedFileError(f"Error: {path} holds an unknown replay buffer class {class_name!r}.")
+    return cls
+
+
 def _check_buffer_data(data: dict, path: str, prioritized: bool) -> None:
     """Validate what ``_restore`` will use, and the memory the restored buffer will take, before allocating it."""
     limits = get_load_limits()
-    maxsize = _int_value(data, "maxsize", path, 1, 1 << 62)
-    size = _int_value(data, "size", path, 0, maxsize)
-    _int_value(data, "next_idx", path, 0, maxsize - 1)
+    maxsize = saved_int(data, "maxsize", path, 1, 1 << 62)
+    size = saved_int(data, "size", path, 0, maxsize)
+    saved_int(data, "next_idx", path, 0, maxsize - 1)
     slot_bytes = 8 + (64 if prioritized else 0)  # at least a reward; segment trees
     if "obs_t" in data:
         for key in ("obs_shape", "action_shape"):
@@ -750,7 +799,8 @@ def load_buffer(path: Union[str, os.PathLike]) -> ReplayBuffer:
     allocated).
 
     :param path: (str or PathLike) the file
-    :return: (ReplayBuffer or PrioritizedReplayBuffer) the buffer, with its content, write position and priorities
+    :return: (ReplayBuffer, PrioritizedReplayBuffer or HerReplayBuffer) the buffer, with its content, write position
+        and priorities (a HerReplayBuffer with its episodes; attach the env again: ``set_env``)
     :raises ModelFileError: (a ValueError) when the file is not a valid replay buffer file
     """
     path = os.fspath(path)
@@ -767,21 +817,22 @@ def load_buffer(path: Union[str, os.PathLike]) -> ReplayBuffer:
     names = [name[:-4] for name in sorted(members) if name.endswith(".npy")
              and name not in ("format.npy", "class_name.npy")]
     data = read_npz(path, names=names, what=f"arrays of the replay buffer file {path}")
-    version = _int_value(data, "format_version", path, 0, 1 << 30)
+    version = saved_int(data, "format_version", path, 0, 1 << 30)
     if version > BUFFER_FORMAT_VERSION:
         raise CorruptedFileError(f"Error: {path} was written by a newer sbtf (replay buffer format {version}); "
                                  "upgrade sbtf to read it.")
-    if class_name not in _BUFFER_CLASSES:
-        raise CorruptedFileError(f"Error: {path} holds an unknown replay buffer class {class_name!r}.")
+    buffer_class = _saved_buffer_class(class_name, path)
     prioritized = class_name == "PrioritizedReplayBuffer"
     _gather_packed_observations(data, path)
     _check_buffer_data(data, path, prioritized)
+    if class_name not in _BUFFER_CLASSES:  # a class that restores itself (checks its own entries first)
+        return buffer_class._from_saved(data, path)
     maxsize = int(data["maxsize"])
     if prioritized:
         buffer: ReplayBuffer = PrioritizedReplayBuffer(maxsize, float(data["alpha"]))
     elif "optimize_memory_usage" in data:
         buffer = ReplayBuffer(maxsize, optimize_memory_usage=True,
-                              n_envs=_int_value(data, "n_envs", path, 1, 1 << 16))
+                              n_envs=saved_int(data, "n_envs", path, 1, 1 << 16))
     else:
         buffer = ReplayBuffer(maxsize)
     buffer._restore(data)
@@ -792,4 +843,5 @@ def load_buffer(path: Union[str, os.PathLike]) -> ReplayBuffer:
 for _cls in (ReplayBuffer, PrioritizedReplayBuffer):
     register_class(_cls, "replay_buffer", _cls.__name__)
 
-__all__ = ["ReplayBatch", "ReplayBuffer", "PrioritizedReplayBuffer", "load_buffer"]
+__all__ = ["ReplayBatch", "ReplayBuffer", "PrioritizedReplayBuffer", "load_buffer", "saved_int", "saved_flag",
+           "saved_index_array"]

@@ -31,6 +31,7 @@ from sbtf.common import model_schema as ms
 from sbtf.common.base_class import OffPolicyRLModel
 from sbtf.common.input import check_obs_space
 from sbtf.common.math_util import safe_mean, total_episode_reward_logger
+from sbtf.common.packed_normalize import for_packed_rows
 from sbtf.common.registry import registered_classes
 
 
@@ -243,15 +244,6 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
             use(self.observation_space)
 
     # ------------------------------------------------------------------ helpers for subclasses
-    @staticmethod
-    def _unnormalize_obs(vec_normalize, obs: np.ndarray) -> np.ndarray:
-        """Invert ``VecNormalize.normalize_obs`` (exact unless the observation was clipped)."""
-        if vec_normalize is None or not vec_normalize.norm_obs:
-            return obs
-        rms = vec_normalize.obs_rms
-        return (np.asarray(obs, np.float64) * np.sqrt(rms.var + vec_normalize.epsilon) + rms.mean).astype(
-            np.asarray(obs).dtype)
-
     def _transitions(self, obs_, new_obs, new_obs_, rewards_, dones, infos):
         """
         The next observations and done flags to store for one VecEnv step.
@@ -260,13 +252,15 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
         """
         next_obs = new_obs_
         store_dones = dones.astype(np.float32)
+        vec_normalize = self._vec_normalize_env
         if dones.any():
             next_obs = np.array(new_obs_, copy=True)
             for i in np.flatnonzero(dones):
                 info = infos[i]
                 terminal = info.get("terminal_observation")
                 if terminal is not None:
-                    next_obs[i] = self._unnormalize_obs(self._vec_normalize_env, terminal)
+                    # VecNormalize normalised it: stored unnormalised, as the other observations
+                    next_obs[i] = terminal if vec_normalize is None else vec_normalize.unnormalize_obs(terminal)
                 if info.get("TimeLimit.truncated", False):
                     store_dones[i] = 0.0
         return next_obs, store_dones
@@ -368,14 +362,17 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
 
         with self._learn_context(), self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps,
                                                    progress_bar) as (callback, writer):
-            self._vec_normalize_env = unwrap_vec_normalize(self.env)
-            if self._vec_normalize_env is not None and isinstance(self.observation_space, gym.spaces.Dict):
-                raise NotImplementedError(f"Error: {type(self).__name__} does not support VecNormalize on Dict "
-                                          "observations yet (its replay buffer stores the original, packed "
-                                          "observations); normalise inside the env or use a Box observation space.")
+            # the replay buffer stores the original observations and rewards, normalised when sampled (as SB3); a
+            # Dict observation space is normalised key by key on the packed rows
+            self._vec_normalize_env = for_packed_rows(unwrap_vec_normalize(self.env))
             self._ensure_replay_buffer()
             if hasattr(self.replay_buffer, "attach_env"):  # HerReplayBuffer: compute_reward of the current env
                 self.replay_buffer.attach_env(self.env)
+                # the loop starts with env.reset(): an episode left unfinished by an earlier learn() (or in a loaded
+                # buffer) ends here, as a time-limit cut, instead of running on into the next episode
+                truncate = getattr(self.replay_buffer, "truncate_last_trajectory", None)
+                if truncate is not None:
+                    truncate()
             if replay_wrapper is not None:
                 if self._buffer_takes_steps():
                     raise ValueError("Error: the SB2 HER wrapper cannot wrap a HerReplayBuffer; use one of them.")

@@ -12,7 +12,9 @@ time limit cut is finished but not terminal (the algorithm stores it with ``done
 The model sees each goal observation as one flat vector: the Dict observation packed by ``sbtf.common.dict_obs``
 (``MultiInputPolicy``, as in stable-baselines3; ``goal_layout_from_space``), or ``concat[observation, achieved_goal,
 desired_goal]`` of ``sbtf.her.HERGoalEnvWrapper`` (``goal_layout_from_env``); the buffer stores these vectors and
-knows where the two goals lie in them. The SB2 ``HER`` wrapper
+knows where the two goals lie in them. ``save`` (``model.save_replay_buffer``) writes the transitions, episodes,
+settings and goal layout into sbtf's replay buffer file (no pickle); ``load_buffer`` checks and restores them
+(``_from_saved``), and the model attaches its env again. The SB2 ``HER`` wrapper
 (``sbtf.her.HER``), which adds the virtual transitions to the buffer when an episode ends, stays for old code.
 """
 from __future__ import annotations
@@ -23,10 +25,14 @@ from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
 
-from sbtf.common.buffers import ReplayBatch, ReplayBuffer
+from sbtf.common.buffers import ReplayBatch, ReplayBuffer, saved_flag, saved_index_array, saved_int
 from sbtf.common.dict_obs import layout_of
+from sbtf.common.file_errors import CorruptedFileError, ModelDataError
 from sbtf.common.registry import register_class
 from sbtf.her.replay_buffer import GoalSelectionStrategy, goal_selection_strategy_from
+
+#: the version of HerReplayBuffer's own entries in a saved buffer file (episodes, settings, goal layout)
+HER_FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -146,9 +152,22 @@ class HerReplayBuffer(ReplayBuffer):
 
     # ------------------------------------------------------------------ environment
     def attach_env(self, env: Any) -> None:
-        """Use ``env`` (the model's current VecEnv) for ``compute_reward`` (and to find the goal layout)."""
-        if env is not None:
-            self.env = env
+        """Use ``env`` (the model's current VecEnv) for ``compute_reward`` (and to find the goal layout); a VecEnv
+        must have the buffer's number of envs (e.g. after ``load_replay_buffer``)."""
+        if env is None:
+            return
+        num_envs = getattr(env, "num_envs", None)
+        if num_envs is not None and int(num_envs) != self.n_envs:
+            raise ValueError(f"Error: this HerReplayBuffer stores the episodes of {self.n_envs} env(s), the env has "
+                             f"{num_envs}; use a VecEnv of {self.n_envs} env(s).")
+        self.env = env
+
+    def use_observation_space(self, space) -> None:
+        """``ReplayBuffer.use_observation_space``; a goal env's Dict space also tells where the goals lie (when the
+        buffer does not know it yet, e.g. a loaded one)."""
+        super().use_observation_space(space)
+        if getattr(self, "_goal_layout", None) is None and hasattr(space, "spaces"):  # (None in __init__)
+            self._goal_layout = goal_layout_from_space(space)
 
     def set_env(self, env: Any) -> None:
         """stable-baselines3's name of ``attach_env``."""
@@ -318,9 +337,90 @@ class HerReplayBuffer(ReplayBuffer):
         for env_idx in np.flatnonzero(self._current_ep_start != self._pos):
             self._finish_episode(int(env_idx))
 
-    def save(self, path) -> None:
-        raise NotImplementedError("Error: saving a HerReplayBuffer is not supported yet; its episodes are rebuilt "
-                                  "by training again.")
+    # ------------------------------------------------------------------ save / load
+    def _state(self) -> dict:
+        """The saved arrays (``ReplayBuffer.save``): the transitions, the episodes and the settings."""
+        if self.copy_info_dict:
+            raise ValueError("Error: a HerReplayBuffer with copy_info_dict=True keeps the envs' info dicts, which "
+                             "cannot be saved without pickle; save_replay_buffer needs copy_info_dict=False.")
+        state = super()._state()
+        rows = self._size // self.n_envs
+        state.update(her_format_version=np.array(HER_FORMAT_VERSION), n_envs=np.array(self.n_envs),
+                     n_sampled_goal=np.array(self.n_sampled_goal),
+                     goal_selection_strategy=np.array(self.strategy.value),
+                     handle_timeout_termination=np.array(self.handle_timeout_termination), pos=np.array(self._pos),
+                     full=np.array(self._full), ep_start=self._ep_start[:rows], ep_length=self._ep_length[:rows],
+                     current_ep_start=self._current_ep_start.copy())
+        layout = self._goal_layout
+        if layout is not None:
+            state.update(goal_slices=np.array([[layout.achieved_goal.start, layout.achieved_goal.stop],
+                                               [layout.desired_goal.start, layout.desired_goal.stop]], np.int64),
+                         goal_shape=np.array(layout.goal_shape, np.int64))
+        return state
+
+    @classmethod
+    def _from_saved(cls, data: dict, path: str) -> "HerReplayBuffer":
+        """
+        A HerReplayBuffer from the arrays of a file written by ``save`` (``load_buffer`` has checked the transitions;
+        the episodes, settings and goal layout are checked here, so that sampling cannot index outside the buffer).
+
+        :raises ModelFileError: (a ValueError) when they are inconsistent
+        """
+        version = saved_int(data, "her_format_version", path, 1, 1 << 30)
+        if version > HER_FORMAT_VERSION:
+            raise CorruptedFileError(f"Error: {path} was written by a newer sbtf (HerReplayBuffer format {version}); "
+                                     "upgrade sbtf to read it.")
+        maxsize, size = int(data["maxsize"]), int(data["size"])
+        n_envs = saved_int(data, "n_envs", path, 1, min(maxsize, 1 << 16))
+        if maxsize % n_envs:
+            raise ModelDataError(f"Error: the HerReplayBuffer file {path} holds {maxsize} slots, not rows of {n_envs} "
+                                 "envs; the file is corrupted.")
+        n_rows = maxsize // n_envs
+        pos = saved_int(data, "pos", path, 0, n_rows - 1)
+        full = saved_flag(data, "full", path)
+        if size != (maxsize if full else pos * n_envs) or int(data["next_idx"]) != pos * n_envs:
+            raise ModelDataError(f"Error: the size and write position of the HerReplayBuffer file {path} do not "
+                                 "match; the file is corrupted.")
+        rows = size // n_envs
+        ep_start = saved_index_array(data, "ep_start", path, (rows, n_envs), 0, n_rows - 1)
+        ep_length = saved_index_array(data, "ep_length", path, (rows, n_envs), 0, rows)
+        current_ep_start = saved_index_array(data, "current_ep_start", path, (n_envs,), 0, n_rows - 1)
+        finished = ep_length > 0
+        offset = (np.arange(rows)[:, None] - ep_start) % n_rows
+        inside = offset < ep_length if full else (offset < ep_length) & (ep_start + ep_length <= pos)
+        if np.any(finished & ~inside):
+            raise ModelDataError(f"Error: the episodes of the HerReplayBuffer file {path} do not lie in its stored "
+                                 "transitions; the file is corrupted.")
+        strategy = GoalSelectionStrategy(saved_int(data, "goal_selection_strategy", path, 0, 2))
+        buffer = cls(maxsize, n_envs=n_envs, n_sampled_goal=saved_int(data, "n_sampled_goal", path, 0, 1 << 20),
+                     goal_selection_strategy=strategy,
+                     handle_timeout_termination=saved_flag(data, "handle_timeout_termination", path),
+                     goal_layout=_saved_goal_layout(data, path))
+        buffer._restore(data)
+        buffer._pos, buffer._full = pos, full
+        buffer._ep_start[:rows], buffer._ep_length[:rows] = ep_start, ep_length
+        buffer._current_ep_start[:] = current_ep_start
+        return buffer
+
+
+def _saved_goal_layout(data: dict, path: str) -> Optional[GoalLayout]:
+    """The ``GoalLayout`` of a saved HerReplayBuffer (None when it was not known yet), checked against the stored
+    observation rows."""
+    if "goal_slices" not in data:
+        return None
+    slices, goal_shape = data["goal_slices"], data.get("goal_shape")
+    obs_size = int(np.prod(data["obs_shape"])) if "obs_shape" in data else 1 << 30
+    if not isinstance(slices, np.ndarray) or slices.shape != (2, 2) or slices.dtype.kind not in "iu" or \
+            not isinstance(goal_shape, np.ndarray) or goal_shape.ndim != 1 or goal_shape.dtype.kind not in "iu" or \
+            len(goal_shape) > 32 or np.any(goal_shape < 1) or np.any(slices < 0) or np.any(slices > obs_size):
+        raise ModelDataError(f"Error: the goal layout of the HerReplayBuffer file {path} is invalid; the file is "
+                             "corrupted.")
+    (a_start, a_stop), (d_start, d_stop) = (tuple(int(v) for v in row) for row in slices)
+    length = a_stop - a_start
+    if length < 1 or d_stop - d_start != length or int(np.prod(goal_shape)) != length:
+        raise ModelDataError(f"Error: the goals of the HerReplayBuffer file {path} differ in size from each other or "
+                             "from their shape; the file is corrupted.")
+    return GoalLayout(slice(a_start, a_stop), slice(d_start, d_stop), tuple(int(v) for v in goal_shape))
 
 
 __all__ = ["HerReplayBuffer", "GoalLayout", "goal_layout_from_env", "goal_layout_from_space", "GoalSelectionStrategy"]

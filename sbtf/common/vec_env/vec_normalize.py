@@ -329,6 +329,40 @@ class VecNormalize(VecEnvWrapper):
         normalized = np.asarray(reward, dtype=np.float64) / np.sqrt(self.ret_rms.var + self.epsilon)
         return np.clip(normalized, -self.clip_reward, self.clip_reward).astype(np.float32)
 
+    def unnormalize_obs(self, obs: Any) -> Any:
+        """
+        Invert :meth:`normalize_obs` with the current statistics (exact unless the observation was clipped).
+
+        :param obs: (np.ndarray or dict) normalised observations; for a Dict observation space a dict, whose entries
+            in ``norm_obs_keys`` are unnormalised (a new dict; the others are kept)
+        :return: (np.ndarray or dict) the observations in the env's units, in the dtype of ``obs`` (unchanged input
+            if ``norm_obs`` is False)
+        """
+        if not self.norm_obs:
+            return obs
+        if isinstance(self.obs_rms, dict):
+            restored = OrderedDict(obs)
+            for key, rms in self.obs_rms.items():
+                restored[key] = self._unnormalize_array(obs[key], rms)
+            return restored
+        return self._unnormalize_array(obs, self.obs_rms)
+
+    def _unnormalize_array(self, obs: np.ndarray, rms: RunningMeanStd) -> np.ndarray:
+        obs = np.asarray(obs)
+        restored = np.asarray(obs, dtype=np.float64) * np.sqrt(rms.var + self.epsilon) + rms.mean
+        return restored.astype(obs.dtype if obs.dtype.kind == "f" else np.float32)
+
+    def unnormalize_reward(self, reward: np.ndarray) -> np.ndarray:
+        """
+        Invert :meth:`normalize_reward` with the current statistics (exact unless the reward was clipped).
+
+        :param reward: (np.ndarray) normalised rewards
+        :return: (np.ndarray) the rewards in the env's units (unchanged input if ``norm_reward`` is False)
+        """
+        if not self.norm_reward:
+            return reward
+        return np.asarray(reward, dtype=np.float64) * np.sqrt(self.ret_rms.var + self.epsilon)
+
     def get_original_obs(self) -> np.ndarray:
         """
         The raw (not normalised) observations of the last step or reset.
