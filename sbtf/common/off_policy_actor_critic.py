@@ -110,7 +110,7 @@ class ActorCriticOffPolicyAlgorithm(OffPolicyAlgorithm):
         raise NotImplementedError
 
     def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
-        steps = max(int(total_timesteps) - max(int(self.learning_starts) - int(self.num_timesteps), 0), 0)
+        steps = self._steps_after_learning_starts(total_timesteps)
         return steps // max(int(self.train_freq), 1) * int(self.gradient_steps)
 
     def _trains_after(self, step: int, timestep: int) -> bool:

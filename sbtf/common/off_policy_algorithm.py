@@ -123,6 +123,10 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
     jit_compile = "auto"
     xla_max_layer = 128
 
+    def _steps_after_learning_starts(self, total_timesteps: int) -> int:
+        """The env steps of ``learn(total_timesteps)`` after ``learning_starts`` (for the gradient-step plan)."""
+        return max(int(total_timesteps) - max(int(self.learning_starts) - int(self.num_timesteps), 0), 0)
+
     def _use_xla(self, policy) -> bool:
         if self.jit_compile in (True, False):
             return bool(self.jit_compile)

@@ -453,7 +453,7 @@ class DQN(OffPolicyAlgorithm):
 
     # ------------------------------------------------------------------ training schedule
     def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
-        steps = max(int(total_timesteps) - max(int(self.learning_starts) - int(self.num_timesteps), 0), 0)
+        steps = self._steps_after_learning_starts(total_timesteps)
         return steps // max(int(self.train_freq), 1)
 
     def _training_due(self, first_step: int, n_steps: int, state):

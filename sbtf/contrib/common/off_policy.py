@@ -194,7 +194,7 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
         frequency, unit = parse_train_freq(self.train_freq)
         if unit != "step":
             return None  # episodes: their length is not known in advance
-        steps = max(int(total_timesteps) - max(int(self.learning_starts) - int(self.num_timesteps), 0), 0)
+        steps = self._steps_after_learning_starts(total_timesteps)
         rollouts = steps // max(frequency * (self.n_envs or 1), 1)
         per_rollout = int(self.gradient_steps) if int(self.gradient_steps) >= 0 else frequency * (self.n_envs or 1)
         return rollouts * per_rollout
