@@ -262,6 +262,8 @@ def watch_first_update(lib: str, model) -> dict:
             mark.update(t=time.perf_counter(), steps=int(model.num_timesteps))
 
     if lib == "sb3":
+        if not hasattr(model, "train"):  # sb3-contrib's ARS: no gradient updates, nothing to watch
+            return mark
         original = model.train
 
         def train(*args, **kwargs):

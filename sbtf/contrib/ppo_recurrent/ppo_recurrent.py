@@ -280,9 +280,9 @@ class RecurrentPPO(OnPolicyAlgorithm):
 
     # ------------------------------------------------------------------ the on-policy loop's parts
     def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
-        n_batch = (self.n_envs or 1) * self.n_steps
-        updates = -(-int(total_timesteps) // n_batch)
-        return updates * int(self.n_epochs) * -(-n_batch // max(int(self.batch_size), 1))
+        # no plan: XLA whenever allowed. The unrolled LSTM step gains far more from XLA than an MLP step (100k steps
+        # of ppo_lstm_cartpole_novel: 7,800 gradient steps, 89 s with XLA, 129 s without, 2026-11-27)
+        return None
 
     def _progress_remaining(self, progress) -> float:
         """sb3's ``1 - num_timesteps / total_timesteps`` at the start of the update."""
