@@ -109,6 +109,9 @@ def test_plan_decides_xla_for_the_learn_call():
     never = TrainStep(lambda x: {"y": x}, spec, jit_compile=False)
     with gradient_step_plan(10 ** 9):
         assert never.jit_compile is False
+    always = TrainStep(lambda x: {"y": x}, spec, jit_compile=True, xla_min_gradient_steps=0)  # ACER, RecurrentPPO
+    with gradient_step_plan(1):
+        assert always.jit_compile is True
 
 
 def test_plan_of_learn_counts_gradient_steps(monkeypatch):

@@ -133,12 +133,17 @@ def gradient_step_plan(n_gradient_steps: Optional[int]) -> Iterator[None]:
         _planned_gradient_steps.reset(token)
 
 
-def xla_planned() -> bool:
-    """Whether the current plan (:func:`gradient_step_plan`) is long enough for XLA (or unknown), or ``SBTF_XLA=on``."""
-    if _forced_xla() is not None:
-        return bool(_forced_xla())
+def xla_planned(min_gradient_steps: int = XLA_MIN_GRADIENT_STEPS) -> bool:
+    """
+    Whether the current plan (:func:`gradient_step_plan`) is long enough for XLA (or unknown), or ``SBTF_XLA=on``.
+
+    :param min_gradient_steps: the shortest plan that pays for the compilation (a step's own measurement)
+    """
+    forced = _forced_xla()
+    if forced is not None:
+        return forced
     planned = _planned_gradient_steps.get()
-    return planned is None or planned >= XLA_MIN_GRADIENT_STEPS
+    return planned is None or planned >= min_gradient_steps
 
 
 def decide_jit_compile(requested: Union[bool, str], networks: Iterable) -> bool:
@@ -241,13 +246,16 @@ class TrainStep:
         :func:`gradient_step_plan`), ``False`` never; ``self.xla_allowed`` is the first decision, ``self.jit_compile``
         the one for the current plan
     :param networks: further networks the step computes with but does not update (for the XLA decision)
+    :param xla_min_gradient_steps: the shortest ``learn()`` plan for which the step uses XLA (default
+        :data:`XLA_MIN_GRADIENT_STEPS`; 0: whatever the plan, for steps measured to gain much more than an MLP step)
     :param name: name of the compiled function (shows in traces and profiles)
     :param autograph: convert Python control flow on tensors (``tf.function``'s ``autograph``)
     """
 
     def __init__(self, fn: Callable[..., Mapping[str, tf.Tensor]], inputs: Mapping[str, tf.TensorSpec],
                  updates: Sequence = (), jit_compile: Union[bool, str] = False, name: str = "train_step",
-                 autograph: bool = True, networks: Sequence = ()):
+                 autograph: bool = True, networks: Sequence = (),
+                 xla_min_gradient_steps: int = XLA_MIN_GRADIENT_STEPS):
         self.fn = fn
         self.name = name
         self.autograph = bool(autograph)
@@ -261,6 +269,7 @@ class TrainStep:
             unique.setdefault(id(policy), policy)
         self.updates = list(unique.values())
         self.xla_allowed = decide_jit_compile(jit_compile, list(self.updates) + list(networks))
+        self.xla_min_gradient_steps = int(xla_min_gradient_steps)
         self.n_traces = 0
         packed = [k for k, s in self.input_specs.items() if s.dtype == tf.float32 and s.shape.is_fully_defined()]
         self._packed_names = packed
@@ -312,7 +321,7 @@ class TrainStep:
     @property
     def jit_compile(self) -> bool:
         """Whether a call now runs the XLA-compiled form: XLA allowed and the current plan long enough."""
-        return self.xla_allowed and xla_planned()
+        return self.xla_allowed and xla_planned(self.xla_min_gradient_steps)
 
     def _build(self, jit_compile: bool) -> FastFunction:
         signature = [tf.TensorSpec((self._packed_layout.size,), tf.float32)]

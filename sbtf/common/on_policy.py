@@ -331,8 +331,10 @@ class NStepActorCriticRLModel(OnPolicyAlgorithm):
         return int(total_timesteps) // self.n_batch
 
     def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
-        n_batch = self.n_batch or (self.n_envs or 1) * self.n_steps
-        return -(-int(total_timesteps) // max(int(n_batch), 1)) * self._gradient_steps_per_update()
+        n_updates = self._n_updates(total_timesteps)
+        if n_updates is None:  # sb3's pace: rollouts until total_timesteps steps were taken
+            n_updates = -(-int(total_timesteps) // ((self.n_envs or 1) * self.n_steps))
+        return n_updates * self._gradient_steps_per_update()
 
     def _gradient_steps_per_update(self) -> int:
         """Gradient steps per update (one by default; PPO2: epochs x minibatches)."""

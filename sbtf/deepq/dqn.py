@@ -85,6 +85,7 @@ class DQN(OffPolicyAlgorithm):
     #: no XLA by default: measured on CPU (docs/benchmarks.md, "When sbtf uses XLA"), DQN's small train steps gain
     #: nothing steady from it and pay 2.5-9 s of compilation (one per number of grouped gradient steps); True forces it
     jit_compile = False
+
     def __init__(self, policy, env, gamma=0.99, learning_rate=5e-4, buffer_size=50000, exploration_fraction=0.1,
                  exploration_final_eps=0.02, exploration_initial_eps=1.0, train_freq=1, batch_size=32, double_q=True,
                  learning_starts=1000, target_network_update_freq=500, prioritized_replay=False,
