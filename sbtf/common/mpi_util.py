@@ -61,6 +61,9 @@ class _Op:
         return f"<SingleProcessComm op {self.name}>"
 
 
+# seconds a failing rank waits between printing why it fails and MPI_Abort (see abort_job)
+ABORT_GRACE_SECONDS = 1.0
+
 SUM = _Op("SUM")
 MAX = _Op("MAX")
 MIN = _Op("MIN")
@@ -376,6 +379,9 @@ def abort_job(comm=None, errorcode: int = 1) -> None:
     comm = get_comm(comm)
     sys.stdout.flush()
     sys.stderr.flush()
+    # mpirun forwards each rank's output through its launcher asynchronously, and MPI_Abort kills the launcher's
+    # processes: without a pause, the message just written (why this rank fails) can be lost (seen on a loaded CI)
+    time.sleep(ABORT_GRACE_SECONDS)
     try:
         comm.Abort(int(errorcode))
     finally:
