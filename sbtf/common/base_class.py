@@ -758,14 +758,14 @@ class BaseRLModel(ABC):
                 return tf.reduce_mean(tf.square(out - actions))
             return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=out))
 
-        @tf.function(input_signature=[obs_spec, act_spec, tf.TensorSpec((), tf.float32)])
+        @tf.function(input_signature=[obs_spec, act_spec, tf.TensorSpec((), tf.float32)], autograph=False)
         def train_step(obs, actions, lr):
             with tf.GradientTape() as tape:
                 loss = _loss(obs, actions)
             optimizer.apply(tape.gradient(loss, variables), lr)
             return loss
 
-        val_step = tf.function(_loss, input_signature=[obs_spec, act_spec])
+        val_step = tf.function(_loss, input_signature=[obs_spec, act_spec], autograph=False)
 
         def _prepare(obs, actions):
             obs = np.asarray(obs).astype(self.policy_tf.obs_dtype).reshape((-1,) + self.policy_tf.obs_shape)

@@ -249,12 +249,15 @@ class TrainStep:
     :param xla_min_gradient_steps: the shortest ``learn()`` plan for which the step uses XLA (default
         :data:`XLA_MIN_GRADIENT_STEPS`; 0: whatever the plan, for steps measured to gain much more than an MLP step)
     :param name: name of the compiled function (shows in traces and profiles)
-    :param autograph: convert Python control flow on tensors (``tf.function``'s ``autograph``)
+    :param autograph: convert Python control flow on tensors (``tf.function``'s ``autograph``). Off by default:
+        sbtf's steps write their loops and branches as ``tf.while_loop`` / ``tf.cond`` (see
+        :func:`sbtf.common.tf_util.repeat_steps`), and autograph's conversion of the Python code a step calls (the
+        losses, the networks, the optimizers) cost 1.4-2.5 CPU-s of the first call of DQN's and SAC's steps
     """
 
     def __init__(self, fn: Callable[..., Mapping[str, tf.Tensor]], inputs: Mapping[str, tf.TensorSpec],
                  updates: Sequence = (), jit_compile: Union[bool, str] = False, name: str = "train_step",
-                 autograph: bool = True, networks: Sequence = (),
+                 autograph: bool = False, networks: Sequence = (),
                  xla_min_gradient_steps: int = XLA_MIN_GRADIENT_STEPS):
         self.fn = fn
         self.name = name

@@ -16,6 +16,7 @@ from sbtf.common.math_util import scale_action, unscale_action
 from sbtf.common.off_policy_algorithm import LearnState, OffPolicyAlgorithm
 from sbtf.common.off_policy_train import TrainStepCache
 from sbtf.common.schedules import get_schedule_fn
+from sbtf.common.tf_util import repeat_steps
 
 #: a training plan of SAC/TD3: (per-gradient-step flags, learning rate)
 ActorCriticPlan = Tuple[List[bool], float]
@@ -200,13 +201,15 @@ class ActorCriticOffPolicyAlgorithm(OffPolicyAlgorithm):
                 stats = one_step(obs[0], actions[0], rewards[0], next_obs[0], dones[0], learning_rate, seeds[0],
                                  variant)
             else:
-                stats = tf.zeros((n_stats,), tf.float32)
-                for k in tf.range(n_steps):
-                    stats += one_step(obs[k], actions[k], rewards[k], next_obs[k], dones[k], learning_rate, seeds[k],
-                                      flags[k] > 0.5) / float(n_steps)
+                def step(k, stats):
+                    return (stats + one_step(obs[k], actions[k], rewards[k], next_obs[k], dones[k], learning_rate,
+                                             seeds[k], flags[k] > 0.5) / float(n_steps),)
+
+                stats, = repeat_steps(n_steps, step, (tf.zeros((n_stats,), tf.float32),))
             return {stat: stats[i] for i, stat in enumerate(stat_names)}
 
-        return TrainStep(train, inputs, updates=updates, jit_compile=self._use_xla(policy), name=name)
+        return TrainStep(train, inputs, updates=updates, jit_compile=self._use_xla(policy), name=name,
+                         autograph=False)
 
     def _run_train(self, flags: Sequence[bool], lr: float) -> np.ndarray:
         """``len(flags)`` gradient steps on freshly sampled batches in one compiled call; the statistics in the order

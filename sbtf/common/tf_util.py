@@ -91,6 +91,18 @@ def minibatch_loop(n_steps, step_fn) -> None:
     tf.while_loop(lambda k: k < n_steps, _body, (tf.constant(0),))
 
 
+def repeat_steps(n_steps: int, step_fn, initial: tuple) -> tuple:
+    """
+    ``carry = step_fn(k, *carry)`` for ``k = 0 .. n_steps - 1``, one step after the other, as a ``tf.while_loop``
+    (inside ``tf.function``, without autograph); returns the final ``carry`` (a tuple of tensors, shapes fixed).
+    """
+    def _body(k, *carry):
+        return (k + 1,) + tuple(step_fn(k, *carry))
+
+    return tuple(tf.while_loop(lambda k, *_: k < n_steps, _body, (tf.constant(0),) + tuple(initial),
+                               parallel_iterations=1)[1:])
+
+
 def get_flat_tensor(var_list: Sequence) -> tf.Tensor:
     """The variables' values as one flat vector (TF ops)."""
     return tf.concat([tf.reshape(v, [-1]) for v in var_list], axis=0)

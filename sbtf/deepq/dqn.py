@@ -24,6 +24,7 @@ from sbtf.common.off_policy_ops import copy_variables, huber_loss, stateless_see
 from sbtf.common.off_policy_train import TrainStepCache
 from sbtf.common.optimizers import Adam
 from sbtf.common.schedules import LinearSchedule, get_schedule_fn
+from sbtf.common.tf_util import repeat_steps
 from sbtf.deepq.policies import DQNPolicy
 from sbtf.common import model_schema as ms
 
@@ -285,18 +286,20 @@ class DQN(OffPolicyAlgorithm):
                 td_error, stats = one_step(obs[0], actions[0], rewards[0], next_obs[0], dones[0], weights[0],
                                            learning_rate)
             else:
-                td_error = tf.zeros((batch,), tf.float32)
-                stats = tf.zeros((2,), tf.float32)
-                for k in tf.range(n_steps):
+                def step(k, _, stats):
                     td_error, step_stats = one_step(obs[k], actions[k], rewards[k], next_obs[k], dones[k],
                                                     weights[k], learning_rate)
-                    stats += step_stats / float(n_steps)
+                    return td_error, stats + step_stats / float(n_steps)
+
+                td_error, stats = repeat_steps(n_steps, step, (tf.zeros((batch,), tf.float32),
+                                                               tf.zeros((2,), tf.float32)))
             if copy_target:
                 copy_variables(target_vars, q_vars)
             return {"loss": stats[0], "td_error": stats[1], "td_errors": td_error}
 
         updates = (q_net, target_q_net) if copy_target else (q_net,)
-        return TrainStep(train, inputs, updates=updates, jit_compile=self._use_xla(q_net), name="dqn_train")
+        return TrainStep(train, inputs, updates=updates, jit_compile=self._use_xla(q_net), name="dqn_train",
+                         autograph=False)
 
     def _call_train(self, n_steps: int, copy_target: bool, obs, actions, rewards, next_obs, dones, weights, lr):
         """One compiled call: K = n_steps gradient steps on stacked minibatches; returns (stats, td_errors)."""

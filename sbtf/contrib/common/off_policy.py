@@ -27,6 +27,7 @@ from sbtf.common.math_util import scale_action, unscale_action
 from sbtf.common.off_policy_algorithm import LearnState, OffPolicyAlgorithm
 from sbtf.common.off_policy_train import TrainStepCache
 from sbtf.common.schedules import get_schedule_fn
+from sbtf.common.tf_util import repeat_steps
 
 #: the units of a ``train_freq`` tuple
 TRAIN_FREQ_UNITS = ("step", "episode")
@@ -283,13 +284,12 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
             if n_steps == 1:
                 stats = one_step(0, batch(0))
             else:
-                stats = tf.zeros((n_stats,), tf.float32)
-                for k in tf.range(n_steps):
-                    stats += one_step(k, batch(k)) / float(n_steps)
+                stats, = repeat_steps(n_steps, lambda k, stats: (stats + one_step(k, batch(k)) / float(n_steps),),
+                                      (tf.zeros((n_stats,), tf.float32),))
             return {stat: stats[i] for i, stat in enumerate(stat_names)}
 
         return TrainStep(train, inputs, updates=(self.policy_tf,), jit_compile=self._use_xla(self.policy_tf),
-                         name=name)
+                         name=name, autograph=False)
 
     def _chunks(self, gradient_steps: int) -> List[int]:
         """
