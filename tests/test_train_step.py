@@ -175,3 +175,31 @@ def test_load_and_predict_build_no_train_step(algo_name, tmp_path, monkeypatch):
     model.set_env(sbtf.common.make_vec_env(env_id, n_envs=1, seed=0))
     model.learn(256)
     assert built
+
+
+def test_steps_trace_without_autograph_and_repeat_steps_runs_in_order():
+    """TrainStep traces without autograph by default; repeat_steps runs stateful steps one after the other."""
+    from sbtf.common.tf_util import repeat_steps
+
+    var = tf.Variable(1.0)
+
+    def fn(x):
+        def step(k, total):
+            var.assign(var * 2.0 + tf.cast(k, tf.float32))  # order matters: 1 -> 2 -> 5 -> 12
+            return (total + var * x,)
+
+        total, = repeat_steps(3, step, (tf.constant(0.0),))
+        return {"total": total, "var": tf.identity(var)}
+
+    step = TrainStep(fn, {"x": tf.TensorSpec((), tf.float32)})
+    assert step.autograph is False
+    out = step(x=1.0)
+    assert float(out["var"]) == 12.0 and float(out["total"]) == 2.0 + 5.0 + 12.0
+
+    def python_branch_on_tensor(x):
+        if x > 0:  # needs autograph: a clear error, not a silently different graph
+            return {"y": x}
+        return {"y": -x}
+
+    with pytest.raises(Exception, match="(?i)autograph|bool"):
+        TrainStep(python_branch_on_tensor, {"x": tf.TensorSpec((), tf.float32)})(x=1.0)
