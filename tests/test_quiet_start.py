@@ -30,3 +30,17 @@ def test_tf_import_errors_and_warnings_are_not_swallowed(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "SBTF_TF_LOGS")}
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert "visible after import" in result.stderr
+
+
+def test_load_and_predict_do_not_import_tensorflow_probability(tmp_path):
+    """TensorFlow Probability (~1 s of import) is imported when a TF distribution is first built, not to act."""
+    from sbtf import PPO2
+
+    path = tmp_path / "agent.zip"
+    PPO2("MlpPolicy", "CartPole-v1", n_steps=32, nminibatches=1, noptepochs=1, seed=0).save(path)
+    script = (f"import sys, numpy as np\nfrom sbtf import PPO2\nmodel = PPO2.load({str(path)!r})\n"
+              "model.predict(np.zeros(4, np.float32))\n"
+              "print('tfp' if 'tensorflow_probability' in sys.modules else 'no tfp')\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "no tfp"

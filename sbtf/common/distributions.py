@@ -10,11 +10,16 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
 
 from sbtf.common.tf_layers import GaussianHead, Linear
 
-tfd = tfp.distributions
+
+def _tfd():
+    """``tfp.distributions``, imported on first use: TensorFlow Probability's import costs ~1 s, and loading a model
+    to act (the NumPy path) or most of ``import sbtf`` never needs it."""
+    import tensorflow_probability as tfp  # pylint: disable=import-outside-toplevel
+
+    return tfp.distributions
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -49,7 +54,7 @@ class _TFPDistribution(ProbabilityDistribution):
 
     #: dtype the actions are cast to before ``log_prob``
     action_dtype = tf.float32
-    dist: tfd.Distribution
+    dist: "tfp.distributions.Distribution"
 
     def neglogp(self, x):
         return -self.dist.log_prob(tf.cast(x, self.action_dtype))
@@ -71,7 +76,7 @@ class CategoricalProbabilityDistribution(_TFPDistribution):
 
     def __init__(self, logits):
         self.logits = logits
-        self.dist = tfd.Categorical(logits=logits, dtype=tf.int64)
+        self.dist = _tfd().Categorical(logits=logits, dtype=tf.int64)
 
     def flatparam(self):
         return self.logits
@@ -115,7 +120,7 @@ class DiagGaussianProbabilityDistribution(_TFPDistribution):
         self.flat = flat
         self.mean, self.logstd = tf.split(flat, 2, axis=-1)
         self.std = tf.exp(self.logstd)
-        self.dist = tfd.Independent(tfd.Normal(loc=self.mean, scale=self.std), reinterpreted_batch_ndims=1)
+        self.dist = _tfd().Independent(_tfd().Normal(loc=self.mean, scale=self.std), reinterpreted_batch_ndims=1)
 
     def flatparam(self):
         return self.flat
@@ -130,7 +135,7 @@ class BernoulliProbabilityDistribution(_TFPDistribution):
     def __init__(self, logits):
         self.logits = logits
         self.probabilities = tf.sigmoid(logits)
-        self.dist = tfd.Independent(tfd.Bernoulli(logits=logits, dtype=tf.float32), reinterpreted_batch_ndims=1)
+        self.dist = _tfd().Independent(_tfd().Bernoulli(logits=logits, dtype=tf.float32), reinterpreted_batch_ndims=1)
 
     def flatparam(self):
         return self.logits
