@@ -351,3 +351,28 @@ def test_cnn_policy_on_small_images(tmp_path):
     np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0],
                                   loaded.predict(obs, deterministic=True)[0])
     assert "model/c1/w:0" in model.get_parameters()
+
+
+@pytest.mark.parametrize("nminibatches", [1, 2])
+def test_ppo2_update_on_the_whole_batch_does_not_depend_on_sample_order(nminibatches):
+    """With one minibatch PPO2 skips the per-epoch shuffle (the loss is a mean over the whole batch); its update must
+    equal the update on the same samples in another order. With two minibatches the shuffle is drawn per epoch from
+    the model's own generator, so two models with one seed agree on the same rollout."""
+    env = DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2)
+    rng = np.random.default_rng(0)
+    n = 2 * 16
+    obs = rng.normal(size=(n, 4)).astype(np.float32)
+    batch = dict(obs=obs, returns=rng.normal(size=n).astype(np.float32), actions=rng.integers(0, 2, n).astype(np.float32),
+                 values=rng.normal(size=n).astype(np.float32), neglogpacs=np.full(n, 0.69, np.float32),
+                 lr=3e-4, cliprange=0.2, cliprange_vf=0.2)
+    order = rng.permutation(n) if nminibatches == 1 else np.arange(n)
+    initial = PPO2("MlpPolicy", env, n_steps=16, nminibatches=nminibatches, noptepochs=3, seed=3).get_parameters()
+    params = []
+    for rows in (np.arange(n), order):
+        model = PPO2("MlpPolicy", env, n_steps=16, nminibatches=nminibatches, noptepochs=3, seed=3)
+        model._train_step(**{k: (v[rows] if isinstance(v, np.ndarray) else v) for k, v in batch.items()})
+        params.append(model.get_parameters())
+    assert params[0].keys() == params[1].keys() == initial.keys()
+    for name in params[0]:
+        np.testing.assert_allclose(params[0][name], params[1][name], rtol=1e-5, atol=1e-6, err_msg=name)
+    assert any(not np.allclose(params[0][name], initial[name]) for name in initial)  # the step did update

@@ -181,6 +181,10 @@ class PPO2(OnPolicySDEMixin, NStepActorCriticRLModel):
         def train_epochs(obs, returns, actions, values, neglogpacs, lr, cliprange, cliprange_vf):
             """Every epoch's shuffled minibatch Adam steps, in one call; the mean statistics over the minibatches.
             The loops are explicit ``tf.while_loop``\\ s (no autograph: tracing stays short)."""
+            def whole_batch_epoch(index, stats):
+                return index + 1, stats + self._apply_minibatch(obs, returns, None, actions, values, neglogpacs,
+                                                                None, lr, cliprange, cliprange_vf, 1)
+
             def epoch(index, stats):
                 perm = tf.argsort(self._shuffle_gen.uniform((n_batch,)))
                 s_obs, s_returns, s_actions, s_values, s_neglogpacs = (
@@ -200,7 +204,8 @@ class PPO2(OnPolicySDEMixin, NStepActorCriticRLModel):
                 _, stats = tf.while_loop(lambda mb, _: mb < nminibatches, minibatch, (tf.constant(0), stats))
                 return index + 1, stats
 
-            _, stats = tf.while_loop(lambda index, _: index < noptepochs, epoch,
+            _, stats = tf.while_loop(lambda index, _: index < noptepochs,
+                                     whole_batch_epoch if nminibatches == 1 else epoch,
                                      (tf.constant(0), tf.zeros((len(LOSS_NAMES),), tf.float32)))
             return dict(zip(LOSS_NAMES, tf.unstack(stats / float(noptepochs * nminibatches))))
 
