@@ -180,6 +180,7 @@ class PPO2(OnPolicySDEMixin, NStepActorCriticRLModel):
 
         def train_epochs(obs, returns, actions, values, neglogpacs, lr, cliprange, cliprange_vf):
             """Every epoch's shuffled minibatch Adam steps, in one call; the mean statistics over the minibatches.
+            With one minibatch an epoch is one step on the whole rollout (its loss is a mean: no shuffle needed).
             The loops are explicit ``tf.while_loop``\\ s (no autograph: tracing stays short)."""
             def whole_batch_epoch(index, stats):
                 return index + 1, stats + self._apply_minibatch(obs, returns, None, actions, values, neglogpacs,
