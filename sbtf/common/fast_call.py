@@ -252,7 +252,7 @@ class TrainStep:
     :param autograph: convert Python control flow on tensors (``tf.function``'s ``autograph``). Off by default:
         sbtf's steps write their loops and branches as ``tf.while_loop`` / ``tf.cond`` (see
         :func:`sbtf.common.tf_util.repeat_steps`), and autograph's conversion of the Python code a step calls (the
-        losses, the networks, the optimizers) cost 1.4-2.5 CPU-s of the first call of DQN's and SAC's steps
+        losses, the networks, the optimizers) cost 1.4-2.7 CPU-s of the first call of the off-policy steps
     """
 
     def __init__(self, fn: Callable[..., Mapping[str, tf.Tensor]], inputs: Mapping[str, tf.TensorSpec],
