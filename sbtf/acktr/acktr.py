@@ -141,7 +141,7 @@ class ACKTR(NStepActorCriticRLModel):
                       optim.v_f_v]
             return dict(zip(TRAIN_STATS, values))
 
-        return TrainStep(train_step, inputs, updates=(policy,), name="acktr_train", autograph=False)
+        return TrainStep(train_step, inputs, updates=(policy,), name="acktr_train")
 
     # ------------------------------------------------------------------ the on-policy loop's parts
     def _on_learn_start(self, progress, callback) -> None:

@@ -208,8 +208,7 @@ class ActorCriticOffPolicyAlgorithm(OffPolicyAlgorithm):
                 stats, = repeat_steps(n_steps, step, (tf.zeros((n_stats,), tf.float32),))
             return {stat: stats[i] for i, stat in enumerate(stat_names)}
 
-        return TrainStep(train, inputs, updates=updates, jit_compile=self._use_xla(policy), name=name,
-                         autograph=False)
+        return TrainStep(train, inputs, updates=updates, jit_compile=self._use_xla(policy), name=name)
 
     def _run_train(self, flags: Sequence[bool], lr: float) -> np.ndarray:
         """``len(flags)`` gradient steps on freshly sampled batches in one compiled call; the statistics in the order

@@ -298,8 +298,7 @@ class DQN(OffPolicyAlgorithm):
             return {"loss": stats[0], "td_error": stats[1], "td_errors": td_error}
 
         updates = (q_net, target_q_net) if copy_target else (q_net,)
-        return TrainStep(train, inputs, updates=updates, jit_compile=self._use_xla(q_net), name="dqn_train",
-                         autograph=False)
+        return TrainStep(train, inputs, updates=updates, jit_compile=self._use_xla(q_net), name="dqn_train")
 
     def _call_train(self, n_steps: int, copy_target: bool, obs, actions, rewards, next_obs, dones, weights, lr):
         """One compiled call: K = n_steps gradient steps on stacked minibatches; returns (stats, td_errors)."""

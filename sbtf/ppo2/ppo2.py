@@ -210,7 +210,7 @@ class PPO2(OnPolicySDEMixin, NStepActorCriticRLModel):
                                      (tf.constant(0), tf.zeros((len(LOSS_NAMES),), tf.float32)))
             return dict(zip(LOSS_NAMES, tf.unstack(stats / float(noptepochs * nminibatches))))
 
-        return TrainStep(train_epochs, inputs, updates=(policy,), name="ppo2_train_epochs", autograph=False,
+        return TrainStep(train_epochs, inputs, updates=(policy,), name="ppo2_train_epochs",
                          jit_compile=xla_pays_off(policy))
 
     # ------------------------------------------------------------------ the on-policy loop's parts

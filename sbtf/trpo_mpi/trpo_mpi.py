@@ -266,7 +266,7 @@ class TRPO(MpiActorCriticRLModel):
             return {}
 
         self._fit_vf = TrainStep(fit_vf, {"obs": obs_spec, "ret": vec, "stepsize": scalar}, updates=(self.policy_pi,),
-                                 name="trpo_fit_vf", autograph=False)
+                                 name="trpo_fit_vf")
 
     # ------------------------------------------------------------------ one policy + value update
     def _fisher_vector_product(self, vec: np.ndarray, fvp_obs: np.ndarray) -> np.ndarray:

@@ -289,7 +289,7 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
             return {stat: stats[i] for i, stat in enumerate(stat_names)}
 
         return TrainStep(train, inputs, updates=(self.policy_tf,), jit_compile=self._use_xla(self.policy_tf),
-                         name=name, autograph=False)
+                         name=name)
 
     def _chunks(self, gradient_steps: int) -> List[int]:
         """

@@ -199,7 +199,7 @@ class MaskablePPO(Sb3OnPolicyAlgorithm):
             return {**dict(zip(STAT_NAMES, tf.unstack(stats / tf.maximum(count, 1.0)))),
                     "epochs": tf.cast(epochs, tf.float32)}
 
-        return TrainStep(train_epochs, inputs, updates=(policy,), name="maskable_ppo_train_epochs", autograph=False,
+        return TrainStep(train_epochs, inputs, updates=(policy,), name="maskable_ppo_train_epochs",
                          jit_compile=even and xla_pays_off(policy))
 
     # ------------------------------------------------------------------ the on-policy loop's parts

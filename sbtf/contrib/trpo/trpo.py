@@ -225,7 +225,7 @@ class TRPO(Sb3OnPolicyAlgorithm):
                         "kl_divergence_loss": tf.where(success, kl, 0.0),
                         "is_line_search_success": tf.cast(success, tf.float32)}
 
-        return TrainStep(policy_step, inputs, updates=(policy,), name="trpo_contrib_policy_step", autograph=False,
+        return TrainStep(policy_step, inputs, updates=(policy,), name="trpo_contrib_policy_step",
                          jit_compile=False)
 
     # ------------------------------------------------------------------ the critic step (one compiled call)
@@ -278,7 +278,7 @@ class TRPO(Sb3OnPolicyAlgorithm):
             _, total = tf.while_loop(lambda i, _t: i < n_epochs, epoch, (tf.constant(0), tf.constant(0.0)))
             return {"value_loss": total / float(max(n_epochs * n_minibatches, 1))}
 
-        return TrainStep(critic_step, inputs, updates=(policy,), name="trpo_contrib_critic_step", autograph=False,
+        return TrainStep(critic_step, inputs, updates=(policy,), name="trpo_contrib_critic_step",
                          jit_compile=False)
 
     # ------------------------------------------------------------------ the on-policy loop's parts
