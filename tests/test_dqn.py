@@ -315,3 +315,22 @@ def test_pretrain_fits_q_values_as_logits():
 
     model.pretrain(Dataset(), n_epochs=30, learning_rate=1e-2)
     assert np.mean(model.predict(obs)[0] == actions) > 0.9
+
+
+def test_target_copy_follows_the_gradient_step_without_a_second_trace():
+    # target_network_update_freq 100 = train_freq multiple: every 100 steps the gradient step, then the copy
+    model = DQN("MlpPolicy", "CartPole-v1", learning_starts=50, train_freq=4, target_network_update_freq=100,
+                prioritized_replay=False, policy_kwargs=dict(layers=[16]), seed=3)
+    model.learn(300)
+    assert list(model._train_steps.keys()) == [(1, None)]  # one train step form: the copy is its own call
+    params = model.get_parameters()
+    online = {k: v for k, v in params.items() if k.startswith("deepq/model/")}
+    # step 300 trained (300 % 4 == 0) and then copied (300 % 100 == 0): the target equals the trained network
+    assert online and all(np.array_equal(v, params[k.replace("deepq/model", "deepq/target_q_func/model")])
+                          for k, v in online.items())
+    q_before = model.q_net.q_values_np(np.zeros((1, 4), np.float32))
+    model.learn(4, reset_num_timesteps=False)  # step 304: a gradient step, no copy
+    params = model.get_parameters()
+    assert not all(np.array_equal(params[k], params[k.replace("deepq/model", "deepq/target_q_func/model")])
+                   for k in online)
+    assert not np.array_equal(q_before, model.q_net.q_values_np(np.zeros((1, 4), np.float32)))

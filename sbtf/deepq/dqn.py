@@ -246,10 +246,11 @@ class DQN(OffPolicyAlgorithm):
                                                      self.adaptive_q_net.numpy_weights().values()))
 
     # ------------------------------------------------------------------ train step
-    def _build_train_step(self, n_steps: int, copy_target: bool) -> TrainStep:
-        """``n_steps`` gradient steps on stacked minibatches, then (``copy_target``) the target copy."""
+    def _build_train_step(self, n_steps: int, variant=None) -> TrainStep:
+        """``n_steps`` gradient steps on stacked minibatches (``variant`` is unused: one form per count; the target
+        copy is its own small call, ``update_target``, so the step is traced once per count, not twice)."""
         q_net, target_q_net = self.q_net, self.target_q_net
-        q_vars, target_vars = self._q_vars, self._target_vars
+        q_vars = self._q_vars
         optimizer = self.optimizer
         n_actions = int(self.action_space.n)
         gamma = float(self.gamma)
@@ -293,16 +294,13 @@ class DQN(OffPolicyAlgorithm):
 
                 td_error, stats = repeat_steps(n_steps, step, (tf.zeros((batch,), tf.float32),
                                                                tf.zeros((2,), tf.float32)))
-            if copy_target:
-                copy_variables(target_vars, q_vars)
             return {"loss": stats[0], "td_error": stats[1], "td_errors": td_error}
 
-        updates = (q_net, target_q_net) if copy_target else (q_net,)
-        return TrainStep(train, inputs, updates=updates, jit_compile=self._use_xla(q_net), name="dqn_train")
+        return TrainStep(train, inputs, updates=(q_net,), jit_compile=self._use_xla(q_net), name="dqn_train")
 
-    def _call_train(self, n_steps: int, copy_target: bool, obs, actions, rewards, next_obs, dones, weights, lr):
+    def _call_train(self, n_steps: int, obs, actions, rewards, next_obs, dones, weights, lr):
         """One compiled call: K = n_steps gradient steps on stacked minibatches; returns (stats, td_errors)."""
-        step = self._train_steps.get(n_steps, copy_target)
+        step = self._train_steps.get(n_steps)
         obs_shape = (n_steps, self.batch_size) + tuple(self.q_net.obs_shape)
         out = step(obs=obs.reshape(obs_shape), next_obs=next_obs.reshape(obs_shape), actions=actions,
                    rewards=rewards, dones=dones, weights=weights, learning_rate=lr)
@@ -316,15 +314,16 @@ class DQN(OffPolicyAlgorithm):
             for k in range(n_steps):
                 beta = self.beta_schedule.value(self.num_timesteps)
                 sample = rb.sample_batch(batch, beta=beta, env=self._vec_normalize_env)
-                stats, td_error = self._call_train(1, copy_target and k == n_steps - 1, sample.observations,
-                                                   sample.actions, sample.rewards, sample.next_observations,
-                                                   sample.dones, sample.weights, lr)
+                stats, td_error = self._call_train(1, sample.observations, sample.actions, sample.rewards,
+                                                   sample.next_observations, sample.dones, sample.weights, lr)
                 rb.update_priorities(sample.indexes, np.abs(td_error) + self.prioritized_replay_eps)
         else:
             sample = rb.sample_batch(batch * n_steps, env=self._vec_normalize_env)
-            stats, td_error = self._call_train(n_steps, copy_target, sample.observations, sample.actions,
-                                               sample.rewards, sample.next_observations, sample.dones,
+            stats, td_error = self._call_train(n_steps, sample.observations, sample.actions, sample.rewards,
+                                               sample.next_observations, sample.dones,
                                                np.ones(batch * n_steps, np.float32), lr)
+        if copy_target:  # after the gradient steps, as SB2's loop did
+            self.update_target()
         if writer is not None:
             writer.add_scalars({"loss/loss": stats[0], "loss/td_error": stats[1]}, self.num_timesteps)
             if self.full_tensorboard_log:
