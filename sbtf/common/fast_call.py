@@ -171,9 +171,10 @@ def decide_jit_compile(requested: Union[bool, str], networks: Iterable) -> bool:
 CALL_OP_ENV_VAR = "SBTF_CALL_OP"
 
 
-def _call_op_route(concrete) -> Optional[Callable]:
+def _call_op_route(concrete) -> Optional[tuple]:
     """
-    The call of ``concrete``'s body through an eager ``StatefulPartitionedCall`` op, or None where it does not apply.
+    ``(call, pack)``: ``call(flat_inputs)`` runs ``concrete``'s body through an eager ``StatefulPartitionedCall`` op
+    and returns its flat outputs, ``pack`` gives them the function's output structure; None where it does not apply.
 
     A tf.function called eagerly runs its body on TensorFlow's inter-op thread pool while the calling thread waits:
     two context switches per call, 60-130 us on a small VM. TensorFlow runs an eager *op* as a one-node function
@@ -206,11 +207,10 @@ def _call_op_route(concrete) -> Optional[Callable]:
         if len(args) != n_inputs:
             raise TypeError(f"expected {n_inputs} flat inputs, got {len(args)}")
         options = bound_context.function_call_options
-        outputs = call_op(args=args, Tout=tout, f=atomic, config_proto=options.config_proto_serialized,
-                          executor_type=options.executor_type or "")
-        return pack_output(outputs)
+        return call_op(args=args, Tout=tout, f=atomic, config_proto=options.config_proto_serialized,
+                       executor_type=options.executor_type or "")
 
-    return call
+    return call, pack_output
 
 
 class FastFunction:
@@ -249,10 +249,13 @@ class FastFunction:
                    for x, dtype, np_dtype in zip(inputs, self._dtypes, self._np_dtypes)]
         if self._call_op is not None and _tf_context.executing_eagerly() \
                 and not _tf_record.could_possibly_record() and _tf_cancellation.context() is None:
+            call, pack = self._call_op
             try:
-                return self._call_op(tensors + self._captured)
-            except (TypeError, ValueError, NotImplementedError):  # the op route does not take this function
+                outputs = call(tensors + self._captured)
+            except (TypeError, ValueError, NotImplementedError):  # rejected before running: the flat call below
                 self._call_op = None
+            else:
+                return pack(outputs)
         if self._fast:
             try:
                 return self.concrete._call_flat(tensors, self._captured)
