@@ -22,6 +22,13 @@ except ImportError:  # pragma: no cover - other TF versions
     _EagerTensor = None
     _tf_context = None
 
+try:  # whether a gradient tape or forward accumulator is active (the call-op route below records no gradients)
+    from tensorflow.python.eager import record as _tf_record
+    from tensorflow.python.eager import cancellation as _tf_cancellation
+except ImportError:  # pragma: no cover - other TF versions
+    _tf_record = None
+    _tf_cancellation = None
+
 
 def to_tensor(value) -> tf.Tensor:
     """A NumPy array (or tensor) as an eager tensor of the same dtype, by the cheapest route available."""
@@ -160,21 +167,79 @@ def decide_jit_compile(requested: Union[bool, str], networks: Iterable) -> bool:
     return xla_pays_off(networks)
 
 
+#: environment variable turning the call-op route of :class:`FastFunction` off (``0``), for measurements
+CALL_OP_ENV_VAR = "SBTF_CALL_OP"
+
+
+def _call_op_route(concrete) -> Optional[tuple]:
+    """
+    ``(call, pack)``: ``call(flat_inputs)`` runs ``concrete``'s body through an eager ``StatefulPartitionedCall`` op
+    and returns its flat outputs, ``pack`` gives them the function's output structure; None where it does not apply.
+
+    A tf.function called eagerly runs its body on TensorFlow's inter-op thread pool while the calling thread waits:
+    two context switches per call, 60-130 us on a small VM. TensorFlow runs an eager *op* as a one-node function
+    instantiated with its "small function" optimizations (``run_eager_op_as_function``): the function call the op
+    makes is inlined into that one-node function, and the whole body then runs on the single-threaded executor, on
+    the calling thread, with the same Grappler pipeline. XLA-compiled functions (``_XlaMustCompile``) keep the
+    public call: the op route would run them without XLA.
+    """
+    if os.environ.get(CALL_OP_ENV_VAR, "1").strip() == "0" or _tf_record is None or _tf_context is None:
+        return None
+    try:
+        atomic = concrete._inference_function
+        definition = atomic.cached_definition
+        functions = [atomic] + list(getattr(atomic, "children", []) or [])
+        for function in functions:
+            attr = function.cached_definition.attr.get("_XlaMustCompile")
+            if attr is not None and attr.b:
+                return None
+        n_inputs = len(definition.signature.input_arg)
+        tout = [tf.as_dtype(arg.type) for arg in definition.signature.output_arg]
+        pack_output = atomic.function_type.pack_output
+        bound_context = atomic._bound_context
+        call_op = tf.raw_ops.StatefulPartitionedCall
+    except Exception:  # noqa: BLE001 - another TF version: the public call
+        return None
+    if not tout:  # the op of a function without outputs returns no tensors to pack
+        return None
+
+    def call(args: list):
+        if len(args) != n_inputs:
+            raise TypeError(f"expected {n_inputs} flat inputs, got {len(args)}")
+        options = bound_context.function_call_options
+        return call_op(args=args, Tout=tout, f=atomic, config_proto=options.config_proto_serialized,
+                       executor_type=options.executor_type or "")
+
+    return call, pack_output
+
+
 class FastFunction:
     """
     Calls a concrete function with positional tensors. ``ConcreteFunction.__call__`` re-binds and checks the
     arguments against the signature on every call (about 0.1-0.5 ms); the input signature is fixed here, so the
     flat call is used directly when this TF version has it, with the public call as fallback. The flat call does
     not convert dtypes, so NumPy inputs are first given the dtype the signature names (a no-op when they have it).
+
+    Eager calls of a function that is not XLA-compiled go through an eager ``StatefulPartitionedCall`` op, which runs
+    the body on the calling thread instead of handing it to TensorFlow's inter-op pool (:func:`_call_op_route`;
+    docs/benchmarks.md, "One compiled call costs 150-250 us on this host"): same outputs and variable updates, about
+    70-100 us less per call here. Under a gradient tape, in graph mode, inside a cancellation context, or with
+    ``SBTF_CALL_OP=0``, the flat call is used.
     """
 
     def __init__(self, concrete):
         self.concrete = concrete
         self._captured = list(concrete.captured_inputs)
         self._fast = callable(getattr(concrete, "_call_flat", None))
+        self._call_op = _call_op_route(concrete) if self._fast else None
         n_args = len(concrete.inputs) - len(self._captured)
         self._dtypes = [t.dtype for t in concrete.inputs[:n_args]]
         self._np_dtypes = [d.as_numpy_dtype if d != tf.string else object for d in self._dtypes]
+
+    @property
+    def uses_call_op(self) -> bool:
+        """Whether eager calls go through the ``StatefulPartitionedCall`` op (the body runs on the calling thread)."""
+        return self._call_op is not None
 
     def __call__(self, *inputs):
         if len(inputs) != len(self._dtypes):
@@ -182,6 +247,15 @@ class FastFunction:
         tensors = [(x if x.dtype == dtype else tf.cast(x, dtype)) if isinstance(x, tf.Tensor)
                    else to_tensor(np.asarray(x, dtype=np_dtype))
                    for x, dtype, np_dtype in zip(inputs, self._dtypes, self._np_dtypes)]
+        if self._call_op is not None and _tf_context.executing_eagerly() \
+                and not _tf_record.could_possibly_record() and _tf_cancellation.context() is None:
+            call, pack = self._call_op
+            try:
+                outputs = call(tensors + self._captured)
+            except (TypeError, ValueError, NotImplementedError):  # rejected before running: the flat call below
+                self._call_op = None
+            else:
+                return pack(outputs)
         if self._fast:
             try:
                 return self.concrete._call_flat(tensors, self._captured)
