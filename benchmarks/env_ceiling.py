@@ -76,6 +76,11 @@ def measured_rates(case_name: str) -> dict:
         "measured": data.get("meta", {}).get("date")}
 
 
+def _fmt(x, spec: str) -> str:
+    """``format(x, spec)``, or ``n/a`` for a missing value."""
+    return "n/a" if x is None else format(x, spec)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default=None, help="comma-separated case names (default: every case)")
@@ -110,13 +115,9 @@ def main(argv=None) -> int:
         row["ceiling_ratio"] = env_rate / sb3 if sb3 else None
         row["sbtf_time_in_env"] = sbtf / env_rate if sbtf else None
         rows[name] = row
-
-        def fmt(x, spec):
-            return "n/a" if x is None else format(x, spec)
-
-        print(f"| `{name}` | {case.n_envs} | {env_rate:,.0f} | {fmt(sb3, ',.0f')} | {fmt(sbtf, ',.0f')} | "
-              f"{fmt(row['ceiling_ratio'], '.2f')} | {fmt(sbtf / sb3 if sbtf and sb3 else None, '.2f')} | "
-              f"{fmt(row['sbtf_time_in_env'], '.0%')} |", flush=True)
+        print(f"| `{name}` | {case.n_envs} | {env_rate:,.0f} | {_fmt(sb3, ',.0f')} | {_fmt(sbtf, ',.0f')} | "
+              f"{_fmt(row['ceiling_ratio'], '.2f')} | {_fmt(sbtf / sb3 if sbtf and sb3 else None, '.2f')} | "
+              f"{_fmt(row['sbtf_time_in_env'], '.0%')} |", flush=True)
     if not args.no_write:
         meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "machine": platform.machine(), "cores": os.cpu_count(), "threads": 1,

@@ -259,8 +259,9 @@ class MultiCategoricalProbabilityDistributionType(ProbabilityDistributionType):
     def np_neglogp(self, flat, x):
         parts = np.split(flat, self._splits, axis=-1)
         total = np.zeros(flat.shape[0], dtype=np.float32)
+        cat = CategoricalProbabilityDistributionType.np_neglogp
         for i, p in enumerate(parts):
-            total += -np.take_along_axis(_np_log_softmax(p), x[:, i].astype(np.int64).reshape(-1, 1), axis=-1)[:, 0]
+            total += cat(self, p, x[:, i])
         return total
 
 

@@ -311,7 +311,7 @@ class DQN(OffPolicyAlgorithm):
         batch = self.batch_size
         if self.prioritized_replay:
             stats = td_error = None
-            for k in range(n_steps):
+            for _ in range(n_steps):
                 beta = self.beta_schedule.value(self.num_timesteps)
                 sample = rb.sample_batch(batch, beta=beta, env=self._vec_normalize_env)
                 stats, td_error = self._call_train(1, sample.observations, sample.actions, sample.rewards,
