@@ -26,6 +26,7 @@ try:  # BLAS thread pools (OpenBLAS spins its threads: on a busy machine a 3136x
 except ImportError:  # pragma: no cover - threadpoolctl is a dependency; without it the SVD uses every BLAS thread
     _threadpool_limits = None
 
+from sbtf.common.conv_ops import conv2d
 from sbtf.common.network_ops import (TF_OPS, NoNumpyForm, activation_name, get_activation,  # noqa: F401 (re-exported)
                                      numpy_activation)
 
@@ -153,7 +154,7 @@ class Conv(SB2Layer):
         self.b = self.add_weight(name="b", shape=(self.n_filters,), initializer="zeros")
 
     def call(self, inputs):
-        return tf.nn.conv2d(inputs, self.w, strides=self.stride, padding=self.pad) + self.b
+        return conv2d(inputs, self.w, self.stride, self.pad) + self.b
 
 
 class LayerNorm(SB2Layer):
