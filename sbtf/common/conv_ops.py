@@ -46,9 +46,24 @@ def dilated_filter_gradient_pays(stride: int, padding: str) -> bool:
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _batch_to_channels(inputs: tf.Tensor) -> tf.Tensor:
-    """(B, H, W, C) -> (C, H, W, B). XLA's transpose is 2-4x faster here than TensorFlow's kernel."""
+def _batch_to_channels_xla(inputs: tf.Tensor) -> tf.Tensor:
     return tf.transpose(inputs, (3, 1, 2, 0))
+
+
+def _batch_to_channels(inputs: tf.Tensor) -> tf.Tensor:
+    """
+    (B, H, W, C) -> (C, H, W, B), by the fastest route measured (1 thread, docs/benchmarks.md "Convolution kernel
+    gradients"): with 2-4 channels (stacked grey frames, RGB) XLA's transpose (84x84x4, batch 256: 8 ms against
+    32-33 ms for TensorFlow's kernel; compiled once per shape, ~0.1 s), otherwise a transpose of the (B, H*W, C)
+    view (20x20x32, batch 256: 6.4 ms against 13 ms).
+    """
+    height, width, channels = inputs.shape[1], inputs.shape[2], inputs.shape[3]
+    if channels is not None and 1 < channels <= 4:
+        return _batch_to_channels_xla(inputs)
+    if None in (height, width, channels):
+        return tf.transpose(inputs, (3, 1, 2, 0))
+    flat = tf.reshape(inputs, (-1, height * width, channels))
+    return tf.reshape(tf.transpose(flat, (2, 1, 0)), (channels, height, width, -1))
 
 
 def filter_gradient(inputs: tf.Tensor, output_grad: tf.Tensor, kernel_height: int, kernel_width: int,
