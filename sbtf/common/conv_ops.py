@@ -10,10 +10,11 @@ Atari update. The same gradient is a forward convolution in another layout:
 
 is a stride-1 convolution with dilation ``s`` of the input seen as (C, H, W, B) (the batch as channels) with the
 output gradient seen as a (Oh, Ow, B, N) kernel: an (C, kh, kw, N) output, transposed to (kh, kw, C, N). Measured
-(1 thread, batch 256; docs/benchmarks.md "Convolution kernel gradients"): first layer 93-111 -> 53-71 ms with the
-two transposes (32 ms for the convolution itself), second layer (4x4 stride 2) 46-51 -> 31-40 ms; a stride-1 3x3
-layer does not gain (18 vs 21 ms), so it keeps TensorFlow's kernel. The values agree with TensorFlow's kernel to
-float rounding (relative 1e-6: the sums run in another order).
+(1 thread, batch 256; docs/benchmarks.md "Convolution kernel gradients on the CPU"): first layer 93-111 -> ~41 ms
+with the transpositions, second layer (4x4 stride 2) 46-51 -> ~27 ms; a stride-1 3x3 layer does not gain (18 vs
+21 ms), so it keeps TensorFlow's kernel. The input gradient of a strided layer is taken on space-to-depth blocks
+(:func:`input_gradient`; second layer 31-40 -> 24-28 ms). A whole Nature CNN forward + backward: 18-25 % less time.
+The values agree with TensorFlow's kernels to float rounding (relative 1e-6: the sums run in another order).
 
 :func:`conv2d` takes this route for a ``VALID`` convolution with stride > 1 when no GPU is visible (cuDNN's kernel
 gradients are fast); everything else, and every call with ``SBTF_CONV_GRAD=native`` in the environment, is
@@ -28,6 +29,9 @@ from typing import Optional
 
 import tensorflow as tf
 
+#: smallest (static) batch whose 2-4 channel inputs are transposed by XLA: below it the gain (<2 ms per step) does
+#: not repay the compilation in a short run
+XLA_TRANSPOSE_MIN_BATCH = 128
 #: ``SBTF_CONV_GRAD`` value that keeps TensorFlow's own kernel gradient for every convolution
 NATIVE = "native"
 
@@ -53,15 +57,16 @@ def _batch_to_channels_xla(inputs: tf.Tensor) -> tf.Tensor:
 def _batch_to_channels(inputs: tf.Tensor) -> tf.Tensor:
     """
     (B, H, W, C) -> (C, H, W, B), by the fastest route measured (1 thread, docs/benchmarks.md "Convolution kernel
-    gradients"): with 2-4 channels (stacked grey frames, RGB) XLA's transpose (84x84x4, batch 256: 8 ms against
-    32-33 ms for TensorFlow's kernel; compiled once per shape, ~0.1 s), otherwise a transpose of the (B, H*W, C)
-    view (20x20x32, batch 256: 6.4 ms against 13 ms).
+    gradients on the CPU"): for large batches of 2-4 channel images (stacked grey frames, RGB) XLA's transpose
+    (84x84x4, batch 256: 8 ms against 32-33 ms for TensorFlow's kernel and for the (B, H*W, C) view; compiled once per
+    shape, ~0.1 s, plus XLA's start-up in a process's first compilation), otherwise a transpose of the (B, H*W, C)
+    view (20x20x32, batch 256: 6.4 ms against 13 ms; 84x84x4, batch 40: 1.4 ms against 3.2 ms, XLA 1.1 ms).
     """
-    height, width, channels = inputs.shape[1], inputs.shape[2], inputs.shape[3]
-    if channels is not None and 1 < channels <= 4:
-        return _batch_to_channels_xla(inputs)
+    batch, height, width, channels = inputs.shape
     if None in (height, width, channels):
         return tf.transpose(inputs, (3, 1, 2, 0))
+    if batch is not None and batch >= XLA_TRANSPOSE_MIN_BATCH and 1 < channels <= 4:
+        return _batch_to_channels_xla(inputs)
     flat = tf.reshape(inputs, (-1, height * width, channels))
     return tf.reshape(tf.transpose(flat, (2, 1, 0)), (channels, height, width, -1))
 
