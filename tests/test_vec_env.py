@@ -1,5 +1,6 @@
 import argparse
 import collections
+import copy
 import functools
 import glob
 import os
@@ -847,6 +848,136 @@ def test_vec_frame_stack():
     assert image_venv.reset().shape == (1, 4, 4, 8)
     with pytest.raises(ValueError, match="Box"):
         VecFrameStack(DummyVecEnv([functools.partial(SpaceEnv, spaces.Discrete(3))]), 2)
+
+
+class _RandomEpisodeEnv(gymnasium.Env):
+    """Observations sampled from a space; each step ends the episode with probability 0.3."""
+
+    def __init__(self, observation_space, seed):
+        self.observation_space = copy.deepcopy(observation_space)  # its own sampler
+        self.action_space = spaces.Discrete(2)
+        self.observation_space.seed(seed)
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, bool(self.rng.random() < 0.3), False, {}
+
+
+class _ReferenceStack:
+    """The plain statement of frame stacking: a list of the last n frames per env, zeros before the first."""
+
+    def __init__(self, first_obs, n_stack, axis):
+        self.n_stack, self.axis = n_stack, axis
+        self.frames = [self._fresh(obs) for obs in first_obs]
+
+    def _fresh(self, obs):
+        return [np.zeros_like(obs)] * (self.n_stack - 1) + [obs]
+
+    def stacked(self, i):
+        return np.concatenate(self.frames[i], axis=self.axis)
+
+    def step(self, observations, dones, terminals):
+        stacked_terminals = {}
+        for i, obs in enumerate(observations):
+            if dones[i]:
+                stacked_terminals[i] = np.concatenate(self.frames[i][1:] + [terminals[i]], axis=self.axis)
+                self.frames[i] = self._fresh(obs)
+            else:
+                self.frames[i] = self.frames[i][1:] + [obs]
+        return stacked_terminals
+
+
+@pytest.mark.parametrize("space_name, n_stack, channels_order, axis", [
+    ("grey image", 4, None, -1),
+    ("vector", 3, None, -1),
+    ("rgb image", 2, "last", -1),
+    ("channel-first image", 3, None, 0),
+    ("vector", 3, "first", 0),
+    ("vector", 1, None, -1),
+])
+def test_vec_frame_stack_matches_plain_stacking(space_name, n_stack, channels_order, axis):
+    space = {"grey image": spaces.Box(0, 255, (5, 6, 1), np.uint8), "rgb image": spaces.Box(0, 255, (5, 6, 3), np.uint8),
+             "channel-first image": spaces.Box(0, 255, (2, 5, 6), np.uint8),
+             "vector": spaces.Box(-1, 1, (3,), np.float32)}[space_name]
+    inner = DummyVecEnv([functools.partial(_RandomEpisodeEnv, space, seed) for seed in range(3)])
+    plain = DummyVecEnv([functools.partial(_RandomEpisodeEnv, space, seed) for seed in range(3)])
+    venv = VecFrameStack(inner, n_stack, channels_order=channels_order)
+    expected_shape = list(space.shape)
+    expected_shape[axis] *= n_stack
+    assert venv.observation_space.shape == tuple(expected_shape)
+    obs = venv.reset()
+    reference = _ReferenceStack(plain.reset(), n_stack, axis)
+    for i in range(3):
+        np.testing.assert_array_equal(obs[i], reference.stacked(i))
+    n_dones = 0
+    for _ in range(40):
+        obs, _, dones, infos = venv.step(np.zeros(3, dtype=np.int64))
+        plain_obs, _, plain_dones, plain_infos = plain.step(np.zeros(3, dtype=np.int64))
+        assert dones.tolist() == plain_dones.tolist()
+        terminals = reference.step(plain_obs, plain_dones,
+                                   [info.get("terminal_observation") for info in plain_infos])
+        n_dones += int(dones.sum())
+        for i in range(3):
+            np.testing.assert_array_equal(obs[i], reference.stacked(i))
+            if dones[i]:
+                np.testing.assert_array_equal(infos[i]["terminal_observation"], terminals[i])
+    assert n_dones > 5
+
+
+def test_vec_frame_stack_dict_observations():
+    space = spaces.Dict({"image": spaces.Box(0, 255, (5, 6, 1), np.uint8),
+                         "state": spaces.Box(-1, 1, (3,), np.float32),
+                         "first": spaces.Box(0, 255, (1, 5, 6), np.uint8)})
+    inner = DummyVecEnv([functools.partial(_RandomEpisodeEnv, space, seed) for seed in range(2)])
+    plain = DummyVecEnv([functools.partial(_RandomEpisodeEnv, space, seed) for seed in range(2)])
+    venv = VecFrameStack(inner, 3, channels_order={"state": "last"})
+    assert venv.observation_space["image"].shape == (5, 6, 3)
+    assert venv.observation_space["state"].shape == (9,)
+    assert venv.observation_space["first"].shape == (3, 5, 6)
+    assert venv.observation_space["image"].dtype == np.uint8
+    axes = {"image": -1, "state": -1, "first": 0}
+    obs = venv.reset()
+    first = plain.reset()
+    references = {key: _ReferenceStack(first[key], 3, axes[key]) for key in axes}
+    n_dones = 0
+    for _ in range(30):
+        obs, _, dones, infos = venv.step(np.zeros(2, dtype=np.int64))
+        plain_obs, _, plain_dones, plain_infos = plain.step(np.zeros(2, dtype=np.int64))
+        n_dones += int(dones.sum())
+        for key, reference in references.items():
+            terminals = reference.step(plain_obs[key], plain_dones,
+                                       [info.get("terminal_observation", {}).get(key) for info in plain_infos])
+            for i in range(2):
+                np.testing.assert_array_equal(obs[key][i], reference.stacked(i))
+                if dones[i]:
+                    np.testing.assert_array_equal(infos[i]["terminal_observation"][key], terminals[i])
+    assert n_dones > 3
+
+    with pytest.raises(ValueError, match="'count'.*Box"):
+        VecFrameStack(DummyVecEnv([functools.partial(
+            SpaceEnv, spaces.Dict({"count": spaces.Discrete(3), "state": spaces.Box(-1, 1, (2,))}))]), 2)
+    with pytest.raises(ValueError, match="keys.*'nope'"):
+        VecFrameStack(DummyVecEnv([functools.partial(_RandomEpisodeEnv, space, 0)]), 2, channels_order={"nope": "last"})
+    with pytest.raises(ValueError, match="channels_order.*'middle'"):
+        VecFrameStack(DummyVecEnv([functools.partial(_RandomEpisodeEnv, space, 0)]), 2, channels_order="middle")
+
+
+def test_ppo2_multi_input_policy_on_stacked_dict_observations():
+    from sbtf import PPO2
+    from sbtf.common.multi_input_envs import SimpleMultiObsEnv
+
+    venv = VecFrameStack(DummyVecEnv([SimpleMultiObsEnv, SimpleMultiObsEnv]), 2)
+    assert venv.observation_space["img"].shape[-1] == 2 and venv.observation_space["vec"].shape == (10,)
+    model = PPO2("MultiInputPolicy", venv, n_steps=8, nminibatches=2, noptepochs=1, seed=0,
+                 policy_kwargs=dict(features_extractor_kwargs=dict(cnn_output_dim=8)))
+    model.learn(32)
+    obs = venv.reset()
+    actions, _ = model.predict(obs, deterministic=True)
+    assert actions.shape == (2,)
 
 
 def test_vec_check_nan():
