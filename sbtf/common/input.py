@@ -20,7 +20,8 @@ def check_obs_space(ob_space: gym.Space, algo_name: str = "this policy", allow_d
 
     :param ob_space: (gymnasium.Space) the observation space
     :param algo_name: (str) the algorithm or policy named in the error
-    :param allow_dict: (bool) the caller takes Dict observations (``MultiInputPolicy``; checked key by key)
+    :param allow_dict: (bool) the caller takes Dict observations (``MultiInputPolicy``, ``MultiInputLstmPolicy``;
+        checked key by key)
     """
     if isinstance(ob_space, gym.spaces.Dict):
         if allow_dict:
@@ -31,13 +32,14 @@ def check_obs_space(ob_space: gym.Space, algo_name: str = "this policy", allow_d
         raise NotImplementedError(
             f"Error: {algo_name} does not support Dict observation spaces ({ob_space!r}) here. The on-policy "
             "algorithms (A2C, ACER, ACKTR, PPO1, PPO2, TRPO) take them with policy='MultiInputPolicy' (or a "
-            "features_extractor_class that takes a dict); goal environments work with HER; otherwise flatten them "
-            "with gymnasium.wrappers.FlattenObservation.")
+            "features_extractor_class that takes a dict), and A2C, ACER, ACKTR and PPO2 with the recurrent "
+            "policy='MultiInputLstmPolicy'; goal environments work with HER; otherwise flatten them with "
+            "gymnasium.wrappers.FlattenObservation.")
     if not isinstance(ob_space, SUPPORTED_OBS_SPACES):
         raise NotImplementedError(
             f"Error: {algo_name} does not support observation space {ob_space!r} "
             f"({type(ob_space).__name__}); supported: Box, Discrete, MultiDiscrete, MultiBinary, and Dict of those "
-            "with MultiInputPolicy (on-policy algorithms).")
+            "with MultiInputPolicy / MultiInputLstmPolicy (on-policy algorithms).")
 
 
 def obs_input_dtype(ob_space: gym.Space):

@@ -229,16 +229,24 @@ class BasePolicy(keras.Model):
         raise NotImplementedError
 
 
+def _dict_obs_refusal(policy_name: str, ob_space: gym.Space, recurrent: bool) -> str:
+    """The error message of a policy that does not take Dict observations: which policy does."""
+    if recurrent:
+        return (f"Error: {policy_name} does not take Dict observations ({ob_space!r}); use "
+                "policy='MultiInputLstmPolicy' (a NatureCNN per image key, the other keys flattened, then the LSTM) "
+                "or pass a features_extractor_class that takes a dict in policy_kwargs.")
+    return (f"Error: {policy_name} does not take Dict observations ({ob_space!r}); use "
+            "policy='MultiInputPolicy' (a NatureCNN per image key, the other keys flattened) or pass a "
+            "features_extractor_class that takes a dict in policy_kwargs.")
+
+
 class ActorCriticPolicy(BasePolicy):
     """Policy with a value head and an action distribution (A2C, ACER, ACKTR, PPO1/2, TRPO, GAIL)."""
 
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
                  scale=False, *, dict_obs_ok: bool = False):
         if isinstance(ob_space, gym.spaces.Dict) and not dict_obs_ok:
-            raise NotImplementedError(
-                f"Error: {type(self).__name__} does not take Dict observations ({ob_space!r}); use "
-                "policy='MultiInputPolicy' (a NatureCNN per image key, the other keys flattened) or pass a "
-                "features_extractor_class that takes a dict in policy_kwargs.")
+            raise NotImplementedError(_dict_obs_refusal(type(self).__name__, ob_space, self.recurrent))
         check_obs_space(ob_space, type(self).__name__, allow_dict=dict_obs_ok)
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse, scale=scale)
         self.pdtype = make_proba_dist_type(ac_space)
@@ -465,6 +473,43 @@ def _torch_default_init(layers) -> None:
             sub.b.assign(np.random.uniform(-bound, bound, tuple(int(d) for d in sub.b.shape)).astype(np.float32))
 
 
+def _dict_image_keys(layout: Optional[DictObsLayout], features_extractor_kwargs: dict) -> frozenset:
+    """The keys of a Dict space that hold images (SB3's rule, see ``sbtf.common.extractors.is_image_space``; any 3-D
+    Box with ``features_extractor_kwargs=dict(normalized_image=True)``); none for other spaces."""
+    if layout is None:
+        return frozenset()
+    normalized = bool(features_extractor_kwargs.get("normalized_image", False))
+    return frozenset(entry.key for entry in layout.entries if is_image_space(entry.space, normalized_image=normalized))
+
+
+def _new_features_extractor(cls, ob_space: gym.Space, features_extractor_kwargs: dict) -> keras.layers.Layer:
+    """``cls(ob_space, **features_extractor_kwargs)``, the class registered so that a saved model names it
+    (``sbtf.common.registry``); TypeError when ``cls`` is not a Keras layer class with a ``features_dim``."""
+    if not (isinstance(cls, type) and issubclass(cls, keras.layers.Layer)):
+        raise TypeError(f"Error: features_extractor_class must be a keras.layers.Layer subclass (with a "
+                        f"features_dim attribute), got {cls!r}")
+    if lookup_class(class_key(cls), ("extractor",)) is not cls:
+        register_class(cls, "extractor")  # a saved model names it (sbtf.common.registry)
+    layer = cls(ob_space, **features_extractor_kwargs)
+    features_dim_of(layer)
+    return layer
+
+
+def _checked_features_dim(layer: keras.layers.Layer, out) -> int:
+    """The ``features_dim`` of an extractor after its first call gave ``out`` (ValueError when they disagree)."""
+    dim = features_dim_of(layer)
+    if len(out.shape) != 2 or int(out.shape[-1]) != dim:
+        raise ValueError(f"Error: the feature extractor {type(layer).__name__} says features_dim={dim} but "
+                         f"outputs shape {tuple(out.shape)}; it must output (batch, features_dim).")
+    return dim
+
+
+def _extractor_xla_friendly(layer: keras.layers.Layer) -> bool:
+    """Whether XLA pays off on CPU for this extractor: sbtf's flattening only (a user's Keras layers may use ops XLA
+    cannot compile; convolutions run slower under XLA on CPU, ``sbtf.common.fast_call.xla_pays_off``)."""
+    return type(layer) is FlattenExtractor or (type(layer) is CombinedExtractor and not layer.image_keys)
+
+
 class FeedForwardPolicy(ActorCriticPolicy):
     """
     Feed-forward actor-critic policy: features extractor -> ``net_arch`` layers -> action and value heads.
@@ -523,10 +568,7 @@ class FeedForwardPolicy(ActorCriticPolicy):
                 features_extractor_class = SB3NatureCNN if feature_extraction == "cnn" else FlattenExtractor
         dict_obs = isinstance(ob_space, gym.spaces.Dict)
         if dict_obs and features_extractor_class in (None, FlattenExtractor, SB3NatureCNN):
-            raise NotImplementedError(
-                f"Error: {type(self).__name__} does not take Dict observations ({ob_space!r}); use "
-                "policy='MultiInputPolicy' (a NatureCNN per image key, the other keys flattened) or pass a "
-                "features_extractor_class that takes a dict in policy_kwargs.")
+            raise NotImplementedError(_dict_obs_refusal(type(self).__name__, ob_space, self.recurrent))
         scale = (feature_extraction == "cnn") if not sb3_mode else False
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse, scale=scale,
                          dict_obs_ok=dict_obs and sb3_mode)
@@ -636,37 +678,20 @@ class FeedForwardPolicy(ActorCriticPolicy):
             return self.feature_extraction == "mlp"
         extractors = [e for e in (self.features_extractor, self.pi_features_extractor, self.vf_features_extractor)
                       if e is not None]
-        return all(type(e) is FlattenExtractor or (type(e) is CombinedExtractor and not e.image_keys)
-                   for e in extractors)
+        return all(_extractor_xla_friendly(e) for e in extractors)
 
     # --- construction helpers ----------------------------------------------------------------
     def _image_keys(self) -> frozenset:
         """The keys of a Dict space that hold images (SB3's rule, see ``sbtf.common.extractors.is_image_space``)."""
-        if self.dict_layout is None:
-            return frozenset()
-        normalized = bool(self.features_extractor_kwargs.get("normalized_image", False))
-        return frozenset(entry.key for entry in self.dict_layout.entries
-                         if is_image_space(entry.space, normalized_image=normalized))
+        return _dict_image_keys(self.dict_layout, self.features_extractor_kwargs)
 
     def _new_extractor(self) -> keras.layers.Layer:
-        cls = self.features_extractor_class
-        if not (isinstance(cls, type) and issubclass(cls, keras.layers.Layer)):
-            raise TypeError(f"Error: features_extractor_class must be a keras.layers.Layer subclass (with a "
-                            f"features_dim attribute), got {cls!r}")
-        if lookup_class(class_key(cls), ("extractor",)) is not cls:
-            register_class(cls, "extractor")  # a saved model names it (sbtf.common.registry)
-        layer = cls(self.ob_space, **self.features_extractor_kwargs)
-        features_dim_of(layer)
-        return layer
+        return _new_features_extractor(self.features_extractor_class, self.ob_space, self.features_extractor_kwargs)
 
     def _build_extractor(self, scope: str) -> tuple[keras.layers.Layer, int]:
         layer = self._new_extractor()
         dummy = self._preprocess_input(TF_OPS, tf.zeros((1,) + self.obs_shape, tf.as_dtype(self.obs_dtype)))
-        out = layer(dummy)
-        dim = features_dim_of(layer)
-        if len(out.shape) != 2 or int(out.shape[-1]) != dim:
-            raise ValueError(f"Error: the feature extractor {type(layer).__name__} says features_dim={dim} but "
-                             f"outputs shape {tuple(out.shape)}; it must output (batch, features_dim).")
+        dim = _checked_features_dim(layer, layer(dummy))
         if self.ortho_init and not hasattr(layer, "named_variables"):
             _reinit_keras_sublayers(layer, np.sqrt(2))
         elif not self.ortho_init:
@@ -818,15 +843,63 @@ class LstmPolicy(ActorCriticPolicy):
 
     State and mask semantics are SB2's: ``state`` is ``concat[c, h]`` per env, ``mask`` is the done
     flag of the previous step (the state is reset before processing an observation whose mask is 1).
+
+    The features are SB2's (the flattened observation, or ``cnn_extractor``'s with ``feature_extraction="cnn"``)
+    unless a features extractor is given (stable-baselines3's ``features_extractor_class``, the default of
+    ``MultiInputLstmPolicy``): its features then replace the flattened observation / the CNN and go through the
+    layers before the LSTM (``layers`` in the legacy mode, default [64, 64], none with
+    ``feature_extraction="cnn"``; the ints before ``'lstm'`` in ``net_arch``). Its variables are named
+    ``model/features_extractor/...``, the other layers keep SB2's names (``pi_fc0``, ``lstm1``, ``shared_fc0`` ...).
+
+    :param n_lstm: (int) units of the LSTM
+    :param layers: ([int]) (legacy mode) sizes of the layers before the LSTM
+    :param net_arch: (list) ints (shared layers, before or after the LSTM), ``'lstm'`` once, then optionally
+        ``dict(pi=[...], vf=[...])``
+    :param act_fun: (tf function or name) activation after every hidden layer (default tanh); ``activation_fn`` is
+        stable-baselines3's name of the same setting
+    :param cnn_extractor: (callable) (SB2) the CNN of ``feature_extraction="cnn"``
+    :param layer_norm: (bool) layer-normalised LSTM (SB2's ``lnlstm``)
+    :param feature_extraction: (str) ``"cnn"`` or ``"mlp"``
+    :param features_extractor_class: (type) a Keras layer class with a ``features_dim`` attribute, built as
+        ``features_extractor_class(ob_space, **features_extractor_kwargs)`` (see ``sbtf.common.extractors``); given
+        ``features_extractor_kwargs`` or ``normalize_images`` alone select SB3's ``NatureCNN`` (``"cnn"``) or
+        ``FlattenExtractor`` (``"mlp"``)
+    :param features_extractor_kwargs: (dict) its keyword arguments
+    :param normalize_images: (bool) divide image observations by 255 (default True; extractor mode)
+    :param kwargs: (SB2) extra arguments for the CNN extractor
     """
 
     recurrent = True
+    #: the extractor of a policy built without ``features_extractor_class`` (None: SB2's flattening / CNN)
+    default_features_extractor_class: Optional[type] = None
 
     def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, n_lstm=256,
                  reuse=False, layers=None, net_arch=None, act_fun=tf.tanh, cnn_extractor=nature_cnn,
-                 layer_norm=False, feature_extraction="cnn", **kwargs):
+                 layer_norm=False, feature_extraction="cnn", features_extractor_class=None,
+                 features_extractor_kwargs=None, normalize_images=None, activation_fn=None, **kwargs):
+        if features_extractor_class is None:
+            features_extractor_class = self.default_features_extractor_class
+        if features_extractor_class is None and (features_extractor_kwargs is not None
+                                                 or normalize_images is not None):
+            features_extractor_class = SB3NatureCNN if feature_extraction == "cnn" else FlattenExtractor
+        if features_extractor_class is not None and (cnn_extractor is not nature_cnn or kwargs):
+            given = (["cnn_extractor"] if cnn_extractor is not nature_cnn else []) + sorted(kwargs)
+            raise ValueError(f"Error: {given} cannot be combined with a features extractor "
+                             f"({getattr(features_extractor_class, '__name__', features_extractor_class)}); pass "
+                             "its arguments in features_extractor_kwargs.")
+        dict_obs = isinstance(ob_space, gym.spaces.Dict)
+        if features_extractor_class is CombinedExtractor and ob_space is not None and not dict_obs:
+            raise ValueError(f"Error: {type(self).__name__} (CombinedExtractor) takes Dict observations, not "
+                             f"{ob_space!r}; use MlpLstmPolicy or CnnLstmPolicy.")
         super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse=reuse,
-                         scale=(feature_extraction == "cnn"))
+                         scale=(feature_extraction == "cnn" and features_extractor_class is None),
+                         dict_obs_ok=dict_obs and features_extractor_class not in (None, FlattenExtractor,
+                                                                                     SB3NatureCNN))
+        if activation_fn is not None:
+            if act_fun is not tf.tanh and get_activation(act_fun) is not get_activation(activation_fn):
+                raise ValueError("Error: act_fun and activation_fn are the same setting (SB2's and SB3's name); "
+                                 "give one of them.")
+            act_fun = activation_fn
         self.n_lstm = int(n_lstm)
         self.state_size = 2 * self.n_lstm
         self.layer_norm = layer_norm
@@ -837,17 +910,23 @@ class LstmPolicy(ActorCriticPolicy):
         self._initial_state = np.zeros((self.n_env, self.state_size), dtype=np.float32)
         in_dim = int(np.prod(preprocess_obs_np(np.zeros((1,) + self.obs_shape, self.obs_dtype), ob_space).shape[1:]))
         self.cnn = None
+        self.features_extractor = None
+        self.features_extractor_class = features_extractor_class
+        self.features_extractor_kwargs = dict(features_extractor_kwargs or {})
+        self.normalize_images = True if normalize_images is None else bool(normalize_images)
+        if features_extractor_class is not None:
+            in_dim = self._build_features_extractor()
         self.shared_layers: list = []      # before the LSTM
         self.post_lstm_layers: list = []   # shared layers after the LSTM (net_arch mode)
         self.pi_layers: list = []
         self.vf_layers: list = []
         if net_arch is None:  # legacy mode
             if layers is None:
-                layers = [64, 64]
+                layers = [] if (self.features_extractor is not None and feature_extraction == "cnn") else [64, 64]
             else:
                 warnings.warn("The layers parameter is deprecated. Use the net_arch parameter instead.",
                               DeprecationWarning)
-            if feature_extraction == "cnn":
+            if feature_extraction == "cnn" and self.features_extractor is None:
                 self.cnn = make_cnn_extractor(cnn_extractor, kwargs)
                 in_dim = int(self.cnn(tf.zeros((1,) + self.obs_shape)).shape[-1])
                 self._register(*(self.cnn.sb2_layers() if hasattr(self.cnn, "sb2_layers") else []))
@@ -865,7 +944,7 @@ class LstmPolicy(ActorCriticPolicy):
         else:
             if layers is not None:
                 warnings.warn("The new net_arch parameter overrides the deprecated layers parameter.")
-            if feature_extraction == "cnn":
+            if feature_extraction == "cnn" and self.features_extractor is None:
                 raise NotImplementedError("Error: net_arch is not supported with a CNN LSTM policy (as in SB2)")
             lstm_seen = False
             pi_sizes: list = []
@@ -920,18 +999,45 @@ class LstmPolicy(ActorCriticPolicy):
         self._register(self.vf_head, self.pi_head, self.q_head)
         self._finish_build()
 
+    def _build_features_extractor(self) -> int:
+        """Build the features extractor (``self.features_extractor_class``) on a dummy observation, register its
+        variables as ``features_extractor/...`` and return its ``features_dim``."""
+        if self.dict_layout is not None:
+            self._scaled_keys = _dict_image_keys(self.dict_layout, self.features_extractor_kwargs) \
+                if self.normalize_images else frozenset()
+        elif self.normalize_images and is_image_space(self.ob_space):
+            self.scale = True  # SB3's normalize_images: an image space is divided by 255 (its bounds)
+        layer = _new_features_extractor(self.features_extractor_class, self.ob_space, self.features_extractor_kwargs)
+        dim = _checked_features_dim(layer, layer(self.preprocess(tf.zeros((1,) + self.obs_shape,
+                                                                          tf.as_dtype(self.obs_dtype)))))
+        if not hasattr(layer, "named_variables"):  # SB3's ortho_init of a user's Keras layers (sbtf's are orthogonal)
+            _reinit_keras_sublayers(layer, np.sqrt(2))
+        self.features_extractor = layer
+        self._register(_ScopedExtractor("features_extractor", layer))
+        return dim
+
+    @property
+    def xla_friendly(self) -> bool:
+        """Whether XLA-compiling a train step pays off on CPU (``sbtf.common.tf_util.xla_pays_off``): no for a
+        CNN or a user's Keras extractor."""
+        if self.features_extractor is not None:
+            return _extractor_xla_friendly(self.features_extractor)
+        return self.feature_extraction == "mlp"
+
     @property
     def initial_state(self) -> np.ndarray:
         return self._initial_state.copy()
 
     def forward(self, obs, state=None, mask=None, n_steps: int = 1):
         x = self.preprocess(obs)
-        if self.cnn is not None:
+        if self.features_extractor is not None:
+            latent = self.features_extractor(x)
+        elif self.cnn is not None:
             latent = self.cnn(x)
         else:
             latent = tf.reshape(x, (-1, int(np.prod(x.shape[1:]))))
-            for layer in self.shared_layers:
-                latent = self._act(layer(latent))
+        for layer in self.shared_layers:  # none after SB2's CNN
+            latent = self._act(layer(latent))
         latent, new_state = self.lstm(latent, masks=mask, state=state, n_steps=n_steps)
         for layer in self.post_lstm_layers:
             latent = self._act(layer(latent))
@@ -1014,6 +1120,31 @@ class MultiInputPolicy(FeedForwardPolicy):
                          **_kwargs)
 
 
+class MultiInputLstmPolicy(LstmPolicy):
+    """
+    Recurrent actor-critic policy for Dict observations: a ``CombinedExtractor`` (a NatureCNN per image key, the
+    other keys flattened; ``features_extractor_kwargs=dict(cnn_output_dim=..., normalized_image=...)``, or your
+    ``features_extractor_class``), then SB2's ``LstmPolicy`` on its features: ``layers`` (default [64, 64],
+    ``pi_fc0`` ...) or ``net_arch`` with ``'lstm'``, the LSTM of ``n_lstm`` units (``lstm1``) and the heads.
+    """
+
+    default_features_extractor_class = CombinedExtractor
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, n_lstm=256,
+                 reuse=False, **_kwargs):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, n_lstm, reuse, feature_extraction="mlp",
+                         **_kwargs)
+
+
+class MultiInputLnLstmPolicy(MultiInputLstmPolicy):
+    """``MultiInputLstmPolicy`` with a layer-normalised LSTM (SB2's ``lnlstm``)."""
+
+    def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, n_lstm=256,
+                 reuse=False, **_kwargs):
+        super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, n_lstm, reuse, layer_norm=True,
+                         **_kwargs)
+
+
 # Kept for SB2 code that refers to these names.
 RecurrentActorCriticPolicy = LstmPolicy
 
@@ -1026,6 +1157,8 @@ _policy_registry: dict[type, dict[str, type]] = {
         "MlpLstmPolicy": MlpLstmPolicy,
         "MlpLnLstmPolicy": MlpLnLstmPolicy,
         "MultiInputPolicy": MultiInputPolicy,
+        "MultiInputLstmPolicy": MultiInputLstmPolicy,
+        "MultiInputLnLstmPolicy": MultiInputLnLstmPolicy,
     }
 }
 
@@ -1126,5 +1259,6 @@ def make_actor_critic_policies(feed_forward: type, module: str) -> tuple:
 __all__ = ["BasePolicy", "ActorCriticPolicy", "RecurrentActorCriticPolicy", "LstmPolicy", "FeedForwardPolicy",
            "CnnPolicy", "CnnLstmPolicy", "CnnLnLstmPolicy", "MlpPolicy", "MlpLstmPolicy", "MlpLnLstmPolicy",
            "nature_cnn", "mlp_extractor", "get_policy_from_name", "register_policy", "register_policy_base",
-           "make_actor_critic_policies", "NatureCNN", "MultiInputPolicy", "SB3_POLICY_KWARGS"]
+           "make_actor_critic_policies", "NatureCNN", "MultiInputPolicy", "MultiInputLstmPolicy",
+           "MultiInputLnLstmPolicy", "SB3_POLICY_KWARGS"]
 
