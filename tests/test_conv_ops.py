@@ -26,6 +26,12 @@ def _tf_gradients(x, w, stride, dy):
     return out, tape.gradient(out, [x, w], output_gradients=dy)
 
 
+@pytest.fixture(autouse=True)
+def _dilated_route(monkeypatch):
+    """The route on whatever CPU the tests run on (by default it is taken on AVX2 CPUs without AVX-512 only)."""
+    monkeypatch.setenv("SBTF_CONV_GRAD", conv_ops.DILATED)
+
+
 @pytest.mark.parametrize("x_shape,w_shape,stride", CASES)
 def test_gradients_equal_tensorflows(x_shape, w_shape, stride):
     rng = np.random.default_rng(0)
@@ -79,6 +85,18 @@ def test_second_derivatives_equal_tensorflows():
     ref = hessian_vector(lambda a, b: tf.nn.conv2d(a, b, strides=2, padding="VALID"))
     for got, want in zip(ours, ref):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4 * np.abs(want.numpy()).max())
+
+
+def test_cpu_rule(monkeypatch):
+    monkeypatch.delenv("SBTF_CONV_GRAD")
+    for flags, pays in ((("fpu", "sse2", "avx", "avx2", "fma"), True),
+                        (("fpu", "avx2", "fma", "avx512f", "avx512bw"), False),
+                        (("fp", "asimd"), False), ((), False)):
+        monkeypatch.setattr(conv_ops, "_cpu_flags", lambda flags=flags: frozenset(flags))
+        assert conv_ops.cpu_route_pays() is pays
+        assert dilated_filter_gradient_pays(4, "VALID") is (pays and not conv_ops._gpu_visible())
+    monkeypatch.setenv("SBTF_CONV_GRAD", conv_ops.DILATED)
+    assert dilated_filter_gradient_pays(4, "VALID")  # forced on a CPU the rule says no to
 
 
 def test_native_switch_and_unstrided_layers_keep_tensorflows_gradient(monkeypatch):

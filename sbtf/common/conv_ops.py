@@ -17,8 +17,9 @@ with the transpositions, second layer (4x4 stride 2) 46-51 -> ~27 ms; a stride-1
 The values agree with TensorFlow's kernels to float rounding (relative 1e-6: the sums run in another order).
 
 :func:`conv2d` takes this route for a ``VALID`` convolution with stride > 1 when no GPU is visible (cuDNN's kernel
-gradients are fast); everything else, and every call with ``SBTF_CONV_GRAD=native`` in the environment, is
-``tf.nn.conv2d`` with TensorFlow's own gradient. The gradient is itself made of differentiable ops, so second
+gradients are fast) and the CPU is an x86-64 one with AVX2 but without AVX-512 (with AVX-512, oneDNN's own gradient
+kernels are faster: :func:`cpu_route_pays`); everything else is ``tf.nn.conv2d`` with TensorFlow's own gradient.
+``SBTF_CONV_GRAD=native`` or ``dilated`` in the environment forces one or the other. The gradient is itself made of differentiable ops, so second
 derivatives (TRPO's Fisher-vector products) still work.
 """
 from __future__ import annotations
@@ -34,6 +35,8 @@ import tensorflow as tf
 XLA_TRANSPOSE_MIN_BATCH = 128
 #: ``SBTF_CONV_GRAD`` value that keeps TensorFlow's own kernel gradient for every convolution
 NATIVE = "native"
+#: ``SBTF_CONV_GRAD`` value that takes the dilated route on any CPU (measurements, tests)
+DILATED = "dilated"
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,12 +44,43 @@ def _gpu_visible() -> bool:
     return bool(tf.config.list_logical_devices("GPU"))
 
 
+@functools.lru_cache(maxsize=None)
+def _cpu_flags() -> frozenset:
+    """The instruction-set flags of the CPU (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def cpu_route_pays() -> bool:
+    """
+    Whether this CPU is one the route was measured to win on: x86-64 with AVX2 and without AVX-512. There
+    TensorFlow's oneDNN runs strided kernel gradients 2.5-3.5x slower than their forward convolutions and the route
+    takes 18-25 % off a Nature CNN forward + backward; on a CPU with AVX-512 oneDNN's own gradient kernels are the
+    faster ones (Nature CNN batch 256: 73-79 ms against 89-93 ms with the route, docs/benchmarks.md "On a CPU with
+    AVX-512"). Other CPUs (ARM, no ``/proc/cpuinfo``) were not measured and keep TensorFlow's kernels.
+    """
+    flags = _cpu_flags()
+    return "avx2" in flags and "avx512f" not in flags
+
+
 def dilated_filter_gradient_pays(stride: int, padding: str) -> bool:
     """Whether :func:`conv2d` computes the kernel gradient as a dilated forward convolution (see the module
-    docstring): ``VALID`` padding, stride > 1, no GPU, and ``SBTF_CONV_GRAD`` is not ``native``."""
-    if os.environ.get("SBTF_CONV_GRAD", "").strip().lower() == NATIVE:
+    docstring): ``VALID`` padding, stride > 1, no GPU, and a CPU where it was measured to pay
+    (:func:`cpu_route_pays`); ``SBTF_CONV_GRAD=native`` / ``dilated`` in the environment overrides the CPU rule."""
+    if padding != "VALID" or stride <= 1:
         return False
-    return padding == "VALID" and stride > 1 and not _gpu_visible()
+    choice = os.environ.get("SBTF_CONV_GRAD", "").strip().lower()
+    if choice == NATIVE:
+        return False
+    if choice == DILATED:
+        return True
+    return not _gpu_visible() and cpu_route_pays()
 
 
 @tf.function(jit_compile=True, autograph=False)
