@@ -63,6 +63,21 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def cpu_vector_isa() -> str:
+    """The widest vector instruction set of this CPU that the kernels use ("AVX-512", "AVX2", "no AVX2"), from
+    ``/proc/cpuinfo``; "unknown" elsewhere. It moves the ratios more than anything else (docs/benchmarks.md, "On a
+    CPU with AVX-512 the picture changes")."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            match = re.search(r"^flags\s*:\s*(.+)$", handle.read(), re.MULTILINE)
+    except OSError:
+        return "unknown"
+    if not match:
+        return "unknown"
+    flags = set(match.group(1).split())
+    return "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+
+
 def git_revision() -> str | None:
     try:
         rev = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "--short", "HEAD"],
@@ -81,6 +96,7 @@ def machine_info(args, seeds) -> dict:
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": platform.machine(),
         "cpu_model": cpu_model(),
+        "cpu_isa": cpu_vector_isa(),
         "cores": os.cpu_count(),
         "threads": args.threads,
         "repeats": len(seeds),
@@ -375,7 +391,7 @@ def meta_line(meta: dict) -> str:
     parts = [
         meta["date"].replace("T", " ").replace("+00:00", " UTC"),
         f"`uname -m` {meta['machine']}",
-        meta["cpu_model"],
+        meta["cpu_model"] + (f" ({meta['cpu_isa']})" if meta.get("cpu_isa") else ""),
         f"{meta['cores']} cores",
         f"threads={meta['threads']}",
         f"seeds {', '.join(str(s) for s in meta['seeds'])}",
@@ -452,7 +468,7 @@ def summary_section(all_results: dict) -> str:
             evals.append(_num(agg.get("eval_mean"), 1) if agg and "eval_mean" in agg else "")
         date = result["meta"]["date"][:10]
         out.append(f"| `{name}` | {cells[0]} | {cells[1]} | {'n/a' if ratio is None else f'{ratio:.2f}'} | "
-                   f"{evals[0]} | {evals[1]} | {date}, threads={result['meta']['threads']}, "
+                   f"{evals[0]} | {evals[1]} | {date}{', ' + result['meta']['cpu_isa'] if result['meta'].get('cpu_isa') else ''}, threads={result['meta']['threads']}, "
                    f"{result['meta']['repeats']} seed(s) |")
     out.append("<!-- END SUMMARY -->")
     return "\n".join(out)
