@@ -16,6 +16,7 @@ from sbtf.common.multi_input_envs import SimpleMultiObsEnv
 from sbtf.common.policies import (ActorCriticPolicy, MultiInputLnLstmPolicy, MultiInputLstmPolicy,
                                   get_policy_from_name)
 from sbtf.common.vec_env import DummyVecEnv
+from test_multi_input import CueEnv  # a Dict env without images (vector, Discrete and MultiBinary keys)
 
 N_LSTM = 16
 TINY = dict(n_lstm=N_LSTM, features_extractor_kwargs=dict(cnn_output_dim=8))
@@ -30,28 +31,6 @@ ALGOS = [
 def _grid_env():
     np.random.seed(123)  # the same random images and vectors in every copy
     return SimpleMultiObsEnv(random_start=False)
-
-
-class CueEnv(gym.Env):
-    """A small Dict env without images (vector and Discrete keys): the reward is 1 when the action is the cue."""
-
-    observation_space = gym.spaces.Dict({"vec": gym.spaces.Box(-1, 1, (3,), np.float32),
-                                         "cue": gym.spaces.Discrete(3)})
-    action_space = gym.spaces.Discrete(3)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return self._obs(), {}
-
-    def _obs(self):
-        self.cue = int(self.np_random.integers(3))
-        return {"vec": self.np_random.uniform(-1, 1, 3).astype(np.float32), "cue": self.cue}
-
-    def step(self, action):
-        reward = float(int(action) == self.cue)
-        self.t += 1
-        return self._obs(), reward, False, self.t >= 10, {}
 
 
 class SwishExtractor(BaseFeaturesExtractor):
@@ -176,11 +155,11 @@ def test_recurrent_policies_on_a_dict_env_point_to_multi_input_lstm_policy():
 def test_registered_names_layers_net_arch_and_layer_norm():
     assert get_policy_from_name(ActorCriticPolicy, "MultiInputLstmPolicy") is MultiInputLstmPolicy
     assert get_policy_from_name(ActorCriticPolicy, "MultiInputLnLstmPolicy") is MultiInputLnLstmPolicy
-    env = CueEnv()  # no image key: CombinedExtractor flattens (6 features: vec 3 + one-hot cue 3)
+    env = CueEnv()  # no image key: CombinedExtractor flattens (8 features: vec 3, one-hot cue 3, bits 2)
     direct = A2C("MultiInputLstmPolicy", env, policy_kwargs=dict(n_lstm=8, layers=[]))
     params = direct.policy_tf.named_parameters()
     assert list(params)[:3] == ["model/lstm1/wx:0", "model/lstm1/wh:0", "model/lstm1/b:0"]
-    assert params["model/lstm1/wx:0"].shape == (6, 32)
+    assert params["model/lstm1/wx:0"].shape == (8, 32)
     assert direct.policy_tf.xla_friendly and not has_convolution([direct.policy_tf])
 
     arch = A2C("MultiInputLstmPolicy", env, policy_kwargs=dict(n_lstm=8, net_arch=[12, "lstm", 10,
@@ -188,7 +167,7 @@ def test_registered_names_layers_net_arch_and_layer_norm():
     names = [n for n in arch.policy_tf.named_parameters() if n.endswith("/w:0") or n.endswith("/wx:0")]
     assert names == ["model/shared_fc0/w:0", "model/lstm1/wx:0", "model/shared_fc2/w:0", "model/pi_fc0/w:0",
                      "model/vf_fc0/w:0", "model/vf/w:0", "model/pi/w:0", "model/q/w:0"]
-    assert arch.policy_tf.named_parameters()["model/shared_fc0/w:0"].shape == (6, 12)
+    assert arch.policy_tf.named_parameters()["model/shared_fc0/w:0"].shape == (8, 12)
 
     layer_norm = A2C("MultiInputLnLstmPolicy", env, policy_kwargs=dict(n_lstm=8))
     assert layer_norm.policy_tf.layer_norm and "model/lstm1/gx:0" in layer_norm.policy_tf.named_parameters()
