@@ -957,6 +957,8 @@ def test_vec_frame_stack_dict_observations():
                     np.testing.assert_array_equal(infos[i]["terminal_observation"][key], terminals[i])
     assert n_dones > 3
 
+    cube = VecFrameStack(DummyVecEnv([functools.partial(SpaceEnv, spaces.Box(0, 255, (3, 3, 3), np.uint8))]), 2)
+    assert cube.observation_space.shape == (3, 3, 6)  # a tie stays channels-last (stable-baselines 2)
     with pytest.raises(ValueError, match="'count'.*Box"):
         VecFrameStack(DummyVecEnv([functools.partial(
             SpaceEnv, spaces.Dict({"count": spaces.Discrete(3), "state": spaces.Box(-1, 1, (2,))}))]), 2)

@@ -90,8 +90,10 @@ class FrameStacker:
 
 def _stream_order(space: spaces.Box, channels_order: Optional[str], key: str = "") -> str:
     if channels_order is None:
-        # stable-baselines3's rule: images by their smallest dimension, everything else along the last axis.
-        return "first" if is_image_space(space) and is_image_space_channels_first(space) else "last"
+        # stable-baselines3's rule (images by their smallest dimension, everything else along the last axis), with
+        # ties going to the last axis as in stable-baselines 2 (a 3x3x3 image is channels-last here).
+        first = is_image_space(space) and is_image_space_channels_first(space) and space.shape[0] < space.shape[-1]
+        return "first" if first else "last"
     if channels_order not in ("last", "first"):
         where = f" for key {key!r}" if key else ""
         raise ValueError(f"VecFrameStack: channels_order{where} must be 'last', 'first' or None, got {channels_order!r}")
@@ -110,8 +112,8 @@ class VecFrameStack(VecEnvWrapper):
     :param venv: (VecEnv) the vectorized environment to wrap (a Box or Dict-of-Box observation space)
     :param n_stack: (int) how many observations to stack
     :param channels_order: (str or dict) ``"last"``, ``"first"`` or None (stable-baselines3's rule: an image
-        (3-D uint8 Box in [0, 255]) whose first dimension is its smallest is stacked along it, anything else along the
-        last axis); for a Dict space also a dict of those per key (missing keys: None)
+        (3-D uint8 Box in [0, 255]) whose first dimension is its smallest, and smaller than its last, is stacked along
+        it, anything else along the last axis); for a Dict space also a dict of those per key (missing keys: None)
     """
 
     def __init__(self, venv: VecEnv, n_stack: int, channels_order: ChannelsOrder = None):
