@@ -26,6 +26,9 @@ for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import numpy as np  # noqa: E402 (after the thread limits)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_benchmarks import cpu_flags  # noqa: E402 (standard library only, like this folder's harness)
+
 PRODUCT_SHAPES: List[Tuple[int, int, int]] = [(256, 256, 256), (256, 400, 300), (400, 256, 300), (1024, 1024, 1024)]
 CNN_BATCHES = (256, 40, 32)
 
@@ -43,18 +46,12 @@ def best_seconds(run: Callable[[], object], inner: int = 5, rounds: int = 5) -> 
     return best
 
 
-def cpu_flags() -> str:
+def shown_cpu_flags() -> str:
     """The vector instruction sets of this CPU that matter here (Linux only)."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return " ".join(sorted(f for f in flags if f in ("avx2", "fma", "avx512f", "avx512_bf16",
-                                                                      "avx512_vnni", "amx_tile")))
-    except OSError:
-        pass
-    return "unknown"
+    flags = cpu_flags()
+    if flags is None:
+        return "unknown"
+    return " ".join(sorted(flags & {"avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile"}))
 
 
 def tf_kernels() -> None:
@@ -133,7 +130,7 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lib", choices=("tf", "torch", "numpy"), required=True)
     args = parser.parse_args(argv)
-    print(f"CPU flags: {cpu_flags()}; 1 thread")
+    print(f"CPU flags: {shown_cpu_flags()}; 1 thread")
     {"tf": tf_kernels, "torch": torch_kernels, "numpy": numpy_kernels}[args.lib]()
     return 0
 

@@ -63,18 +63,23 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def cpu_vector_isa() -> str:
-    """The widest vector instruction set of this CPU that the kernels use ("AVX-512", "AVX2", "no AVX2"), from
-    ``/proc/cpuinfo``; "unknown" elsewhere. It moves the ratios more than anything else (docs/benchmarks.md, "On a
-    CPU with AVX-512 the picture changes")."""
+def cpu_flags() -> frozenset | None:
+    """The CPU's instruction-set flags (``/proc/cpuinfo``), or None where there is no such file or line."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
             match = re.search(r"^flags\s*:\s*(.+)$", handle.read(), re.MULTILINE)
     except OSError:
+        return None
+    return frozenset(match.group(1).split()) if match else None
+
+
+def cpu_vector_isa() -> str:
+    """The widest vector instruction set of this CPU that the kernels use ("AVX-512", "AVX2", "no AVX2"), from
+    ``/proc/cpuinfo``; "unknown" elsewhere. It moves the ratios more than anything else (docs/benchmarks.md, "On a
+    CPU with AVX-512 the picture changes")."""
+    flags = cpu_flags()
+    if flags is None:
         return "unknown"
-    if not match:
-        return "unknown"
-    flags = set(match.group(1).split())
     return "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
 
 

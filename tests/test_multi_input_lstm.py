@@ -16,7 +16,7 @@ from sbtf.common.multi_input_envs import SimpleMultiObsEnv
 from sbtf.common.policies import (ActorCriticPolicy, MultiInputLnLstmPolicy, MultiInputLstmPolicy,
                                   get_policy_from_name)
 from sbtf.common.vec_env import DummyVecEnv
-from test_multi_input import CueEnv  # a Dict env without images (vector, Discrete and MultiBinary keys)
+from test_multi_input import CueEnv, GeluLikeVector  # a Dict env without images; a user's Box extractor
 
 N_LSTM = 16
 TINY = dict(n_lstm=N_LSTM, features_extractor_kwargs=dict(cnn_output_dim=8))
@@ -42,17 +42,6 @@ class SwishExtractor(BaseFeaturesExtractor):
 
     def call(self, observations):
         return self.dense(tf.concat([observations["vec"], observations["cue"]], axis=-1))
-
-
-class BoxExtractor(BaseFeaturesExtractor):
-    """A user's extractor of Box observations."""
-
-    def __init__(self, observation_space, features_dim=5):
-        super().__init__(observation_space, features_dim)
-        self.dense = keras.layers.Dense(features_dim, activation="relu")
-
-    def call(self, observations):
-        return self.dense(observations)
 
 
 def _obs_sequence(n_envs: int, n_steps: int, seed: int = 0):
@@ -200,7 +189,7 @@ def test_user_extractors_save_and_load(tmp_path):
 
     # the recurrent policies take an extractor on Box observations too (SB3's policy_kwargs)
     box = PPO2("MlpLstmPolicy", DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2), nminibatches=2, n_steps=8,
-               policy_kwargs=dict(n_lstm=8, features_extractor_class=BoxExtractor))
+               policy_kwargs=dict(n_lstm=8, features_extractor_class=GeluLikeVector))
     assert list(box.policy_tf.named_parameters())[:3] == ["model/features_extractor/0_kernel:0",
                                                           "model/features_extractor/1_bias:0", "model/pi_fc0/w:0"]
     box.learn(32)

@@ -36,12 +36,11 @@ class FrameStacker:
             raise ValueError(f"channels_order must be 'last' or 'first', got {channels_order!r}")
         if len(space.shape) == 0:
             raise ValueError(f"cannot stack frames of a scalar observation space {space}")
-        self.n_stack = n_stack
         self.channels_first = channels_order == "first"
-        axis = 0 if self.channels_first else -1
-        self.frame_channels = space.shape[axis]
-        low = np.repeat(space.low, n_stack, axis=axis)
-        high = np.repeat(space.high, n_stack, axis=axis)
+        self._axis = 0 if self.channels_first else -1  # of one observation
+        self.frame_channels = space.shape[self._axis]
+        low = np.repeat(space.low, n_stack, axis=self._axis)
+        high = np.repeat(space.high, n_stack, axis=self._axis)
         self.stacked_space = spaces.Box(low=low, high=high, dtype=space.dtype)
         self.stackedobs = np.zeros((num_envs,) + low.shape, dtype=space.dtype)
         # In the flat (row-major) layout of one env's stack, one frame further back is this many elements away.
@@ -64,8 +63,7 @@ class FrameStacker:
 
     def stack_terminal(self, env_index: int, terminal: np.ndarray) -> np.ndarray:
         """The stacked form of env ``env_index``'s last observation (call after :meth:`shift_history`)."""
-        axis = 0 if self.channels_first else -1
-        return np.concatenate((self._history(self.stackedobs[env_index]), terminal), axis=axis)
+        return np.concatenate((self._history(self.stackedobs[env_index]), terminal), axis=self._axis)
 
     def shift_history(self) -> None:
         """Move every env's frames one slot back (the newest slot is then stale until :meth:`push`)."""
@@ -124,8 +122,8 @@ class VecFrameStack(VecEnvWrapper):
         self.n_stack = int(n_stack)
         self._dict = isinstance(wrapped_obs_space, spaces.Dict)
         if self._dict:
-            orders = channels_order if isinstance(channels_order, Mapping) else {}
-            unknown = set(orders) - set(wrapped_obs_space.spaces)
+            per_key = channels_order if isinstance(channels_order, Mapping) else None
+            unknown = set(per_key or ()) - set(wrapped_obs_space.spaces)
             if unknown:
                 raise ValueError(f"VecFrameStack: channels_order names keys {sorted(unknown)} that the observation "
                                  f"space does not have (keys: {list(wrapped_obs_space.spaces)})")
@@ -134,7 +132,7 @@ class VecFrameStack(VecEnvWrapper):
                 if not isinstance(space, spaces.Box):
                     raise ValueError(f"VecFrameStack stacks Box observations; the Dict entry {key!r} is {space}. "
                                      "Wrap the env so that this entry is a Box, or leave it out of the observation")
-                order = orders.get(key) if isinstance(channels_order, Mapping) else channels_order
+                order = per_key.get(key) if per_key is not None else channels_order
                 self.stackers[key] = FrameStacker(venv.num_envs, space, self.n_stack,
                                                   _stream_order(space, order, key))
             observation_space = spaces.Dict({key: stacker.stacked_space for key, stacker in self.stackers.items()})
