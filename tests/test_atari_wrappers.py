@@ -256,3 +256,66 @@ def test_make_atari_env(fake_atari_ids):
     assert [len(env.unwrapped.actions) for env in again.envs] == noops_a
     stacked = make_atari_env("FakePongNoFrameskip-v4", num_env=1, seed=1, wrapper_kwargs={"frame_stack": True})
     assert stacked.reset().shape == (1, 84, 84, 4)
+
+
+@pytest.mark.parametrize("game", ["PongNoFrameskip-v4", "BreakoutNoFrameskip-v4"])
+def test_max_and_skip_frame_advance_keeps_trajectories(game):
+    """MaxAndSkipEnv emulates the frames whose screen it discards without reading the screen: the whole trajectory
+    (observations, rewards, terminations, infos, life losses and game overs through the DeepMind chain) is the one
+    of stepping every frame through ``env.step``."""
+    pytest.importorskip("ale_py", reason="needs ale-py (pip install 'sbtf[atari]')")
+
+    def make(fast):
+        env = make_atari(game)
+        skip = env
+        assert isinstance(skip, MaxAndSkipEnv)
+        assert skip._frame_advance is not None  # the real ALE chain is recognised
+        if not fast:
+            skip._frame_advance = None
+        return wrap_deepmind(env, episode_life=True, clip_rewards=False), skip
+
+    (fast_env, fast_skip), (slow_env, slow_skip) = make(True), make(False)
+    advanced = []
+    real_advance = fast_skip._frame_advance
+
+    def counting(action):
+        advanced.append(action)
+        return real_advance(action)
+
+    counting.ready = real_advance.ready
+    fast_skip._frame_advance = counting
+    actions = np.random.default_rng(1).integers(0, fast_env.action_space.n, 1500)
+    obs_fast, info_fast = fast_env.reset(seed=3)
+    obs_slow, info_slow = slow_env.reset(seed=3)
+    np.testing.assert_array_equal(obs_fast, obs_slow)
+    episodes = 0
+    for action in actions:
+        fast = fast_env.step(action)
+        slow = slow_env.step(action)
+        np.testing.assert_array_equal(fast[0], slow[0])
+        assert fast[1:4] == slow[1:4]
+        assert fast[4] == slow[4]
+        if fast[2] or fast[3]:
+            episodes += 1
+            np.testing.assert_array_equal(fast_env.reset()[0], slow_env.reset()[0])
+    assert len(advanced) >= 2 * (len(actions) - 2 * episodes) - 2  # the first skip-2 frames of (nearly) every step
+    if game.startswith("Breakout"):
+        assert episodes > 0  # lives lost under random play: the early-break path was compared too
+
+
+def test_max_and_skip_frame_advance_only_over_known_wrappers(fake_atari_ids):
+    """A chain that is not ale_py's AtariEnv behind pass-through wrappers keeps stepping every frame through
+    ``env.step``."""
+    assert MaxAndSkipEnv(FakeAtariEnv())._frame_advance is None
+    assert make_atari("FakePongNoFrameskip-v4")._frame_advance is None
+    pytest.importorskip("ale_py", reason="needs ale-py (pip install 'sbtf[atari]')")
+
+    class Recording(gymnasium.Wrapper):
+        def step(self, action):
+            return self.env.step(action)
+
+    env = gymnasium.make("PongNoFrameskip-v4")
+    assert MaxAndSkipEnv(NoopResetEnv(env))._frame_advance is not None
+    assert MaxAndSkipEnv(Recording(env))._frame_advance is None
+    with pytest.raises(gymnasium.error.ResetNeeded):  # before reset, the order check still runs
+        MaxAndSkipEnv(NoopResetEnv(env)).step(0)
