@@ -302,3 +302,18 @@ def test_mpi_moments_helper_in_one_process(sb, capsys):
 
     _helper_runningmeanstd()
     assert capsys.readouterr().out.count("ok!") == 9
+
+
+def test_from_package_import_script_works_as_the_first_import(tmp_path):
+    """``from stable_baselines.a2c import run_atari`` (a script beside an algorithm's package) in a fresh process."""
+    code = ("from stable_baselines.a2c import run_atari, A2C\n"
+            "from stable_baselines.trpo_mpi import run_atari as trpo_run_atari\n"
+            "from stable_baselines.ppo1.experiments import train_cartpole\n"
+            "import sbtf\n"
+            "assert A2C is sbtf.A2C\n"
+            "print(run_atari.__name__, trpo_run_atari.__name__, train_cartpole.__name__)\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_subprocess_env(), capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["sbtf.scripts.a2c.run_atari", "sbtf.scripts.trpo_mpi.run_atari",
+                                     "sbtf.scripts.ppo1.experiments.train_cartpole"]

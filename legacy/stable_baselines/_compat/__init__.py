@@ -66,6 +66,9 @@ SCRIPT_MODULES = [
     "deepq.experiments.train_cartpole", "deepq.experiments.enjoy_cartpole", "deepq.experiments.train_mountaincar",
     "deepq.experiments.enjoy_mountaincar", "deepq.experiments.run_atari",
 ]
+#: packages holding a script: served as facades, so that ``from stable_baselines.a2c import run_atari`` finds the
+#: script through this hook (the sbtf package's own name, ``sbtf.a2c``, has no ``run_atari`` child)
+_SCRIPT_PARENTS = frozenset(path.rsplit(".", 1)[0] for path in SCRIPT_MODULES)
 #: the package of sbtf's versions of SB2's scripts (and of the ``__main__`` self-tests of SB2 modules)
 SCRIPTS_PACKAGE = "sbtf.scripts"
 _USE_SBTF_TRAIN = ("use `sbtf train --algo ALGO --env ENV_ID` (gymnasium's MuJoCo / robotics envs, the zoo's "
@@ -197,8 +200,9 @@ def resolve(fullname: str) -> types.ModuleType:
                                   name=fullname)
     if target is None and rest in NOT_PROVIDED:
         raise ModuleNotFoundError(f"{fullname} is not provided by sbtf: {NOT_PROVIDED[rest]}.", name=fullname)
-    if rest in FACADES:
-        return _Facade(fullname, target, FACADES[rest])
+    if rest in FACADES or (rest in _SCRIPT_PARENTS and target is not None
+                           and target.__name__ != f"{SCRIPTS_PACKAGE}.{rest}"):
+        return _Facade(fullname, target, FACADES.get(rest, {}))
     if target is None:
         wanted = " or ".join(candidates_for(fullname))
         known = rest in PUBLIC_MODULES
