@@ -166,10 +166,12 @@ class _AleFrameAdvance:
         layer: Any = env
         while isinstance(layer, gymnasium.Wrapper):
             name = type(layer).__name__
-            if name not in cls._PASS_THROUGH or type(layer).step is not _pass_through_step(name, layer):
+            if name not in cls._PASS_THROUGH or type(layer).step is not _pass_through_step(name):
                 return None
-            (order_enforcing if name == "OrderEnforcing" else env_checkers if name == "PassiveEnvChecker"
-             else []).append(layer)
+            if name == "OrderEnforcing":
+                order_enforcing.append(layer)
+            elif name == "PassiveEnvChecker":
+                env_checkers.append(layer)
             layer = layer.env
         if type(layer).__module__ != "ale_py.env" or type(layer).__name__ != "AtariEnv":
             return None
@@ -191,7 +193,7 @@ class _AleFrameAdvance:
         return reward, ale.game_over(with_truncation=False), ale.game_truncated(), self._env._get_info()
 
 
-def _pass_through_step(name: str, layer: Any) -> Any:
+def _pass_through_step(name: str) -> Any:
     """The ``step`` that a wrapper named ``name`` must have for :class:`_AleFrameAdvance` to skip it: sbtf's own
     NoopResetEnv.step, or gymnasium's class's (a subclass that overrides ``step`` is not skipped)."""
     if name == "NoopResetEnv":
