@@ -309,7 +309,8 @@ def test_shipped_hyperparameter_files():
         table = cli.load_default_hyperparams(algo)
         assert table, algo
         for env_id, hyperparams in table.items():
-            assert env_id in gymnasium.registry or env_id in cli.SBTF_ENVS, (algo, env_id)
+            # 'atari': the zoo's entry for every NoFrameskip game
+            assert env_id in gymnasium.registry or env_id in cli.SBTF_ENVS or env_id == "atari", (algo, env_id)
             assert env_id not in RETIRED_ENV_IDS, (algo, env_id)
             assert hyperparams["n_timesteps"] >= 1000 and isinstance(hyperparams["policy"], str), (algo, env_id)
             cli.env_settings(hyperparams)  # normalize / frame_stack / env_kwargs are well-formed
@@ -321,6 +322,8 @@ def test_shipped_hyperparameter_files():
     for algo in ("a2c", "acktr", "ppo1", "ppo2", "trpo", "gail"):
         assert classic <= set(cli.load_default_hyperparams(algo)), algo
     assert set(cli.load_default_hyperparams("her")) == {"BitFlippingEnv-v0"}
+    assert {algo for algo in cli.ALGOS if "atari" in cli.load_default_hyperparams(algo)} == {
+        "a2c", "acer", "acktr", "dqn", "ppo2"}  # the zoo's Atari entries
     # every name in the files is a valid hyperparameter of the algorithms this version has
     checked = []
     for algo in cli.ALGOS:
@@ -404,3 +407,33 @@ def test_a_module_can_register_a_subcommand(monkeypatch, capsys):
     with pytest.raises(ValueError, match="already registered"):
         cli.register_subcommand("hello", run)
     assert main([]) == 2  # no subcommand: the usage, exit code 2
+
+
+def test_atari_ids_take_the_zoo_atari_entry():
+    table = {"atari": {"policy": "CnnPolicy"}, "CartPole-v1": {"n_envs": 2}}
+    assert cli.find_env_entry(table, "BreakoutNoFrameskip-v4") == {"policy": "CnnPolicy"}
+    assert cli.find_env_entry(table, "Acrobot-v1") is None
+    assert cli.find_env_entry({"PongNoFrameskip-v4": {"n_envs": 1}, "atari": {}}, "PongNoFrameskip-v4") == {"n_envs": 1}
+
+
+def test_train_and_enjoy_an_atari_game_as_the_zoo_did(tmp_path, capsys):
+    """``sbtf train --env PongNoFrameskip-v4``: ale-py's envs are registered, the zoo's ``atari`` entry applies, the
+    env is the DeepMind-wrapped one with 4 stacked frames, and ``enjoy`` plays the run in the same env."""
+    pytest.importorskip("ale_py", reason="needs ale-py (pip install 'sbtf[atari]')")
+    code = main(["train", "--algo", "a2c", "--env", "PongNoFrameskip-v4", "-n", "200", "--n-envs", "2", "-f",
+                 str(tmp_path), "--eval-freq", "0"] + QUIET)
+    assert code == 0
+    run = tmp_path / "a2c" / "PongNoFrameskip-v4_1"
+    config = _read_yaml(run / "config.yml")
+    assert config["policy"] == "CnnPolicy" and config["frame_stack"] == 4 and config["lr_schedule"] == "constant"
+    model = sbtf.A2C.load(str(run / "PongNoFrameskip-v4.zip"))
+    assert model.observation_space.shape == (84, 84, 4) and model.num_timesteps == 200
+    assert sorted(p.name for p in run.glob("*.monitor.csv")) == ["0.monitor.csv", "1.monitor.csv"]
+    capsys.readouterr()
+    assert main(["enjoy", "--algo", "a2c", "--env", "PongNoFrameskip-v4", "-f", str(tmp_path), "-n", "40"]) == 0
+    assert "on PongNoFrameskip-v4 for at most 40 steps" in capsys.readouterr().out
+    # the Atari env takes the DeepMind wrappers: an env_wrapper for it is refused, not silently dropped
+    code = main(["train", "--algo", "ppo2", "--env", "PongNoFrameskip-v4", "-n", "200", "-f", str(tmp_path),
+                 "--hyperparams", "env_wrapper:gymnasium.wrappers.TimeLimit"] + QUIET)
+    assert code != 0
+    assert "is an Atari env" in capsys.readouterr().err

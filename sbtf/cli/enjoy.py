@@ -18,7 +18,7 @@ import gymnasium
 import numpy as np
 import yaml
 
-from sbtf.cli.envs import EnvSettings, env_settings, import_gym_packages, make_env, resolve_env
+from sbtf.cli.envs import ATARI_FRAME_STACK, EnvSettings, env_settings, import_gym_packages, make_env, resolve_env
 from sbtf.cli.errors import CLIError, exc_text
 from sbtf.cli.hyperparams import algo_name, load_algorithm, load_default_hyperparams, positive_int
 from sbtf.cli.plugins import register_subcommand
@@ -28,8 +28,6 @@ from sbtf.common.vec_env import VecFrameStack
 from sbtf.common.vec_env.vec_video_recorder import VIDEO_INSTALL_HINT
 from sbtf.contrib.common.maskable.utils import get_action_masks, is_masking_supported
 
-#: frames stacked for Atari agents (the DeepMind setting the zoo used)
-ATARI_FRAME_STACK = 4
 #: steps played without -n and --episodes (the zoo's enjoy.py default)
 DEFAULT_PLAY_STEPS = 1000
 #: with --episodes N and no -n, at most this many steps per episode asked for

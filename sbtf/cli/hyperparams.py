@@ -63,6 +63,8 @@ HYPERPARAMS_FOLDER = "hyperparams"
 #: the ``sbtf`` package folder, which holds HYPERPARAMS_FOLDER
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _ENV_KEY_PATTERN = re.compile(r".+-v\d+$")
+#: the zoo's rule for an Atari env id: its hyperparameters are the ``atari`` entry, its env the DeepMind-wrapped one
+ATARI_ID_MARKER = "NoFrameskip"
 _KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -126,7 +128,8 @@ def _successor(env_id: str) -> str:
 def find_env_entry(table: Dict[str, Any], env_id: str, requested_id: Optional[str] = None) -> Optional[Dict[str, Any]]:
     """
     The entry of ``table`` for an env: by its id, by the id the user typed, or by an old id that gymnasium retired
-    in favour of ``env_id`` (so zoo files keyed ``Pendulum-v0`` apply to ``Pendulum-v1``).
+    in favour of ``env_id`` (so zoo files keyed ``Pendulum-v0`` apply to ``Pendulum-v1``); for a ``NoFrameskip`` id
+    without an entry of its own, the zoo's ``atari`` entry.
 
     :param table: (dict) ``{env_id: hyperparameters}``
     :param env_id: (str) the (resolved) env id
@@ -139,6 +142,8 @@ def find_env_entry(table: Dict[str, Any], env_id: str, requested_id: Optional[st
     for key, value in table.items():
         if isinstance(value, dict) and _successor(str(key)) == env_id:
             return value
+    if ATARI_ID_MARKER in env_id and isinstance(table.get("atari"), dict):  # the zoo: one entry for every game
+        return table["atari"]
     return None
 
 

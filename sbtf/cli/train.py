@@ -20,7 +20,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import yaml
 
 from sbtf import algorithms
-from sbtf.cli.envs import EnvSettings, env_settings, import_gym_packages, make_env, resolve_env, wrap_vec_env
+from sbtf.cli.envs import (ATARI_FRAME_STACK, EnvSettings, env_settings, import_gym_packages, is_atari_id, make_env,
+                            resolve_env, wrap_vec_env)
 from sbtf.cli.errors import CLIError, exc_text
 from sbtf.cli.hyperparams import (MULTI_ENV_ALGOS, algo_name, as_int, check_hyperparameter_names, default_policy,
                                   find_env_entry, her_model_class, hyperparams_file, is_number, load_algorithm,
@@ -128,6 +129,8 @@ def plan_training(args: argparse.Namespace) -> TrainPlan:
     if n_envs > 1 and algo not in MULTI_ENV_ALGOS:
         raise CLIError("{} trains on a single env: n_envs must be 1, got {} (multi-env algorithms: {})".format(
             algo, n_envs, ", ".join(sorted(MULTI_ENV_ALGOS))))
+    if is_atari_id(env_id) and "frame_stack" not in hyperparams:  # the zoo's train.py stacked 4 Atari frames
+        hyperparams["frame_stack"] = ATARI_FRAME_STACK
     settings = env_settings(hyperparams, getattr(args, "allow_wrapper", ()), "the hyperparameters")
     if algo == "her" and (settings.normalize or settings.frame_stack):
         raise CLIError("her does not support normalize or frame_stack (HER wraps the env itself)")

@@ -118,7 +118,7 @@ def make_vec_env(env_id: Union[str, Callable[..., Any]], n_envs: int = 1, seed: 
 
 def make_atari_env(env_id: str, num_env: int, seed: int, wrapper_kwargs: Optional[Dict[str, Any]] = None,
                    start_index: int = 0, allow_early_resets: bool = True, start_method: Optional[str] = None,
-                   use_subprocess: bool = False) -> VecEnv:
+                   use_subprocess: bool = False, monitor_dir: Optional[str] = None) -> VecEnv:
     """
     Create a VecEnv of DeepMind-style Atari envs (``make_atari`` + ``Monitor`` + ``wrap_deepmind``). Monitor files
     go to the sbtf logger's folder when it is configured.
@@ -132,11 +132,13 @@ def make_atari_env(env_id: str, num_env: int, seed: int, wrapper_kwargs: Optiona
     :param start_method: (str) start method of ``SubprocVecEnv``
     :param use_subprocess: (bool) use a ``SubprocVecEnv`` (when num_env > 1) instead of the usually faster
         ``DummyVecEnv``
+    :param monitor_dir: (str) folder of the Monitor files ``<rank>.monitor.csv`` (stable-baselines3's argument;
+        default: the sbtf logger's folder, or no files when it is not configured)
     :return: (VecEnv) the Atari VecEnv
     """
     if wrapper_kwargs is None:
         wrapper_kwargs = {}
-    log_dir = _log_dir()
+    log_dir = monitor_dir if monitor_dir is not None else _log_dir()
 
     def make_env(rank: int) -> Callable[[], gymnasium.Env]:
         def _thunk() -> gymnasium.Env:
