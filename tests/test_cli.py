@@ -437,3 +437,12 @@ def test_train_and_enjoy_an_atari_game_as_the_zoo_did(tmp_path, capsys):
                  "--hyperparams", "env_wrapper:gymnasium.wrappers.TimeLimit"] + QUIET)
     assert code != 0
     assert "is an Atari env" in capsys.readouterr().err
+
+
+def test_atari_id_without_ale_py_says_what_to_install(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "ale_py", None)  # import ale_py raises ImportError
+    code = main(["train", "--algo", "ppo2", "--env", "NotInstalledGameNoFrameskip-v4", "-n", "100", "-f",
+                 str(tmp_path)] + QUIET)
+    assert code != 0
+    assert "is an Atari env: it needs ale-py (pip install 'sbtf[atari]')" in capsys.readouterr().err
+    assert not (tmp_path / "ppo2").exists()
