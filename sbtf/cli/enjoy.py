@@ -18,7 +18,8 @@ import gymnasium
 import numpy as np
 import yaml
 
-from sbtf.cli.envs import ATARI_FRAME_STACK, EnvSettings, env_settings, import_gym_packages, make_env, resolve_env
+from sbtf.cli.envs import (EnvSettings, env_settings, import_gym_packages, make_atari_vec_env, make_env,
+                           resolve_env)
 from sbtf.cli.errors import CLIError, exc_text
 from sbtf.cli.hyperparams import algo_name, load_algorithm, load_default_hyperparams, positive_int
 from sbtf.cli.plugins import register_subcommand
@@ -27,6 +28,7 @@ from sbtf.cli.zoo_folders import ZooRecord, add_zoo_arguments, open_zoo_agent, r
 from sbtf.common.vec_env import VecFrameStack
 from sbtf.common.vec_env.vec_video_recorder import VIDEO_INSTALL_HINT
 from sbtf.contrib.common.maskable.utils import get_action_masks, is_masking_supported
+from sbtf.zoo.agent import ATARI_FRAME_STACK
 
 #: steps played without -n and --episodes (the zoo's enjoy.py default)
 DEFAULT_PLAY_STEPS = 1000
@@ -92,11 +94,9 @@ def make_play_env(env_id: str, stats_dir: str, settings: EnvSettings, seed: Opti
     :param atari: (bool) a DeepMind-wrapped Atari env with 4 stacked frames (a zoo Atari agent, see ``zoo.yml``)
     :return: (VecEnv)
     """
-    if atari:
-        if render_mode is not None:
-            raise CLIError("--gif, --video and --render are not available for Atari agents (the DeepMind-wrapped env "
-                           "is made without a render mode)")
-        env = _make_atari_play_env(env_id, seed)
+    if atari:  # as the zoo played Atari agents: one DeepMind-wrapped env, 4 stacked frames
+        env = VecFrameStack(make_atari_vec_env(env_id, 1, seed, EnvSettings(), render_mode=render_mode),
+                            ATARI_FRAME_STACK)
     else:
         env = make_env(env_id, 1, seed, settings, render_mode=render_mode)
     stats_path = os.path.join(stats_dir, "vecnormalize.pkl")
@@ -114,20 +114,8 @@ def make_play_env(env_id: str, stats_dir: str, settings: EnvSettings, seed: Opti
         print("sbtf: warning: the run was trained with normalize but {} is missing: observations are not "
               "normalized".format(stats_path), file=sys.stderr)
     if settings.frame_stack > 0:
-        from sbtf.common.vec_env import VecFrameStack  # pylint: disable=import-outside-toplevel
         env = VecFrameStack(env, settings.frame_stack)
     return env
-
-
-def _make_atari_play_env(env_id: str, seed: Optional[int]) -> Any:
-    """One DeepMind-wrapped Atari env (``make_atari_env``) with 4 stacked frames, as the zoo played Atari agents."""
-    from sbtf.common.cmd_util import make_atari_env  # pylint: disable=import-outside-toplevel
-
-    try:
-        env = make_atari_env(env_id, num_env=1, seed=0 if seed is None else seed)
-    except (ImportError, gymnasium.error.DependencyNotInstalled) as exc:
-        raise CLIError("cannot make {}: {}".format(env_id, exc_text(exc)), exit_code=1) from exc
-    return VecFrameStack(env, ATARI_FRAME_STACK)
 
 
 @dataclass

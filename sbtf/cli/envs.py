@@ -16,8 +16,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import gymnasium
 
-from sbtf.cli.errors import CLIError
-from sbtf.cli.hyperparams import ATARI_ID_MARKER, as_int, safe_eval
+from sbtf.cli.errors import CLIError, exc_text
+from sbtf.cli.hyperparams import as_int, is_atari_id, safe_eval
 from sbtf.common.gym_compat import resolve_env_id
 from sbtf.common.vec_env import VecFrameStack, VecNormalize
 
@@ -38,26 +38,17 @@ def _register_sbtf_envs() -> None:
             gymnasium.register(id=env_id, entry_point=entry_point)
 
 
-#: frames stacked for an Atari env (the DeepMind setting: the zoo's train.py always stacked 4)
-ATARI_FRAME_STACK = 4
-
-
-def is_atari_id(env_id: str) -> bool:
-    """Whether ``env_id`` is trained and played as the rl-baselines-zoo did Atari: a ``NoFrameskip`` id."""
-    return ATARI_ID_MARKER in env_id
-
-
 def _register_atari_envs(env_id: str) -> None:
-    """Register ale-py's envs with gymnasium (ale-py >= 0.9 needs an explicit import) for an unknown Atari id."""
-    if env_id in gymnasium.registry or not (is_atari_id(env_id) or env_id.startswith("ALE/")):
+    """Register ale-py's envs with gymnasium for an unknown Atari id (``NoFrameskip`` or ``ALE/``)."""
+    if not (is_atari_id(env_id) or env_id.startswith("ALE/")):
         return
+    from sbtf.common.atari_wrappers import ensure_atari_registered  # pylint: disable=import-outside-toplevel
+
     try:
-        import ale_py  # pylint: disable=import-outside-toplevel
+        ensure_atari_registered(env_id)
     except ImportError as exc:
         raise CLIError("{} is an Atari env: it needs ale-py (pip install 'sbtf[atari]')".format(env_id),
                        exit_code=1) from exc
-    if hasattr(gymnasium, "register_envs"):
-        gymnasium.register_envs(ale_py)
 
 
 def import_gym_packages(modules: Sequence[str]) -> None:
@@ -279,7 +270,7 @@ def make_env(env_id: str, n_envs: int, seed: Optional[int], settings: EnvSetting
     from sbtf.common.cmd_util import make_vec_env  # pylint: disable=import-outside-toplevel
 
     if is_atari_id(env_id):
-        return _make_atari_vec_env(env_id, n_envs, seed, settings, monitor_dir, render_mode)
+        return make_atari_vec_env(env_id, n_envs, seed, settings, monitor_dir, render_mode)
     env_kwargs = dict(settings.env_kwargs)
     if render_mode is not None:
         env_kwargs["render_mode"] = render_mode
@@ -302,10 +293,10 @@ def make_env(env_id: str, n_envs: int, seed: Optional[int], settings: EnvSetting
         raise
 
 
-def _make_atari_vec_env(env_id: str, n_envs: int, seed: Optional[int], settings: EnvSettings,
-                        monitor_dir: Optional[str], render_mode: Optional[str]) -> Any:
-    """The zoo's Atari env: ``make_atari_env`` (no-op reset, frame skip, Monitor, DeepMind wrappers); frame stacking
-    is added by :func:`wrap_vec_env`."""
+def make_atari_vec_env(env_id: str, n_envs: int, seed: Optional[int], settings: EnvSettings,
+                       monitor_dir: Optional[str] = None, render_mode: Optional[str] = None) -> Any:
+    """The zoo's Atari env: ``make_atari_env`` (no-op reset, frame skip, Monitor, DeepMind wrappers), without frame
+    stacking (:func:`wrap_vec_env` adds ``frame_stack``); a CLIError when it cannot be made."""
     from sbtf.common.cmd_util import make_atari_env  # pylint: disable=import-outside-toplevel
 
     if settings.env_wrapper or settings.env_kwargs:
@@ -316,8 +307,8 @@ def _make_atari_vec_env(env_id: str, n_envs: int, seed: Optional[int], settings:
                        "made without a render mode)")
     try:
         return make_atari_env(env_id, num_env=n_envs, seed=0 if seed is None else seed, monitor_dir=monitor_dir)
-    except (ImportError, gymnasium.error.DependencyNotInstalled, gymnasium.error.Error) as exc:
-        raise CLIError("cannot make {}: {}".format(env_id, exc), exit_code=1) from exc
+    except (ImportError, gymnasium.error.Error) as exc:
+        raise CLIError("cannot make {}: {}".format(env_id, exc_text(exc)), exit_code=1) from exc
 
 
 def wrap_vec_env(venv: Any, settings: EnvSettings, gamma: Optional[float] = None, training: bool = True) -> Any:

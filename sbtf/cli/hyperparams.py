@@ -63,8 +63,6 @@ HYPERPARAMS_FOLDER = "hyperparams"
 #: the ``sbtf`` package folder, which holds HYPERPARAMS_FOLDER
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _ENV_KEY_PATTERN = re.compile(r".+-v\d+$")
-#: the zoo's rule for an Atari env id: its hyperparameters are the ``atari`` entry, its env the DeepMind-wrapped one
-ATARI_ID_MARKER = "NoFrameskip"
 _KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -125,6 +123,12 @@ def _successor(env_id: str) -> str:
     return RETIRED_ENV_IDS.get(env_id, env_id)
 
 
+def is_atari_id(env_id: str) -> bool:
+    """The zoo's rule for an Atari env id (``NoFrameskip``): its hyperparameters are the ``atari`` entry, its env
+    the DeepMind-wrapped one."""
+    return "NoFrameskip" in env_id
+
+
 def find_env_entry(table: Dict[str, Any], env_id: str, requested_id: Optional[str] = None) -> Optional[Dict[str, Any]]:
     """
     The entry of ``table`` for an env: by its id, by the id the user typed, or by an old id that gymnasium retired
@@ -142,7 +146,7 @@ def find_env_entry(table: Dict[str, Any], env_id: str, requested_id: Optional[st
     for key, value in table.items():
         if isinstance(value, dict) and _successor(str(key)) == env_id:
             return value
-    if ATARI_ID_MARKER in env_id and isinstance(table.get("atari"), dict):  # the zoo: one entry for every game
+    if is_atari_id(env_id) and isinstance(table.get("atari"), dict):  # the zoo: one entry for every game
         return table["atari"]
     return None
 

@@ -20,17 +20,17 @@ from typing import Any, Dict, List, Optional, Tuple
 import yaml
 
 from sbtf import algorithms
-from sbtf.cli.envs import (ATARI_FRAME_STACK, EnvSettings, env_settings, import_gym_packages, is_atari_id, make_env,
-                            resolve_env, wrap_vec_env)
+from sbtf.cli.envs import EnvSettings, env_settings, import_gym_packages, make_env, resolve_env, wrap_vec_env
 from sbtf.cli.errors import CLIError, exc_text
 from sbtf.cli.hyperparams import (MULTI_ENV_ALGOS, algo_name, as_int, check_hyperparameter_names, default_policy,
-                                  find_env_entry, her_model_class, hyperparams_file, is_number, load_algorithm,
-                                  load_default_hyperparams, load_overrides, model_kwargs, positive_int,
+                                  find_env_entry, her_model_class, hyperparams_file, is_atari_id, is_number,
+                                  load_algorithm, load_default_hyperparams, load_overrides, model_kwargs, positive_int,
                                   valid_hyperparameters)
 from sbtf.cli.plot import save_run_curve
 from sbtf.cli.plugins import register_subcommand
 from sbtf.cli.runs import add_common_arguments, new_run_dir, safe_name
 from sbtf.common.callbacks import CheckpointCallback, EvalCallback, ProgressBarCallback
+from sbtf.zoo.agent import ATARI_FRAME_STACK
 
 
 def plain(value: Any) -> Any:

@@ -438,7 +438,7 @@ class ScaledFloatFrame(gymnasium.ObservationWrapper):
         return np.array(observation).astype(np.float32) / 255.0
 
 
-def _ensure_atari_registered(env_id: str) -> None:
+def ensure_atari_registered(env_id: str) -> None:
     """Register the ALE envs with gymnasium (ale-py >= 0.9 needs an explicit import) when ``env_id`` is unknown."""
     if env_id in gymnasium.registry:
         return
@@ -458,7 +458,7 @@ def make_atari(env_id: str) -> gymnasium.Env:
     :param env_id: (str) the environment ID, a ``NoFrameskip`` one (e.g. ``BreakoutNoFrameskip-v4``)
     :return: (gymnasium.Env) the wrapped atari environment (no-op reset, frame skipping with max pooling)
     """
-    _ensure_atari_registered(env_id)
+    ensure_atari_registered(env_id)
     env = gymnasium.make(env_id)
     if env.spec is None or 'NoFrameskip' not in env.spec.id:
         env.close()

@@ -19,8 +19,8 @@ The values agree with TensorFlow's kernels to float rounding (relative 1e-6: the
 :func:`conv2d` takes this route for a ``VALID`` convolution with stride > 1 when no GPU is visible (cuDNN's kernel
 gradients are fast) and the CPU is an x86-64 one with AVX2 but without AVX-512 (with AVX-512, oneDNN's own gradient
 kernels are faster: :func:`cpu_route_pays`); everything else is ``tf.nn.conv2d`` with TensorFlow's own gradient.
-``SBTF_CONV_GRAD=native`` or ``dilated`` in the environment forces one or the other. The gradient is itself made of differentiable ops, so second
-derivatives (TRPO's Fisher-vector products) still work.
+``SBTF_CONV_GRAD=native`` or ``dilated`` in the environment forces one or the other. The gradient is itself made of
+differentiable ops, so second derivatives (TRPO's Fisher-vector products) still work.
 """
 from __future__ import annotations
 
