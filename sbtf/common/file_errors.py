@@ -20,13 +20,54 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import reprlib
 import threading
-from typing import Iterator
+from typing import Any, Iterator
 
 __all__ = [
     "ModelFileError", "CorruptedFileError", "UnsafeFileError", "FileLimitError", "ModelDataError",
     "WrongAlgorithmError", "ParameterShapeError", "MissingParametersError", "LoadLimits", "get_load_limits", "set_load_limits", "load_limits",
+    "describe_value",
 ]
+
+
+class _BoundedRepr(reprlib.Repr):
+    """``reprlib`` with small limits everywhere: its cost and its output stay bounded whatever the value holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxtuple = self.maxlist = self.maxarray = self.maxset = self.maxfrozenset = self.maxdeque = 6
+        self.maxdict = 6
+        self.maxstring = 60
+        self.maxlong = 40
+        self.maxother = 60
+
+    def repr_ndarray(self, value: Any, level: int) -> str:  # numpy arrays: shape and dtype, never the data
+        return f"<array shape={tuple(value.shape)!r} dtype={value.dtype}>"
+
+
+_BOUNDED = _BoundedRepr()
+
+
+def describe_value(value: Any, limit: int = 200) -> str:
+    """
+    A short, bounded text for a value read from an untrusted file, for error messages.
+
+    Never formats more than a few elements of any container, nor more than ``limit`` characters in all, so a
+    hostile value (a huge string shared a million times, a deep nest) costs nothing to report.
+
+    :param value: the value to describe
+    :param limit: (int) most characters returned
+    :return: (str) e.g. ``"['aaaa...aaa', 'aaaa...aaa', ...] (list)"``
+    """
+    try:
+        text = _BOUNDED.repr(value)
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the real error
+        text = f"<{type(value).__name__}>"
+    if len(text) > limit:
+        text = text[: max(limit - 3, 0)] + "..."
+    return text
 
 
 class ModelFileError(ValueError):

@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional, Tuple
 import gymnasium as gym
 import numpy as np
 
-from sbtf.common.file_errors import ModelDataError, get_load_limits
+from sbtf.common.file_errors import ModelDataError, describe_value, get_load_limits
 
 __all__ = [
     "MAX_ROLLOUT", "Field", "Real", "Integer", "Flag", "Text", "Nullable", "AnyOf", "Schedule", "Space", "PolicyClass",
@@ -24,11 +24,7 @@ __all__ = [
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    try:
-        text = repr(value)
-    except Exception:  # noqa: BLE001 - a broken repr must not hide the real error
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[:limit] + "..."
+    return describe_value(value, limit)
 
 
 class Field:
