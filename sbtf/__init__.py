@@ -18,6 +18,8 @@ __version__ = "0.1.0"
 
 #: the sb3-contrib algorithms offered at top level (``sbtf.MaskablePPO``; those whose name SB2 uses stay in contrib)
 _CONTRIB_TOP_LEVEL = {algo.name: algo for algo in algorithms.CONTRIB_ALGORITHMS.values() if algo.top_level}
+#: stable-baselines3's algorithms offered at top level (``sbtf.PPO``; those whose name SB2 uses stay in ``sbtf.sb3``)
+_CONTRIB_TOP_LEVEL.update({algo.name: algo for algo in algorithms.SB3_ALGORITHMS.values() if algo.top_level})
 
 __all__ = sorted(algorithms.ALGORITHMS) + sorted(_CONTRIB_TOP_LEVEL) + ["__version__"]
 

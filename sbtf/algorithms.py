@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
 __all__ = ["ON_POLICY", "OFF_POLICY", "FAMILIES", "NOISE_TYPES", "Algorithm", "ALGORITHMS", "SB2_ALGORITHMS",
-           "CONTRIB_ALGORITHMS", "all_algorithms", "get", "find", "AlgorithmNotAvailableError"]
+           "CONTRIB_ALGORITHMS", "SB3_ALGORITHMS", "all_algorithms", "get", "find", "AlgorithmNotAvailableError"]
 
 #: collects rollouts with its current policy, then trains on them (A2C, PPO2, TRPO, ...)
 ON_POLICY = "on-policy"
@@ -164,9 +164,17 @@ CONTRIB_ALGORITHMS: Dict[str, Algorithm] = {algo.cli_name: algo for algo in (
 )}
 
 
+#: stable-baselines3's own algorithms (``sbtf.sb3``), by command-line name. Not stable-baselines 2 classes. ``PPO``
+#: is also ``sbtf.PPO`` and ``--algo ppo``; the classes whose names SB2 already uses are ``sbtf.sb3.<Name>`` only,
+#: ``--algo <name>_sb3`` on the command line (``a2c_sb3``, ``dqn_sb3``, ``sac_sb3``, ``td3_sb3``, ``ddpg_sb3``).
+SB3_ALGORITHMS: Dict[str, Algorithm] = {algo.cli_name: algo for algo in (
+)}
+
+
 def all_algorithms() -> Tuple[Algorithm, ...]:
-    """Every algorithm: stable-baselines 2's (:data:`ALGORITHMS`), then the contrib ones (:data:`CONTRIB_ALGORITHMS`)."""
-    return tuple(ALGORITHMS.values()) + tuple(CONTRIB_ALGORITHMS.values())
+    """Every algorithm: stable-baselines 2's (:data:`ALGORITHMS`), the contrib ones (:data:`CONTRIB_ALGORITHMS`),
+    then stable-baselines3's (:data:`SB3_ALGORITHMS`)."""
+    return tuple(ALGORITHMS.values()) + tuple(CONTRIB_ALGORITHMS.values()) + tuple(SB3_ALGORITHMS.values())
 
 
 def find(name: str) -> Optional[Algorithm]:
@@ -184,6 +192,10 @@ def find(name: str) -> Optional[Algorithm]:
         found = CONTRIB_ALGORITHMS.get(key)
     if found is None:
         found = next((algo for algo in CONTRIB_ALGORITHMS.values() if algo.top_level and algo.name == name), None)
+    if found is None:
+        found = SB3_ALGORITHMS.get(key)
+    if found is None:
+        found = next((algo for algo in SB3_ALGORITHMS.values() if algo.top_level and algo.name == name), None)
     return found
 
 
@@ -196,5 +208,7 @@ def get(name: str) -> Algorithm:
     found = find(name)
     if found is None:
         raise KeyError(f"unknown algorithm {name!r}; sbtf has {', '.join(ALGORITHMS)} and "
-                       f"{', '.join(a.cli_name for a in CONTRIB_ALGORITHMS.values())} (contrib)")
+                       f"{', '.join(a.cli_name for a in CONTRIB_ALGORITHMS.values())} (contrib)"
+                       + (f" and {', '.join(a.cli_name for a in SB3_ALGORITHMS.values())} (stable-baselines3)"
+                          if SB3_ALGORITHMS else ""))
     return found
