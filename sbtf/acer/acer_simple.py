@@ -320,7 +320,7 @@ class ACER(NStepActorCriticRLModel):
             self._setup_policy(self.n_steps + 1, n_batch_train)
             # the Polyak-averaged policy: a second instance of the policy whose weights are the moving averages
             # (never saved, as SB2); it starts equal to the policy
-            self.polyak_model = self.policy(None, self.observation_space, self.action_space, self.n_envs,
+            self.polyak_model = self.policy_class(None, self.observation_space, self.action_space, self.n_envs,
                                             self.n_steps + 1, n_batch_train, reuse=True, **self.policy_kwargs)
             self.polyak_model.trainable = False
             shadows = list(self.polyak_model.named_parameters().values())

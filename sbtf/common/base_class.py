@@ -248,13 +248,32 @@ class BaseRLModel(ABC):
     _supported_action_spaces: tuple = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
                                        gym.spaces.MultiBinary)
 
+    #: stable-baselines3's model API: ``model.policy`` is the policy object (stable-baselines 2's: the policy class).
+    #: Set by the stable-baselines3 / sb3-contrib bases; the class is always ``model.policy_class``.
+    _policy_is_object: bool = False
+
+    @property
+    def policy(self):
+        """The policy: its class for stable-baselines 2's algorithms (as SB2's ``model.policy``), the policy object
+        for stable-baselines3's and sb3-contrib's (as SB3's ``model.policy``; the class is ``policy_class``)."""
+        if self._policy_is_object:
+            return self.__dict__.get("policy_tf")
+        return self.__dict__.get("policy_class")
+
+    @policy.setter
+    def policy(self, value) -> None:
+        if value is None or isinstance(value, (type, str)):
+            self.policy_class = value
+        else:
+            self.policy_tf = value
+
     def __init__(self, policy, env, verbose: int = 0, *, requires_vec_env: bool = True, policy_base=None,
                  policy_kwargs: Optional[dict] = None, seed: Optional[int] = None,
                  n_cpu_tf_sess: Optional[int] = None):
         if isinstance(policy, str) and policy_base is not None:
-            self.policy = get_policy_from_name(policy_base, policy)
+            self.policy_class = get_policy_from_name(policy_base, policy)
         else:
-            self.policy = policy
+            self.policy_class = policy
         self.env = None
         self.verbose = verbose
         self._requires_vec_env = requires_vec_env
@@ -332,10 +351,10 @@ class BaseRLModel(ABC):
         :param needs_spaces: (bool) also require the observation and action spaces
         """
         name = type(self).__name__
-        if not (isinstance(self.policy, type) and issubclass(self.policy, policy_base)):
+        if not (isinstance(self.policy_class, type) and issubclass(self.policy_class, policy_base)):
             hint = f" (e.g. {example!r})" if example else ""
             raise ValueError(f"Error: the input policy for the {name} model must be a subclass of "
-                             f"{policy_base.__module__}.{policy_base.__name__}{hint}, got {self.policy!r}.")
+                             f"{policy_base.__module__}.{policy_base.__name__}{hint}, got {self.policy_class!r}.")
         if needs_spaces and (self.observation_space is None or self.action_space is None):
             raise ValueError(f"Error: {name} needs an environment (or the spaces of a saved model) to build its "
                              "networks.")
@@ -397,8 +416,8 @@ class BaseRLModel(ABC):
         self._on_env_changed()
 
     def _requires_same_n_envs(self) -> bool:
-        return bool(self.policy is not None and isinstance(self.policy, type)
-                    and getattr(self.policy, "recurrent", False))
+        return bool(self.policy_class is not None and isinstance(self.policy_class, type)
+                    and getattr(self.policy_class, "recurrent", False))
 
     def _on_env_changed(self) -> None:
         """Hook for algorithms that keep per-env state (runners, batch sizes)."""
@@ -597,7 +616,7 @@ class BaseRLModel(ABC):
         data = {name: getattr(self, name) for name in self._save_schema}
         data.update({
             "verbose": self.verbose,
-            "policy": self.policy,
+            "policy": self.policy_class,
             "observation_space": self.observation_space,
             "action_space": self.action_space,
             "n_envs": self.n_envs,
@@ -865,7 +884,7 @@ class ActorCriticRLModel(BaseRLModel):
 
     def _make_policy(self, n_env: int, n_steps: int, n_batch: Optional[int]) -> ActorCriticPolicy:
         self._check_policy_class(ActorCriticPolicy)
-        return self.policy(None, self.observation_space, self.action_space, n_env, n_steps, n_batch, reuse=False,
+        return self.policy_class(None, self.observation_space, self.action_space, n_env, n_steps, n_batch, reuse=False,
                            **self.policy_kwargs)
 
     def _bind_policy(self, policy: ActorCriticPolicy) -> None:

@@ -67,7 +67,7 @@ class ActorCriticOffPolicyAlgorithm(OffPolicyAlgorithm):
     def _build_policies(self, policy_base: type) -> Tuple[object, object]:
         """Check the policy class and the spaces, seed, and build the model policy and the target policy."""
         self._check_policy_class(policy_base, "MlpPolicy", needs_spaces=True)
-        policy = self.policy
+        policy = self.policy_class
         self.set_random_seed(self.seed)
         self.policy_tf = policy(None, self.observation_space, self.action_space, **self.policy_kwargs)
         target_policy = policy(None, self.observation_space, self.action_space, **self.policy_kwargs)

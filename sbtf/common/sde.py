@@ -325,12 +325,12 @@ class OnPolicySDEMixin:
 
         if not self.use_sde:
             return super()._make_policy(n_env, n_steps, n_batch)
-        if not (isinstance(self.policy, type) and issubclass(self.policy, FeedForwardPolicy)):
+        if not (isinstance(self.policy_class, type) and issubclass(self.policy_class, FeedForwardPolicy)):
             raise ValueError(f"Error: use_sde=True in {type(self).__name__} needs a feed-forward policy "
-                             f"(MlpPolicy, CnnPolicy, MultiInputPolicy), got {getattr(self.policy, '__name__', self.policy)}"
+                             f"(MlpPolicy, CnnPolicy, MultiInputPolicy), got {getattr(self.policy_class, '__name__', self.policy_class)}"
                              " (gSDE has no recurrent form).")
         kwargs = dict(self.policy_kwargs, use_sde=True)
-        return self.policy(None, self.observation_space, self.action_space, n_env, n_steps, n_batch, reuse=False,
+        return self.policy_class(None, self.observation_space, self.action_space, n_env, n_steps, n_batch, reuse=False,
                            **kwargs)
 
     def _collect_rollout(self, callback):

@@ -236,7 +236,7 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
     # ------------------------------------------------------------------ setup
     def setup_model(self):
         self._check_policy_class(DDPGPolicy, "MlpPolicy", needs_spaces=True)
-        policy = self.policy
+        policy = self.policy_class
         if not isinstance(self.action_space, gym.spaces.Box):
             raise NotImplementedError(f"Error: DDPG cannot output a {self.action_space!r} action space, only "
                                       "spaces.Box is supported.")

@@ -145,7 +145,7 @@ class DQN(OffPolicyAlgorithm):
     # ------------------------------------------------------------------ setup
     def setup_model(self):
         self._check_policy_class(DQNPolicy, "MlpPolicy", needs_spaces=True)
-        policy = self.policy
+        policy = self.policy_class
         if not isinstance(self.action_space, gym.spaces.Discrete):
             raise NotImplementedError(f"Error: DQN does not support action space {self.action_space!r}; supported "
                                       "action spaces: Discrete.")

@@ -98,7 +98,7 @@ class PPO2(OnPolicySDEMixin, NStepActorCriticRLModel):
     def setup_model(self):
         with SetVerbosity(self.verbose):
             self.n_batch = self.n_envs * self.n_steps
-            recurrent = bool(getattr(self.policy, "recurrent", False))
+            recurrent = bool(getattr(self.policy_class, "recurrent", False))
             if recurrent and self.n_envs % self.nminibatches != 0:
                 raise ValueError("For recurrent policies, the number of environments run in parallel should be a "
                                  f"multiple of nminibatches (n_envs={self.n_envs}, nminibatches={self.nminibatches}).")

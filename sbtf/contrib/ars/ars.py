@@ -93,16 +93,16 @@ class ARS(BaseRLModel):
     # ------------------------------------------------------------------ setup
     def setup_model(self):
         with SetVerbosity(self.verbose):
-            if not (isinstance(self.policy, type) and issubclass(self.policy, ARSPolicy)):
+            if not (isinstance(self.policy_class, type) and issubclass(self.policy_class, ARSPolicy)):
                 raise ValueError(f"Error: the policy of ARS must be an ARSPolicy subclass (or 'LinearPolicy', "
-                                 f"'MlpPolicy'), got {self.policy!r}")
+                                 f"'MlpPolicy'), got {self.policy_class!r}")
             extractor_keys = sorted({"features_extractor_class", "features_extractor_kwargs"} & set(self.policy_kwargs))
             if extractor_keys:
                 raise ValueError(f"Error: ARS takes no {extractor_keys}: its policies (sb3-contrib's ARSPolicy and "
                                  "ARSLinearPolicy) always flatten the observations (FlattenExtractor) and act with a "
                                  "linear map or an MLP (net_arch); use another algorithm for a feature extractor.")
             self.set_random_seed(self.seed)
-            self.policy_tf = self.policy(self.observation_space, self.action_space, **self.policy_kwargs)
+            self.policy_tf = self.policy_class(self.observation_space, self.action_space, **self.policy_kwargs)
             self._rng = np.random.default_rng(np.random.randint(0, 2 ** 31 - 1))
             if self.zero_policy:
                 self.policy_tf.set_flat_weights(np.zeros_like(self.policy_tf.get_flat_weights()))

@@ -130,7 +130,7 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
     def _build_policy(self, policy_base: type):
         """Check the policy class and the spaces, seed, and build the policy."""
         self._check_policy_class(policy_base, "MlpPolicy", needs_spaces=True)
-        policy = self.policy
+        policy = self.policy_class
         parse_train_freq(self.train_freq)
         self.set_random_seed(self.seed)
         self.policy_tf = policy(self.observation_space, self.action_space, **self.policy_kwargs)

@@ -160,7 +160,7 @@ class RecurrentPPO(OnPolicyAlgorithm):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
-        policy = self.policy
+        policy = self.policy_class
         if not (isinstance(policy, type) and issubclass(policy, RecurrentActorCriticPolicy)):
             raise ValueError("Error: the input policy for the RecurrentPPO model must be a subclass of "
                              f"RecurrentActorCriticPolicy (e.g. 'MlpLstmPolicy'), got {policy!r}.")

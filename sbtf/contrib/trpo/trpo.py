@@ -132,11 +132,11 @@ class TRPO(Sb3OnPolicyAlgorithm):
 
     # ------------------------------------------------------------------ setup
     def _make_policy(self, n_env: int, n_steps: int, n_batch: Optional[int]) -> ActorCriticPolicy:
-        if not (isinstance(self.policy, type) and issubclass(self.policy, ActorCriticPolicy)):
-            raise ValueError(f"Error: the policy of TRPO must be a subclass of ActorCriticPolicy, got {self.policy!r}")
-        if getattr(self.policy, "recurrent", False):
+        if not (isinstance(self.policy_class, type) and issubclass(self.policy_class, ActorCriticPolicy)):
+            raise ValueError(f"Error: the policy of TRPO must be a subclass of ActorCriticPolicy, got {self.policy_class!r}")
+        if getattr(self.policy_class, "recurrent", False):
             raise ValueError("TRPO (sb3-contrib) takes feed-forward policies only, got a recurrent policy")
-        return self.policy(None, self.observation_space, self.action_space, n_env, n_steps, n_batch, reuse=False,
+        return self.policy_class(None, self.observation_space, self.action_space, n_env, n_steps, n_batch, reuse=False,
                            **sb3_policy_kwargs_to_sb2(self.policy_kwargs))
 
     def _make_runner(self) -> RolloutRunner:
