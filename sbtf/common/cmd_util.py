@@ -78,7 +78,8 @@ def make_vec_env(env_id: Union[str, Callable[..., Any]], n_envs: int = 1, seed: 
     :param wrapper_class: (gym.Wrapper or callable) applied to each env after the Monitor (a wrapper class or any
         function of the env)
     :param env_kwargs: (dict) keyword arguments for the env class (or for ``gymnasium.make`` with an env id)
-    :param vec_env_cls: (Type[VecEnv]) the VecEnv class (DummyVecEnv by default)
+    :param vec_env_cls: (Type[VecEnv]) the VecEnv class (DummyVecEnv by default; ``EnvPoolVecEnv`` builds
+        EnvPool's C++ envs from ``env_id`` instead of calling Python envs, and takes no ``wrapper_class``)
     :param vec_env_kwargs: (dict) keyword arguments for the VecEnv class
     :param render_mode: (str) render mode of envs made from an env id, used when the env lists it in its
         ``metadata["render_modes"]`` and ``env_kwargs`` gives none. The default 'rgb_array' makes
@@ -86,9 +87,14 @@ def make_vec_env(env_id: Union[str, Callable[..., Any]], n_envs: int = 1, seed: 
         nothing until a frame is asked for. None: gymnasium's default (no rendering)
     :return: (VecEnv) the vectorized environment
     """
+    vec_env_kwargs = {} if vec_env_kwargs is None else vec_env_kwargs
+    if vec_env_cls is not None and hasattr(vec_env_cls, "from_make_vec_env"):
+        # VecEnvs that build their envs themselves from an id (EnvPoolVecEnv: C++ envs, no Python env per rank)
+        return vec_env_cls.from_make_vec_env(env_id, n_envs=n_envs, seed=seed, start_index=start_index,
+                                             monitor_dir=monitor_dir, wrapper_class=wrapper_class,
+                                             env_kwargs=env_kwargs, **vec_env_kwargs)
     env_kwargs = {} if env_kwargs is None else env_kwargs
     env_kwargs = {**render_mode_kwargs(env_id, env_kwargs, render_mode), **env_kwargs}
-    vec_env_kwargs = {} if vec_env_kwargs is None else vec_env_kwargs
 
     def make_env(rank: int) -> Callable[[], gymnasium.Env]:
         def _init() -> gymnasium.Env:

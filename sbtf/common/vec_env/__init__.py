@@ -9,6 +9,7 @@ import gymnasium
 from sbtf.common.vec_env.base_vec_env import (AlreadySteppingError, CloudpickleWrapper, NotSteppingError, VecEnv,
                                               VecEnvWrapper, tile_images)
 from sbtf.common.vec_env.dummy_vec_env import DummyVecEnv
+from sbtf.common.vec_env.envpool_vec_env import EnvPoolVecEnv
 from sbtf.common.vec_env.subproc_vec_env import SubprocVecEnv, VecEnvWorkerError
 from sbtf.common.vec_env.util import copy_obs_dict, dict_to_obs, obs_space_info
 from sbtf.common.vec_env.vec_check_nan import VecCheckNan
@@ -21,11 +22,40 @@ from sbtf.common.vec_env.vec_video_recorder import VecVideoRecorder
 
 __all__ = [
     "AlreadySteppingError", "NotSteppingError", "VecEnv", "VecEnvWrapper", "CloudpickleWrapper", "DummyVecEnv",
-    "SubprocVecEnv", "VecEnvWorkerError", "VecFrameStack", "VecNormalize", "VecVideoRecorder", "VecCheckNan",
+    "SubprocVecEnv", "VecEnvWorkerError", "EnvPoolVecEnv", "VecFrameStack", "VecNormalize", "VecVideoRecorder", "VecCheckNan",
     "VecMonitor", "VecTransposeImage", "VecExtractDictObs",
     "copy_obs_dict", "dict_to_obs", "obs_space_info", "tile_images", "unwrap_vec_normalize",
-    "sync_envs_normalization",
+    "sync_envs_normalization", "unwrap_vec_wrapper", "is_vecenv_wrapped",
 ]
+
+
+def unwrap_vec_wrapper(env: Union[gymnasium.Env, VecEnv], vec_wrapper_class: type) -> Optional[VecEnvWrapper]:
+    """
+    The first VecEnv wrapper of class ``vec_wrapper_class`` around ``env`` (stable-baselines3's
+    ``unwrap_vec_wrapper``), or None.
+
+    :param env: (VecEnv) the environment
+    :param vec_wrapper_class: (type) a ``VecEnvWrapper`` subclass (e.g. ``VecNormalize``)
+    :return: (VecEnvWrapper or None)
+    """
+    env_tmp = env
+    while isinstance(env_tmp, VecEnvWrapper):
+        if isinstance(env_tmp, vec_wrapper_class):
+            return env_tmp
+        env_tmp = env_tmp.venv
+    return None
+
+
+def is_vecenv_wrapped(env: Union[gymnasium.Env, VecEnv], vec_wrapper_class: type) -> bool:
+    """
+    Whether ``env`` is wrapped in a ``vec_wrapper_class`` VecEnv wrapper (stable-baselines3's ``is_vecenv_wrapped``,
+    e.g. ``is_vecenv_wrapped(env, VecNormalize)``).
+
+    :param env: (VecEnv) the environment
+    :param vec_wrapper_class: (type) a ``VecEnvWrapper`` subclass
+    :return: (bool)
+    """
+    return unwrap_vec_wrapper(env, vec_wrapper_class) is not None
 
 
 def unwrap_vec_normalize(env: Union[gymnasium.Env, VecEnv]) -> Optional[VecNormalize]:
@@ -35,12 +65,7 @@ def unwrap_vec_normalize(env: Union[gymnasium.Env, VecEnv]) -> Optional[VecNorma
     :param env: (Union[gymnasium.Env, VecEnv])
     :return: (VecNormalize) the first VecNormalize found going inwards, or None
     """
-    env_tmp = env
-    while isinstance(env_tmp, VecEnvWrapper):
-        if isinstance(env_tmp, VecNormalize):
-            return env_tmp
-        env_tmp = env_tmp.venv
-    return None
+    return unwrap_vec_wrapper(env, VecNormalize)
 
 
 def sync_envs_normalization(env: Union[gymnasium.Env, VecEnv], eval_env: Union[gymnasium.Env, VecEnv]) -> None:

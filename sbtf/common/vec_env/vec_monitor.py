@@ -12,7 +12,7 @@ import numpy as np
 
 from sbtf.common.vec_env.base_vec_env import VecEnv, VecEnvWrapper
 
-__all__ = ["VecMonitor"]
+__all__ = ["VecMonitor", "EpisodeCsvWriter"]
 
 #: the extension of the files ``Monitor`` and ``VecMonitor`` write (``sbtf.bench.load_results`` reads them)
 MONITOR_EXT = "monitor.csv"
@@ -37,6 +37,36 @@ def _wrapped_with_monitor(venv: VecEnv) -> bool:
         inner = inner.venv
     envs = getattr(inner, "envs", None)
     return bool(isinstance(envs, (list, tuple)) and envs and _monitor_in_chain(envs[0]))
+
+
+class EpisodeCsvWriter:
+    """
+    Writes episodes to a ``*.monitor.csv`` file in ``Monitor``'s format (a ``#{"t_start", "env_id"}`` line, then
+    ``r,l,t[,info keywords]`` rows, flushed per episode), which ``sbtf.bench.load_results`` reads.
+
+    :param filename: (str) the file (``.monitor.csv`` is appended unless present; a folder gets ``monitor.csv``)
+    :param env_id: (str) the env id written in the header
+    :param t_start: (float) the start time written in the header
+    :param info_keywords: (tuple) the extra columns
+    """
+
+    def __init__(self, filename: str, env_id: Optional[str], t_start: float, info_keywords: Sequence[str] = ()):
+        self.filename = _monitor_file_name(filename)
+        self._file = open(self.filename, "wt", newline="")
+        self._file.write("#%s\n" % json.dumps({"t_start": t_start, "env_id": str(env_id)}))
+        self._writer = csv.DictWriter(self._file, fieldnames=("r", "l", "t") + tuple(info_keywords),
+                                      lineterminator="\n")
+        self._writer.writeheader()
+        self._file.flush()
+
+    def write(self, episode: dict) -> None:
+        """Append one episode's row."""
+        self._writer.writerow(episode)
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
 
 
 class VecMonitor(VecEnvWrapper):
@@ -64,18 +94,12 @@ class VecMonitor(VecEnvWrapper):
         self.episode_returns = np.zeros(self.num_envs, dtype=np.float32)
         self.episode_lengths = np.zeros(self.num_envs, dtype=np.int32)
         self.filename: Optional[str] = None
-        self._file = None
-        self._writer: Optional[csv.DictWriter] = None
+        self._writer: Optional[EpisodeCsvWriter] = None
         if filename:
             spec = getattr(venv, "spec", None)
             env_id = getattr(spec, "id", None) if spec is not None else None
-            self.filename = _monitor_file_name(filename)
-            self._file = open(self.filename, "wt", newline="")
-            self._file.write("#%s\n" % json.dumps({"t_start": self.t_start, "env_id": str(env_id)}))
-            self._writer = csv.DictWriter(self._file, fieldnames=("r", "l", "t") + self.info_keywords,
-                                          lineterminator="\n")
-            self._writer.writeheader()
-            self._file.flush()
+            self._writer = EpisodeCsvWriter(filename, env_id, self.t_start, self.info_keywords)
+            self.filename = self._writer.filename
 
     def reset(self) -> Any:
         obs = self.venv.reset()
@@ -100,12 +124,11 @@ class VecMonitor(VecEnvWrapper):
             self.episode_returns[i] = 0
             self.episode_lengths[i] = 0
             if self._writer is not None:
-                self._writer.writerow(episode_info)
-                self._file.flush()
+                self._writer.write(episode_info)
         return obs, rewards, dones, new_infos
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
         return self.venv.close()
