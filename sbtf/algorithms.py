@@ -168,6 +168,9 @@ CONTRIB_ALGORITHMS: Dict[str, Algorithm] = {algo.cli_name: algo for algo in (
 #: is also ``sbtf.PPO`` and ``--algo ppo``; the classes whose names SB2 already uses are ``sbtf.sb3.<Name>`` only,
 #: ``--algo <name>_sb3`` on the command line (``a2c_sb3``, ``dqn_sb3``, ``sac_sb3``, ``td3_sb3``, ``ddpg_sb3``).
 SB3_ALGORITHMS: Dict[str, Algorithm] = {algo.cli_name: algo for algo in (
+    Algorithm("PPO", "sbtf.sb3.ppo:PPO", ON_POLICY, multi_env=True, schedules=True, cli="ppo"),
+    Algorithm("A2C", "sbtf.sb3.a2c:A2C", ON_POLICY, multi_env=True, schedules=True, cli="a2c_sb3", top_level=False),
+    Algorithm("DQN", "sbtf.sb3.dqn:DQN", OFF_POLICY, multi_env=True, schedules=True, cli="dqn_sb3", top_level=False),
 )}
 
 
