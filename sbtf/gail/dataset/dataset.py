@@ -26,14 +26,12 @@ Differences from stable-baselines 2.10, all fixes of SB2 bugs:
 from __future__ import annotations
 
 import os
-import struct
 import warnings
 import zipfile
 import zlib
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
-from numpy.lib import format as npy_format
 
 from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, get_load_limits
 from sbtf.common.safe_zip import NUMERIC_KINDS, open_zip, read_npz
@@ -194,16 +192,9 @@ def _log(message: str) -> None:
 # ---------------------------------------------------------------------------------------------
 def _npy_header(handle, where: str) -> Tuple[Tuple[int, ...], bool, np.dtype]:
     """The ``(shape, fortran order, dtype)`` of an ``.npy`` header, whatever its dtype (nothing is allocated)."""
+    from sbtf.common.safe_zip import parse_npy_header
 
-    try:
-        version = npy_format.read_magic(handle)
-        shape, fortran, dtype = npy_format._read_array_header(handle, version, max_header_size=10000)  # noqa: SLF001
-    except (ValueError, TypeError, SyntaxError, struct.error, OSError, EOFError, zlib.error, zipfile.BadZipFile,
-            KeyError, RecursionError, MemoryError, OverflowError, UnicodeDecodeError, RuntimeError) as exc:
-        raise CorruptedFileError(f"{where} has no valid .npy header ({type(exc).__name__}: {exc}).") from exc
-    if not isinstance(shape, tuple) or len(shape) > 32 or not all(isinstance(n, int) and n >= 0 for n in shape):
-        raise CorruptedFileError(f"{where} has an invalid shape {shape!r}.")
-    return shape, bool(fortran), dtype
+    return parse_npy_header(handle, where)
 
 
 def _is_text(dtype: np.dtype) -> bool:
