@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 
 from sbtf.cli import CLIError, add_zoo_arguments, convert_zoo_run, register_subcommand
+from sbtf.cli.errors import DECODER_ERRORS, file_error
+from sbtf.common.file_errors import ModelFileError
 from sbtf_converters import export, legacy
 
 __all__ = ["register_subcommands"]
@@ -31,6 +33,8 @@ def _run_export(args: argparse.Namespace) -> int:
         return export.run_command(args)
     except export.CommandError as exc:
         raise CLIError(exc.message, exc.exit_code) from exc
+    except (ModelFileError,) + DECODER_ERRORS as exc:  # e.g. the --vecnormalize statistics: one line
+        raise file_error(exc, "cannot export {}".format(args.model_path)) from exc
 
 
 def _add_convert_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +64,10 @@ def _run_convert(args: argparse.Namespace) -> int:
         if args.old_path is None or args.new_path is None:
             raise CLIError("give OLD_PATH NEW_PATH (a stable-baselines 2.x model file and the sbtf file to write), "
                            "or --folder ZOO_FOLDER --algo ALGO --env ENV_ID (an rl-baselines-zoo agent folder)")
-        return legacy.run_cli(args)
+        try:
+            return legacy.run_cli(args)
+        except (ModelFileError,) + DECODER_ERRORS as exc:  # e.g. the --vecnormalize-* statistics: one line
+            raise file_error(exc, "cannot convert {}".format(args.old_path)) from exc
     single_file = [what for what, value in (("OLD_PATH NEW_PATH", args.old_path),
                                             ("--vecnormalize-folder", args.vecnormalize_folder),
                                             ("--vecnormalize-path", args.vecnormalize_path),

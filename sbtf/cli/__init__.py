@@ -28,8 +28,9 @@ The package, one module per part:
 
 Exit codes: 0 success; 1 the work could not be done (an env needs a package that is missing, rendering failed...);
 2 bad input (unknown algorithm / env / hyperparameter, a value of the wrong type, an algorithm this version of sbtf
-does not have, no trained model where one was asked for); 130 training interrupted with Ctrl-C (the model trained
-so far is saved). Errors are one line on stderr, never a traceback.
+does not have, no trained model where one was asked for, a file or run folder sbtf cannot or will not read -- any
+:class:`~sbtf.common.file_errors.ModelFileError`); 130 training interrupted with Ctrl-C (the model trained so far is
+saved). Errors are one line on stderr, never a traceback.
 
 The names of the submodules that scripts and plugins use are importable from ``sbtf.cli`` itself.
 """
@@ -41,7 +42,8 @@ from typing import Optional, Sequence
 
 from sbtf import __version__
 
-from sbtf.cli.errors import CLIError
+from sbtf.cli.errors import CLIError, one_line
+from sbtf.common.file_errors import ModelFileError
 from sbtf.cli.plugins import (ENTRY_POINT_GROUP, SUBCOMMAND_MODULES, Subcommand, register_subcommand,
                               registered_subcommands)
 from sbtf.cli.hyperparams import (ALGOS, ENV_KEYS, FLAG_KEYS, GAIL_KEYS, HER_KEYS, HER_MODEL_CLASSES,
@@ -110,6 +112,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except CLIError as exc:
         print("sbtf {}: error: {}".format(command.name, exc.message), file=sys.stderr)
         return exc.exit_code
+    except ModelFileError as exc:  # a file (model, statistics, run folder, YAML) sbtf cannot or will not read
+        print("sbtf {}: error: {}".format(command.name, one_line(exc)), file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("sbtf {}: interrupted".format(command.name), file=sys.stderr)
         return 130

@@ -16,15 +16,16 @@ from typing import Any, Callable, Dict, List, Optional
 
 import gymnasium
 import numpy as np
-import yaml
 
 from sbtf.cli.envs import (EnvSettings, env_settings, import_gym_packages, make_atari_vec_env, make_env,
                            resolve_env)
-from sbtf.cli.errors import CLIError, exc_text
+from sbtf.cli.errors import FILE_READ_ERRORS, CLIError, file_error
 from sbtf.cli.hyperparams import algo_name, load_algorithm, load_default_hyperparams, positive_int
 from sbtf.cli.plugins import register_subcommand
 from sbtf.cli.runs import add_common_arguments, find_run_dir, safe_name
 from sbtf.cli.zoo_folders import ZooRecord, add_zoo_arguments, open_zoo_agent, read_zoo_record
+from sbtf.common.file_errors import ModelFileError
+from sbtf.common.safe_yaml import read_yaml
 from sbtf.common.vec_env import VecFrameStack
 from sbtf.common.vec_env.vec_video_recorder import VIDEO_INSTALL_HINT
 from sbtf.contrib.common.maskable.utils import get_action_masks, is_masking_supported
@@ -104,9 +105,9 @@ def make_play_env(env_id: str, stats_dir: str, settings: EnvSettings, seed: Opti
         from sbtf.common.vec_env import VecNormalize  # pylint: disable=import-outside-toplevel
         try:
             env = VecNormalize.load(stats_path, env)
-        except ValueError as exc:
+        except (ModelFileError,) + FILE_READ_ERRORS as exc:
             env.close()
-            raise CLIError("cannot use {}: {}".format(stats_path, exc)) from exc
+            raise file_error(exc, "cannot use {}".format(stats_path)) from exc
         env.training = False
         env.norm_reward = False
         print("Normalizing observations with the statistics of {}".format(stats_path))
@@ -181,8 +182,7 @@ def _open_run(args: argparse.Namespace, algo: str, render_mode: Optional[str]) -
     config: Dict[str, Any] = {}
     config_path = os.path.join(stats_dir, "config.yml")
     if os.path.isfile(config_path):
-        with open(config_path, "r", encoding="utf-8") as handle:
-            config = yaml.safe_load(handle) or {}
+        config = read_yaml(config_path)  # data only, bounded; a ModelFileError is one line from the command
     settings = env_settings(config, getattr(args, "allow_wrapper", ()), config_path)
     record = read_zoo_record(stats_dir)
     deterministic = _deterministic_choice(args.deterministic, record)
@@ -193,9 +193,9 @@ def _open_run(args: argparse.Namespace, algo: str, render_mode: Optional[str]) -
         # predict-only: no env attached (ACER and recurrent policies cannot take an env with another number of
         # envs than at training time; playing needs only the observations)
         model = algo_class.load(model_path)
-    except (ValueError, TypeError, KeyError, OSError) as exc:
+    except (ModelFileError,) + FILE_READ_ERRORS as exc:
         env.close()
-        raise CLIError("cannot load {} (--algo {}): {}".format(model_path, algo, exc_text(exc))) from exc
+        raise file_error(exc, "cannot load {} (--algo {})".format(model_path, algo)) from exc
     return PlaySession(model=model, env=env, model_path=model_path, env_id=env_id, deterministic=deterministic,
                        atari=record.atari)
 

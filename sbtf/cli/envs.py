@@ -17,12 +17,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import gymnasium
 
 from sbtf.cli.errors import CLIError, exc_text
-from sbtf.cli.hyperparams import as_int, is_atari_id, safe_eval
+from sbtf.cli.hyperparams import is_atari_id, parse_value, safe_eval
+from sbtf.common.file_errors import describe_value
 from sbtf.common.gym_compat import resolve_env_id
 from sbtf.common.vec_env import VecFrameStack, VecNormalize
-
-#: VecNormalize keyword arguments accepted in a ``normalize`` dict
-VEC_NORMALIZE_KEYS = ("norm_obs", "norm_reward", "clip_obs", "clip_reward", "gamma", "epsilon")
+from sbtf.zoo.config import (VEC_NORMALIZE_KEYS, check_env_kwargs, check_frame_stack, check_normalize_kwargs,
+                             check_wrapper_kwargs)
+from sbtf.zoo.errors import ZooConfigError
 #: envs that sbtf itself provides, registered with gymnasium by the command: id -> entry point
 SBTF_ENVS: Dict[str, str] = {
     "BitFlippingEnv-v0": "sbtf.common.bit_flipping_env:BitFlippingEnv",
@@ -117,7 +118,10 @@ def env_settings(hyperparams: Dict[str, Any], allowed_wrappers: Sequence[str] = 
     """
     Read normalize / frame_stack / env_wrapper / env_kwargs from hyperparameters (shipped, user's or a config.yml).
     These are data: ``env_wrapper`` resolves only to sbtf's or gymnasium's wrappers, or to names in
-    ``allowed_wrappers`` (``--allow-wrapper``), see :func:`wrapper_class`.
+    ``allowed_wrappers`` (``--allow-wrapper``), see :func:`wrapper_class`; values are checked against their meaning
+    (:mod:`sbtf.zoo.config`'s checks: a bounded ``frame_stack``, VecNormalize arguments of the right types,
+    ``env_kwargs`` naming no file), a bad one raising :class:`~sbtf.zoo.errors.ZooConfigError` (a
+    ``ModelFileError``).
 
     :param hyperparams: (dict)
     :param allowed_wrappers: (list of str) 'module.Name' wrappers the user trusts
@@ -134,35 +138,34 @@ def env_settings(hyperparams: Dict[str, Any], allowed_wrappers: Sequence[str] = 
     if normalize is None or isinstance(normalize, bool):
         settings.normalize = bool(normalize)
     elif isinstance(normalize, dict):
-        unknown = sorted(set(normalize) - set(VEC_NORMALIZE_KEYS))
-        if unknown:
-            raise CLIError("normalize: unknown VecNormalize argument(s) {}; valid: {}".format(
-                ", ".join(map(str, unknown)), ", ".join(VEC_NORMALIZE_KEYS)))
         settings.normalize = True
-        settings.normalize_kwargs = dict(normalize)
+        settings.normalize_kwargs = check_normalize_kwargs(normalize, source)
     else:
-        raise CLIError("normalize must be true, false or a dict of VecNormalize arguments ({}), got {!r}".format(
-            ", ".join(VEC_NORMALIZE_KEYS), normalize))
+        raise CLIError("normalize must be true, false or a dict of VecNormalize arguments ({}), got {} (in {})".format(
+            ", ".join(VEC_NORMALIZE_KEYS), describe_value(normalize), source))
     frame_stack = hyperparams.get("frame_stack", 0)
-    settings.frame_stack = 0 if frame_stack in (None, False) else as_int(frame_stack, "frame_stack", 0)
+    if isinstance(frame_stack, str):
+        frame_stack = parse_value(frame_stack)
+    settings.frame_stack = check_frame_stack(frame_stack, source)
     settings.env_wrapper = hyperparams.get("env_wrapper")
     env_kwargs = hyperparams.get("env_kwargs") or {}
     if isinstance(env_kwargs, str):
         env_kwargs = safe_eval(env_kwargs, "env_kwargs")
     if not isinstance(env_kwargs, dict):
-        raise CLIError("env_kwargs must be a dict of keyword arguments for the env, got {!r}".format(env_kwargs))
-    settings.env_kwargs = dict(env_kwargs)
+        raise CLIError("env_kwargs in {} must be a dict of keyword arguments for the env, got {}".format(
+            source, describe_value(env_kwargs)))
+    settings.env_kwargs = check_env_kwargs(env_kwargs, source)
     return settings
 
 
 def _import_object(path: str, what: str) -> Any:
     module_name, sep, attr = path.replace(":", ".").rpartition(".")
     if not sep or not module_name:
-        raise CLIError("{}: {!r} is not a 'module.Name' path".format(what, path))
+        raise CLIError("{}: {} is not a 'module.Name' path".format(what, describe_value(path)))
     try:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
-        raise CLIError("{}: cannot import {!r}: {}".format(what, path, exc)) from exc
+        raise CLIError("{}: cannot import {}: {}".format(what, describe_value(path), exc)) from exc
 
 
 #: rl-baselines-zoo wrappers that zoo config.yml files name (sbtf does not provide them yet)
@@ -195,8 +198,9 @@ def _resolve_wrapper(path: str, settings: EnvSettings) -> Any:
 
     path = _wrapper_path(path)
     module_name, sep, attr = path.rpartition(".")
-    if not sep or not module_name or not attr.isidentifier():
-        raise CLIError("env_wrapper in {}: {!r} is not a 'module.Name' path".format(settings.source, path))
+    if not sep or not module_name or not attr.isidentifier() or len(path) > 200:
+        raise CLIError("env_wrapper in {}: {} is not a 'module.Name' path".format(settings.source,
+                                                                                 describe_value(path)))
     if path in settings.allowed_wrappers:
         return _import_object(path, "env_wrapper")
     if module_name.split(".")[0] in _TRUSTED_WRAPPER_MODULES:
@@ -238,16 +242,21 @@ def wrapper_class(spec: Any, settings: Optional[EnvSettings] = None) -> Optional
         elif isinstance(item, str):
             path, kwargs = item, {}
         else:
-            raise CLIError("env_wrapper: expected 'module.Class', {{'module.Class': {{kwargs}}}} or a list of "
-                           "those, got {!r}".format(item))
+            raise CLIError("env_wrapper in {}: expected 'module.Class', {{'module.Class': {{kwargs}}}} or a list of "
+                           "those, got {}".format(settings.source, describe_value(item)))
         if not isinstance(kwargs, dict) or not _plain_kwargs(kwargs):
-            raise CLIError("env_wrapper: the arguments of {} must be a dict of plain values, got {!r}".format(
-                path, kwargs))
-        wrappers.append((_resolve_wrapper(str(path), settings), dict(kwargs)))
+            raise CLIError("env_wrapper in {}: the arguments of {} must be a dict of plain values, got {}".format(
+                settings.source, describe_value(path), describe_value(kwargs)))
+        cls = _resolve_wrapper(str(path), settings)
+        wrappers.append((cls, check_wrapper_kwargs(_wrapper_path(path), kwargs, settings.source)))
 
     def wrap(env: Any) -> Any:
         for cls, kwargs in wrappers:
-            env = cls(env, **kwargs)
+            try:
+                env = cls(env, **kwargs)
+            except (TypeError, ValueError, AssertionError, KeyError, IndexError, OverflowError) as exc:
+                raise ZooConfigError("env_wrapper {} in {} cannot wrap the env with the arguments {}: {}".format(
+                    cls.__name__, settings.source, describe_value(kwargs), describe_value(str(exc), 300))) from exc
         return env
 
     return wrap
@@ -289,7 +298,8 @@ def make_env(env_id: str, n_envs: int, seed: Optional[int], settings: EnvSetting
         raise CLIError("cannot make {}: {}".format(env_id, exc), exit_code=1) from exc
     except TypeError as exc:
         if env_kwargs:
-            raise CLIError("cannot make {} with env_kwargs {}: {}".format(env_id, env_kwargs, exc)) from exc
+            raise CLIError("cannot make {} with env_kwargs {}: {}".format(env_id, describe_value(env_kwargs),
+                                                                        exc_text(exc))) from exc
         raise
 
 

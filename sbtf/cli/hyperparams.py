@@ -18,12 +18,13 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
-import yaml
 
 from sbtf import algorithms
-from sbtf.cli.errors import CLIError, exc_text
+from sbtf.cli.errors import FILE_READ_ERRORS, CLIError, exc_text, file_error
+from sbtf.common.file_errors import ModelFileError, describe_value
 from sbtf.common.gym_compat import RETIRED_ENV_IDS
 from sbtf.common.noise import AdaptiveParamNoiseSpec, NormalActionNoise, OrnsteinUhlenbeckActionNoise
+from sbtf.common.safe_yaml import load_yaml, read_yaml
 from sbtf.common.schedules import SampledSchedule
 
 #: CLI algorithm name -> class name (SB2 class names, then the contrib ones: ``ppo_mask`` -> ``MaskablePPO``).
@@ -114,8 +115,7 @@ def load_default_hyperparams(algo: str) -> Dict[str, Dict[str, Any]]:
     path = hyperparams_file(algo)
     if not os.path.isfile(path):
         return {}
-    with open(path, "r", encoding="utf-8") as handle:
-        data = yaml.safe_load(handle) or {}
+    data = read_yaml(path)
     return {str(key): value for key, value in data.items() if isinstance(value, dict)}
 
 
@@ -163,7 +163,10 @@ def safe_eval(text: str, what: str) -> Any:
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
-        raise CLIError("{}: {!r} is not a valid Python expression ({})".format(what, text, exc.msg)) from exc
+        raise CLIError("{}: {} is not a valid Python expression ({})".format(what, describe_value(text),
+                                                                             exc.msg)) from exc
+    except (MemoryError, RecursionError) as exc:
+        raise CLIError("{}: {} is nested too deeply to read".format(what, describe_value(text))) from exc
 
     def dotted(node: ast.AST) -> Optional[str]:
         if isinstance(node, ast.Name):
@@ -196,10 +199,14 @@ def safe_eval(text: str, what: str) -> Any:
                 import tensorflow as tf  # pylint: disable=import-outside-toplevel
                 module = tf.nn if hasattr(tf.nn, parts[-1]) else tf
                 return getattr(module, parts[-1])
-        raise CLIError("{}: {!r} is not allowed in {!r}: only literals, dict(...) and tf.nn.<activation> names "
-                       "(activations: {})".format(what, ast.unparse(node), text, ", ".join(_ACTIVATIONS)))
+        raise CLIError("{}: {} is not allowed in {}: only literals, dict(...) and tf.nn.<activation> names "
+                       "(activations: {})".format(what, describe_value(ast.unparse(node)), describe_value(text),
+                                                  ", ".join(_ACTIVATIONS)))
 
-    return evaluate(tree.body)
+    try:
+        return evaluate(tree.body)
+    except RecursionError as exc:
+        raise CLIError("{}: {} is nested too deeply to read".format(what, describe_value(text))) from exc
 
 
 def parse_value(text: str) -> Any:
@@ -213,8 +220,8 @@ def parse_value(text: str) -> Any:
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         pass
     try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
+        value = load_yaml(text, "a KEY:VALUE pair", mapping=False)
+    except ModelFileError:
         return text
     if value is None or isinstance(value, (bool, int, float)):
         return value
@@ -229,7 +236,7 @@ def as_int(value: Any, what: str, minimum: int) -> int:
     if isinstance(value, str):
         value = parse_value(value)
     if not is_number(value) or float(value) != int(value) or int(value) < minimum:
-        raise CLIError("{} must be an integer >= {}, got {!r}".format(what, minimum, value))
+        raise CLIError("{} must be an integer >= {}, got {}".format(what, minimum, describe_value(value)))
     return int(value)
 
 
@@ -257,16 +264,7 @@ def load_overrides(item: str, env_id: str, requested_id: str) -> Dict[str, Any]:
     if os.path.isfile(item) or item.lower().endswith((".yml", ".yaml")):
         if not os.path.isfile(item):
             raise CLIError("--hyperparams: file {} not found".format(item))
-        try:
-            with open(item, "r", encoding="utf-8") as handle:
-                data = yaml.safe_load(handle)
-        except (OSError, yaml.YAMLError) as exc:
-            raise CLIError("--hyperparams: cannot read {}: {}".format(item, str(exc).replace("\n", " "))) from exc
-        if data is None:
-            return {}
-        if not isinstance(data, dict):
-            raise CLIError("--hyperparams: {} must hold a mapping of hyperparameters, got {}".format(
-                item, type(data).__name__))
+        data = read_yaml(item)  # a ModelFileError (one line from the command) when it is not a mapping of data
         entry = find_env_entry(data, env_id, requested_id)
         if entry is not None:
             return dict(entry)
@@ -278,7 +276,7 @@ def load_overrides(item: str, env_id: str, requested_id: str) -> Dict[str, Any]:
     key, sep, value = item.partition(":")
     key = key.strip()
     if not sep or not _KEY_PATTERN.match(key):
-        raise CLIError("--hyperparams: {!r} is neither a YAML file nor a KEY:VALUE pair".format(item))
+        raise CLIError("--hyperparams: {} is neither a YAML file nor a KEY:VALUE pair".format(describe_value(item)))
     return {key: parse_value(value)}
 
 
@@ -327,8 +325,8 @@ def check_hyperparameter_names(algo: str, hyperparams: Dict[str, Any], valid: Op
     """Raise a :class:`CLIError` for a hyperparameter the algorithm does not take."""
     for key in hyperparams:
         if key in FLAG_KEYS:
-            raise CLIError("{!r} cannot be set as a hyperparameter: it is set by the command {}".format(
-                key, "line flag " + FLAG_KEYS[key] if FLAG_KEYS[key].startswith("--") else "itself"))
+            raise CLIError("{} cannot be set as a hyperparameter: it is set by the command {}".format(
+                describe_value(key), "line flag " + FLAG_KEYS[key] if FLAG_KEYS[key].startswith("--") else "itself"))
     if valid is None:
         return
     unknown = [key for key in hyperparams if key not in valid]
@@ -336,16 +334,16 @@ def check_hyperparameter_names(algo: str, hyperparams: Dict[str, Any], valid: Op
         key = unknown[0]
         close = difflib.get_close_matches(key, valid, n=1)
         hint = " (did you mean {}?)".format(close[0]) if close else ""
-        raise CLIError("unknown hyperparameter {!r} for {}{}; valid choices: {}".format(
-            key, algo, hint, ", ".join(valid)))
+        raise CLIError("unknown hyperparameter {} for {}{}; valid choices: {}".format(
+            describe_value(key), algo, hint, ", ".join(valid)))
 
 
 def _schedule_value(key: str, value: Any, effective_algo: str) -> Any:
     if not isinstance(value, str):
         return value
     if not value.startswith("lin_"):
-        raise CLIError("{}: expected a number or 'lin_<initial value>' (a linear schedule), got {!r}".format(
-            key, value))
+        raise CLIError("{}: expected a number or 'lin_<initial value>' (a linear schedule), got {}".format(
+            key, describe_value(value)))
     if effective_algo not in SCHEDULE_ALGOS:
         info = algorithms.find(effective_algo)
         extra = " ({} anneals with lr_schedule: 'linear')".format(effective_algo) \
@@ -355,7 +353,7 @@ def _schedule_value(key: str, value: Any, effective_algo: str) -> Any:
     try:
         initial = float(value[len("lin_"):])
     except ValueError as exc:
-        raise CLIError("{}: {!r} is not 'lin_<number>'".format(key, value)) from exc
+        raise CLIError("{}: {} is not 'lin_<number>'".format(key, describe_value(value))) from exc
     # value(progress) = progress * initial, progress going from 1 (start) to 0 (end): the zoo's linear_schedule
     return SampledSchedule([(0.0, 0.0), (1.0, initial)])
 
@@ -368,10 +366,12 @@ def _action_noise(hyperparams: Dict[str, Any], effective_algo: str, action_space
         return {}
     noise_type = str(noise_type).strip()
     if noise_type not in NOISE_TYPES:
-        raise CLIError("unknown noise_type {!r}; valid choices: {}".format(noise_type, ", ".join(NOISE_TYPES)))
+        raise CLIError("unknown noise_type {}; valid choices: {}".format(describe_value(noise_type),
+                                                                         ", ".join(NOISE_TYPES)))
     noise_std = hyperparams.get("noise_std")
     if not is_number(noise_std) or noise_std < 0:
-        raise CLIError("noise_type {} needs noise_std, a number >= 0 (got {!r})".format(noise_type, noise_std))
+        raise CLIError("noise_type {} needs noise_std, a number >= 0 (got {})".format(noise_type,
+                                                                                     describe_value(noise_std)))
 
     if noise_type not in algorithms.get(effective_algo).noise_types:
         supported = sorted(algo.cli_name for algo in algorithms.all_algorithms() if noise_type in algo.noise_types)
@@ -414,11 +414,11 @@ def model_kwargs(algo: str, hyperparams: Dict[str, Any], action_space: Any,
     if isinstance(policy_kwargs, str):
         policy_kwargs = safe_eval(policy_kwargs, "policy_kwargs")
     if policy_kwargs is not None and not isinstance(policy_kwargs, dict):
-        raise CLIError("policy_kwargs must be a dict (e.g. \"dict(net_arch=[64, 64])\"), got {!r}".format(
-            policy_kwargs))
+        raise CLIError("policy_kwargs must be a dict (e.g. \"dict(net_arch=[64, 64])\"), got {}".format(
+            describe_value(policy_kwargs)))
     policy = kwargs.get("policy", "MlpPolicy")
     if not isinstance(policy, str):
-        raise CLIError("policy must be a policy name such as 'MlpPolicy', got {!r}".format(policy))
+        raise CLIError("policy must be a policy name such as 'MlpPolicy', got {}".format(describe_value(policy)))
     if policy in ZOO_POLICIES:
         policy, extra = ZOO_POLICIES[policy]
         policy_kwargs = {**extra, **(policy_kwargs or {})}
@@ -435,14 +435,14 @@ def model_kwargs(algo: str, hyperparams: Dict[str, Any], action_space: Any,
             raise CLIError("gail learns from expert demonstrations: give the expert file (an .npz written by "
                            "sbtf.gail.generate_expert_traj) with --hyperparams expert_path:PATH")
         if not os.path.isfile(str(expert_path)):
-            raise CLIError("expert_path: file {} not found".format(expert_path))
+            raise CLIError("expert_path: file {} not found".format(describe_value(str(expert_path))))
         limitation = as_int(hyperparams.get("expert_traj_limitation", -1), "expert_traj_limitation", -1)
         from sbtf.gail import ExpertDataset  # pylint: disable=import-outside-toplevel
         try:
             kwargs["expert_dataset"] = ExpertDataset(expert_path=str(expert_path), traj_limitation=limitation,
                                                      verbose=0)
-        except (OSError, ValueError, KeyError) as exc:
-            raise CLIError("expert_path: cannot read {}: {}".format(expert_path, exc)) from exc
+        except FILE_READ_ERRORS as exc:
+            raise file_error(exc, "expert_path: cannot read {}".format(describe_value(str(expert_path)))) from exc
     return kwargs
 
 
@@ -450,7 +450,8 @@ def her_model_class(hyperparams: Dict[str, Any]) -> Tuple[str, type]:
     """HER's ``model_class`` hyperparameter: ``(cli name, class)`` of the algorithm it wraps (or a CLIError)."""
     name = hyperparams.get("model_class")
     if not isinstance(name, str) or name.lower() not in HER_MODEL_CLASSES:
-        raise CLIError("her needs model_class, one of {} (got {!r})".format(", ".join(HER_MODEL_CLASSES), name))
+        raise CLIError("her needs model_class, one of {} (got {})".format(", ".join(HER_MODEL_CLASSES),
+                                                                          describe_value(name)))
     name = name.lower()
     cls = load_algorithm(name)
     return name, cls

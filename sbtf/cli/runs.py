@@ -10,6 +10,8 @@ from typing import List, Tuple
 
 from sbtf.cli.errors import CLIError
 from sbtf.cli.hyperparams import ALGOS
+from sbtf.zoo.config import check_seed
+from sbtf.zoo.errors import ZooConfigError
 
 
 def safe_name(env_id: str) -> str:
@@ -61,6 +63,15 @@ def find_run_dir(log_folder: str, algo: str, name: str, exp_id: int) -> str:
     return os.path.join(algo_dir, "{}_{}".format(name, exp_id))
 
 
+def seed_int(text: str) -> int:
+    """argparse type: a seed, an integer 0 .. 2**32 - 1 (what numpy's generators take)."""
+    try:
+        return check_seed(int(text.strip()), "--seed")
+    except (ValueError, ZooConfigError) as exc:
+        raise argparse.ArgumentTypeError("expected an integer from 0 to 2**32 - 1, got {!r}".format(
+            text[:40])) from exc
+
+
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``train`` and ``enjoy``: algorithm, env, log folder, seed, extra env packages, wrappers."""
     parser.add_argument("--algo", required=True, metavar="ALGO",
@@ -68,7 +79,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env", required=True, metavar="ENV_ID", help="gymnasium env id (e.g. CartPole-v1)")
     parser.add_argument("-f", "--log-folder", default="logs", metavar="LOG_FOLDER",
                         help="root folder of the runs (default: logs)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--seed", type=seed_int, default=0, help="random seed, 0 .. 2**32 - 1 (default: 0)")
     parser.add_argument("--gym-packages", nargs="+", default=[], metavar="MODULE",
                         help="Python modules to import first (they register extra envs)")
     parser.add_argument("--allow-wrapper", action="append", default=[], metavar="MODULE.NAME",

@@ -30,7 +30,9 @@ from sbtf.cli.plot import save_run_curve
 from sbtf.cli.plugins import register_subcommand
 from sbtf.cli.runs import add_common_arguments, new_run_dir, safe_name
 from sbtf.common.callbacks import CheckpointCallback, EvalCallback, ProgressBarCallback
+from sbtf.common.file_errors import describe_value
 from sbtf.zoo.agent import ATARI_FRAME_STACK
+from sbtf.zoo.config import check_n_envs
 
 
 def plain(value: Any) -> Any:
@@ -121,10 +123,10 @@ def plan_training(args: argparse.Namespace) -> TrainPlan:
                            algo, env_id, ", ".join(sorted(defaults)) or "none"))
     n_timesteps = hyperparams["n_timesteps"]
     if not is_number(n_timesteps) or n_timesteps < 1:
-        raise CLIError("n_timesteps must be a positive number, got {!r}".format(n_timesteps))
+        raise CLIError("n_timesteps must be a positive number, got {}".format(describe_value(n_timesteps)))
     n_timesteps = int(n_timesteps)
     hyperparams["n_timesteps"] = n_timesteps
-    n_envs = as_int(hyperparams.get("n_envs", 1), "n_envs", 1)
+    n_envs = check_n_envs(as_int(hyperparams.get("n_envs", 1), "n_envs", 1), "the hyperparameters")
     hyperparams["n_envs"] = n_envs
     if n_envs > 1 and algo not in MULTI_ENV_ALGOS:
         raise CLIError("{} trains on a single env: n_envs must be 1, got {} (multi-env algorithms: {})".format(

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import gymnasium
-import yaml
 
-from sbtf.cli.errors import CLIError, exc_text
+from sbtf.cli.errors import FILE_READ_ERRORS, CLIError, one_line
+from sbtf.common.file_errors import describe_value
+from sbtf.common.safe_yaml import read_yaml
 from sbtf.zoo import convert_zoo_folder, load_zoo_agent
 from sbtf.zoo.errors import MissingTimeFeatureError, ObservationMismatchError
 
@@ -53,21 +54,24 @@ def zoo_cli_error(exc: BaseException, what: str) -> CLIError:
     """
 
     if isinstance(exc, (gymnasium.error.DependencyNotInstalled, ImportError)):
-        return CLIError("{}: {}".format(what, exc_text(exc)), exit_code=1)
+        return CLIError("{}: {}".format(what, one_line(exc)), exit_code=1)
     if isinstance(exc, gymnasium.error.Error):
         return CLIError("{}: {} (register the env first, e.g. with --gym-packages MODULE)".format(
-            what, exc_text(exc)))
+            what, one_line(exc)))
 
     hint = ""
     if isinstance(exc, MissingTimeFeatureError):
         hint = " (on the command line: --time-feature)"
     elif isinstance(exc, ObservationMismatchError) and "time_feature=False" in str(exc):
         hint = " (on the command line: --no-time-feature)"
-    return CLIError("{}: {}{}".format(what, exc_text(exc), hint))
+    detail = one_line(exc)
+    if not isinstance(exc, (ValueError, OSError)):  # an untyped decoder error: say what kind it was
+        detail = "the file is damaged ({}: {})".format(type(exc).__name__, detail or "no detail")
+    return CLIError("{}: {}{}".format(what, detail, hint))
 
 
 #: what loading a zoo agent may raise that is the user's input or installation, not a bug
-_LOAD_ERRORS = (ValueError, TypeError, KeyError, OSError, ImportError)
+_LOAD_ERRORS = FILE_READ_ERRORS + (ImportError,)
 #: the warning of ``resolve_env_id`` for a retired env id (the zoo loader prints a note saying the same)
 _RETIRED_ID_WARNING = r"Env id .* was retired by gymnasium"
 
@@ -133,26 +137,21 @@ class ZooRecord:
 
 def read_zoo_record(run_dir: str) -> ZooRecord:
     """
-    Read ``run_dir/zoo.yml`` (plain YAML written by :func:`sbtf.zoo.convert_zoo_folder`); an empty record when the
-    folder has none.
+    Read ``run_dir/zoo.yml`` (plain YAML written by :func:`sbtf.zoo.convert_zoo_folder`, read with sbtf's bounded
+    YAML reader); an empty record when the folder has none.
 
     :param run_dir: (str) a run folder
     :return: (ZooRecord)
+    :raises ModelFileError: the file is not a mapping of plain YAML data (or too big, deep, aliased)
+    :raises CLIError: ``deterministic`` or ``atari`` is not a boolean
     """
     path = os.path.join(run_dir, ZOO_RECORD)
     if not os.path.isfile(path):
         return ZooRecord()
-    try:
-        with open(path, "r", encoding="utf-8") as handle:
-            data = yaml.safe_load(handle) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise CLIError("cannot read {}: {}".format(path, exc_text(exc))) from exc
-    if not isinstance(data, dict):
-        raise CLIError("{} must be a mapping (algo, env, deterministic, atari, ...), got {}".format(
-            path, type(data).__name__))
+    data = read_yaml(path)
     deterministic = data.get("deterministic")
     atari = data.get("atari", False)
     for key, value in (("deterministic", deterministic), ("atari", atari)):
         if value is not None and not isinstance(value, bool):
-            raise CLIError("{}: {} must be true or false, got {!r}".format(path, key, value))
+            raise CLIError("{}: {} must be true or false, got {}".format(path, key, describe_value(value)))
     return ZooRecord(deterministic=deterministic, atari=bool(atari), path=path)

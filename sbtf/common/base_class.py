@@ -21,9 +21,10 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common import model_schema, save_util
+from sbtf.common import load_budget, model_schema, save_util
 from sbtf.common.fast_call import gradient_step_plan
-from sbtf.common.file_errors import MissingParametersError, ModelDataError, ParameterShapeError, WrongAlgorithmError
+from sbtf.common.file_errors import (MissingParametersError, ModelDataError, ModelFileError, ParameterShapeError,
+                                     WrongAlgorithmError, describe_value)
 from sbtf.common.model_schema import check_network_size
 from sbtf.common.policies import ActorCriticPolicy, BasePolicy, get_policy_from_name
 from sbtf.common.sde import squashed_neglogp_np
@@ -696,21 +697,44 @@ class BaseRLModel(ABC):
         return checked
 
     @classmethod
+    def _build_error(cls, exc: BaseException, data: dict, step: str) -> ModelDataError:
+        """A constructor / ``setup_model`` failure caused by a file's data, as a ModelDataError naming the keys the
+        file lacks (a TypeError such as ``None * int`` usually means one is missing)."""
+        if isinstance(exc, ModelFileError):
+            return exc
+        missing = sorted(key for key in cls._data_schema() if key not in data)
+        hint = (f" The file lacks {missing[:8]}{' ...' if len(missing) > 8 else ''}, which {cls.__name__} needs; it "
+                "is truncated or was edited." if missing else " A value of the file does not fit the others; it is "
+                                                              "corrupted or was edited.")
+        detail = describe_value(str(exc), 300)
+        return ModelDataError(f"The model file's data cannot {step} a {cls.__name__} model ({type(exc).__name__}: "
+                              f"{detail}).{hint} Pass custom_objects={{key: value}} to supply a value.")
+
+    @classmethod
     def _from_data(cls, data: dict, params, env=None, _trusted_keys: frozenset = frozenset(), **kwargs):
         """Build a model from its data dict and parameters (shared by sbtf and legacy loading)."""
         data = cls._checked_data(data, _trusted_keys)
         if "policy_kwargs" in kwargs and kwargs["policy_kwargs"] != data.get("policy_kwargs"):
             raise ValueError(f"The specified policy kwargs do not equal the stored policy kwargs. Stored kwargs: "
-                             f"{data.get('policy_kwargs')}, specified kwargs: {kwargs['policy_kwargs']}")
+                             f"{describe_value(data.get('policy_kwargs'), 300)}, specified kwargs: "
+                             f"{describe_value(kwargs['policy_kwargs'], 300)}")
         if isinstance(params, save_util.StoredParameters):
             check_network_size(data.get("policy_kwargs"), params.declared_sizes())
-        model = cls(policy=data["policy"], env=None, _init_setup_model=False)
-        for key, value in data.items():
-            setattr(model, key, value)
-        for key, value in kwargs.items():
-            setattr(model, key, value)
-        model.set_env(env)
-        model.setup_model()
+        # the network built from the file's spaces and policy_kwargs may not outgrow the parameters it stores
+        with load_budget.parameter_budget(_stored_values(params), "the model file"):
+            try:
+                model = cls(policy=data["policy"], env=None, _init_setup_model=False)
+            except _FILE_DATA_ERRORS as exc:
+                raise cls._build_error(exc, data, "create") from exc
+            for key, value in data.items():
+                setattr(model, key, value)
+            for key, value in kwargs.items():
+                setattr(model, key, value)
+            model.set_env(env)
+            try:
+                model.setup_model()
+            except _FILE_DATA_ERRORS as exc:
+                raise cls._build_error(exc, data, "build") from exc
         if isinstance(params, save_util.StoredParameters):
             named = model._named_parameters()
             params = params.read(expected_sizes={n: int(np.prod(v.shape)) for n, v in named.items()},
@@ -1059,6 +1083,20 @@ class OffPolicyRLModel(BaseRLModel):
         self.replay_buffer = buffer
 
 
+
+
+#: exceptions that a model's constructor or ``setup_model`` raise on data they cannot use (when loading a file they
+#: become ModelDataErrors)
+_FILE_DATA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError, ZeroDivisionError,
+                     tf.errors.InvalidArgumentError)
+
+
+def _stored_values(params) -> int:
+    """How many parameter values a file stores (from the array headers when not read yet)."""
+    if isinstance(params, save_util.StoredParameters):
+        return int(sum(params.declared_sizes().values()))
+    values = params.values() if isinstance(params, dict) else params
+    return int(sum(int(np.size(v)) for v in values))
 
 
 def __getattr__(name: str):

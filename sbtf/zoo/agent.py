@@ -30,7 +30,9 @@ from sbtf.bench import Monitor
 from sbtf.common.evaluation import evaluate_policy
 from sbtf.common.gym_compat import RETIRED_ENV_IDS, resolve_env_id, wrap_env
 from sbtf.common.vec_env import DummyVecEnv, VecNormalize
-from sbtf.zoo.config import ZooSettings, is_time_feature_wrapper, read_zoo_yaml, zoo_settings
+from sbtf.common.file_errors import describe_value
+from sbtf.zoo.config import (ZooSettings, check_seed, check_wrapper_kwargs, is_time_feature_wrapper, read_zoo_yaml,
+                             zoo_settings)
 from sbtf.zoo.errors import MissingTimeFeatureError, ObservationMismatchError, ZooConfigError, ZooError, ZooFolderError
 
 __all__ = ["ZooAgent", "ZooPaths", "load_zoo_agent", "locate_zoo_agent", "zoo_deterministic", "ZOO_ALGOS",
@@ -163,14 +165,23 @@ def _resolve_wrapper(path: str, kwargs: Dict[str, Any], allowed_wrappers: Sequen
         unknown = sorted(set(kwargs) - set(_TIME_FEATURE_KWARGS))
         if unknown:
             raise ZooConfigError("env_wrapper in {}: TimeFeatureWrapper takes {}, not {}".format(
-                source, ", ".join(_TIME_FEATURE_KWARGS), ", ".join(unknown)))
+                source, ", ".join(_TIME_FEATURE_KWARGS), ", ".join(unknown)[:200]))
+        max_steps = kwargs.get("max_steps", 1)
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ZooConfigError("env_wrapper in {}: TimeFeatureWrapper's max_steps must be a positive integer, got "
+                                 "{}".format(source, describe_value(max_steps)))
+        if not isinstance(kwargs.get("test_mode", False), bool):
+            raise ZooConfigError("env_wrapper in {}: TimeFeatureWrapper's test_mode must be true or false, got "
+                                 "{}".format(source, describe_value(kwargs["test_mode"])))
         from sbtf.common.wrappers import TimeFeatureWrapper  # pylint: disable=import-outside-toplevel
         return TIME_FEATURE_WRAPPER_PATH, lambda env: TimeFeatureWrapper(env, **kwargs)
     if dotted.startswith("gym.wrappers."):
         dotted = "gymnasium" + dotted[len("gym"):]
     module_name, _, attr = dotted.rpartition(".")
-    if not module_name or not attr.isidentifier():
-        raise ZooConfigError("env_wrapper in {}: {!r} is not a 'module.Class' path".format(source, path))
+    if not module_name or not attr.isidentifier() or len(dotted) > 200:
+        raise ZooConfigError("env_wrapper in {}: {} is not a 'module.Class' path".format(
+            source, describe_value(path)))
+    kwargs = check_wrapper_kwargs(dotted, kwargs, source)
     if dotted in allowed_wrappers or path in allowed_wrappers:
         cls = _import_wrapper(dotted, source)
     elif module_name.split(".")[0] in _TRUSTED_WRAPPER_ROOTS:
@@ -182,7 +193,20 @@ def _resolve_wrapper(path: str, kwargs: Dict[str, Any], allowed_wrappers: Sequen
             "env_wrapper in {} names {}, which is neither a TimeFeatureWrapper nor an sbtf or gymnasium wrapper. A "
             "config file is data: sbtf does not import names from it unless you allow them. If you trust it and "
             "the module is importable (gymnasium API), pass allowed_wrappers=[{!r}].".format(source, path, path))
-    return dotted, lambda env: cls(env, **kwargs)
+    return dotted, _applying(cls, kwargs, dotted, source)
+
+
+def _applying(cls: Any, kwargs: Dict[str, Any], path: str, source: str) -> Callable[[Any], Any]:
+    """``env -> cls(env, **kwargs)``, a wrapper that refuses its arguments raising a typed error naming them."""
+
+    def wrap(env: Any) -> Any:
+        try:
+            return cls(env, **kwargs)
+        except (TypeError, ValueError, AssertionError, KeyError, IndexError, OverflowError) as exc:
+            raise ZooConfigError("env_wrapper {} in {} cannot wrap the env with the arguments {}: {}".format(
+                path, source, describe_value(kwargs), describe_value(str(exc), 300))) from exc
+
+    return wrap
 
 
 def _stacked_space_shape(shape: Tuple[int, ...], n_stack: int) -> Tuple[int, ...]:
@@ -380,6 +404,8 @@ def load_zoo_agent(folder: str, algo: str, env_id: str, *, exp_id: Optional[int]
         raise ZooError("unknown algorithm {!r}; valid: {}".format(algo, ", ".join(sorted(ZOO_ALGOS))))
     if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
         raise ValueError("n_envs must be a positive integer, got {!r}".format(n_envs))
+    if seed is not None:
+        seed = check_seed(seed, "the seed argument")
 
     paths = locate_zoo_agent(folder, algo, env_id, exp_id=exp_id)
     config_path = paths.config_path

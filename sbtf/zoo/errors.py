@@ -1,12 +1,13 @@
-"""The typed errors of :mod:`sbtf.zoo` (all are ``ValueError`` subclasses, as sbtf's other loading errors)."""
+"""The typed errors of :mod:`sbtf.zoo` (all are ``ValueError`` subclasses, as sbtf's other loading errors; the
+errors about a folder's files are also :class:`~sbtf.common.file_errors.ModelFileError` subclasses)."""
 from __future__ import annotations
 
 from typing import Tuple
 
-from sbtf.common.file_errors import UnsafeFileError
+from sbtf.common.file_errors import FileLimitError, ModelDataError, UnsafeFileError
 
-__all__ = ["ZooError", "ZooFolderError", "ZooConfigError", "UnsafeConfigError", "ObservationMismatchError",
-           "MissingTimeFeatureError"]
+__all__ = ["ZooError", "ZooFolderError", "ZooConfigError", "UnsafeConfigError", "ConfigLimitError",
+           "ObservationMismatchError", "MissingTimeFeatureError"]
 
 
 class ZooError(ValueError):
@@ -17,12 +18,20 @@ class ZooFolderError(ZooError):
     """The folder lacks a file the agent needs (the model, or the statistics its config asks for)."""
 
 
-class ZooConfigError(ZooError):
-    """A ``config.yml`` (or a value in it) that cannot be used: not YAML, not a mapping, an invalid setting."""
+class ZooConfigError(ZooError, ModelDataError):
+    """
+    A ``config.yml`` (of a zoo folder or an sbtf run folder), or a value in it, that cannot be used: not YAML, not a
+    mapping, an invalid setting (a :class:`~sbtf.common.file_errors.ModelFileError`).
+    """
 
 
 class UnsafeConfigError(ZooConfigError, UnsafeFileError):
     """A ``config.yml`` asking for Python objects other than the zoo's ``OrderedDict`` (nothing in it was run)."""
+
+
+class ConfigLimitError(ZooConfigError, FileLimitError):
+    """A ``config.yml`` too big, too deep, expanding too much through its aliases, or a setting sized beyond any
+    real agent's (a frame stack of a billion frames)."""
 
 
 class ObservationMismatchError(ZooError):
