@@ -129,6 +129,8 @@ class LoadLimits:
     :param max_string_bytes: (int) longest single string or bytes value in a pickle
     :param max_compression_ratio: (int) largest decompressed/compressed size ratio of a zip member bigger than
         16 MiB (real weights compress about 1.1x; a zip bomb thousands of times)
+    :param max_space_elements: (int) most elements of one observation/action space read from a file (its
+        parameters bound it further: ``sbtf.common.load_budget``)
     """
 
     max_file_bytes: int = 4 << 30
@@ -139,6 +141,7 @@ class LoadLimits:
     max_nonstring_keys: int = 4096
     max_string_bytes: int = 1 << 30
     max_compression_ratio: int = 50
+    max_space_elements: int = 1 << 24
 
 
 _STATE = threading.local()

@@ -63,8 +63,8 @@ def read_file_limited(source: Union[bytes, bytearray, str, os.PathLike, IO[bytes
             raise FileLimitError(f"{os.fspath(source)} is {size:,} bytes, larger than the {limit:,}-byte limit for a "
                                  f"{what}; raise it with sbtf.common.file_errors.load_limits(max_file_bytes=...) if "
                                  "you trust the file.")
-        with open(source, "rb") as handle:
-            payload = handle.read(limit + 1)
+        with open(source, "rb") as handle:  # read(n) allocates n bytes first: ask for what the file has
+            payload = handle.read(size + 1)
     else:
         payload = source.read(limit + 1)
         if not isinstance(payload, (bytes, bytearray)):

@@ -27,6 +27,7 @@ import io
 import json
 import math
 import os
+import re
 import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Dict, Mapping, Optional, Union
@@ -36,7 +37,8 @@ import numpy as np
 
 from sbtf.common.atomic_io import atomic_write_bytes
 from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
-                                     UnsafeFileError, get_load_limits)
+                                     UnsafeFileError, describe_value, get_load_limits)
+from sbtf.common.load_budget import check_space_elements, largest_array, space_budget
 from sbtf.common.safe_zip import check_numeric_dtype, npy_header, open_zip, read_file_limited, read_member
 
 FORMAT_VERSION = 1
@@ -69,7 +71,8 @@ def resolve_class(path: str, allow_pickle: bool = False, key: str = "?") -> type
     from sbtf.common.registry import lookup_class
 
     if not isinstance(path, str) or len(path) > 1000:
-        raise ModelDataError(f"{key!r} in the model file names a class by {_short(path)}, which is not a class name.")
+        raise ModelDataError(f"{describe_value(key)} in the model file names a class by {_short(path)}, which is not a "
+                             "class name.")
     found = lookup_class(path)
     if found is not None:
         return found
@@ -82,16 +85,25 @@ def resolve_class(path: str, allow_pickle: bool = False, key: str = "?") -> type
             obj = getattr(obj, part)
         return obj
     raise UnsafeFileError(
-        f"{key!r} in the model file names the class {qualname!r} of module {module_name!r}, which is not one of "
+        f"{describe_value(key)} in the model file names the class {describe_value(qualname)} of module "
+        f"{describe_value(module_name)}, which is not one of "
         f"sbtf's registered classes. If it is your own policy or feature extractor, import the module that defines "
         f"it before loading (subclasses of sbtf's policies and of BaseFeaturesExtractor register themselves; see "
-        f"sbtf.common.registry) or pass custom_objects={{{key!r}: ...}} with the value to use; pass allow_pickle=True "
+        f"sbtf.common.registry) or pass custom_objects={{{describe_value(key)}: ...}} with the value to use; pass "
+        "allow_pickle=True "
         "only if you trust the file.")
 
 
+def _text(value: Any, limit: int) -> str:
+    """A string read from a file, cut to ``limit`` characters (any other value: its bounded description)."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[: limit - 3] + "..."
+    return describe_value(value, limit)
+
+
 def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
+    """A bounded description of a value read from a file (never its full ``repr``: see ``describe_value``)."""
+    return describe_value(value, limit)
 
 
 # --------------------------------------------------------------------------------------------
@@ -120,17 +132,21 @@ def _space_error(message: str) -> ModelDataError:
     return ModelDataError(f"A space in the model file is invalid: {message}; the file is corrupted or was edited.")
 
 
-def _space_size(shape: Any) -> tuple:
+def _space_size(shape: Any, kind: str = "Box") -> tuple:
+    """A space's shape, checked (sizes, and their product against ``load_budget``) before anything is built."""
     if not isinstance(shape, (list, tuple)) or len(shape) > 32 or not all(
             isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
         raise _space_error(f"shape {_short(shape)} is not a list of non-negative integers")
-    count = 1
-    for n in shape:
-        count *= n
-    if count > get_load_limits().max_items:
-        raise FileLimitError(f"A space in the model file has {count:,} elements, more than the limit "
-                             f"({get_load_limits().max_items:,}); the file is damaged or hostile.")
+    check_space_elements(math.prod(shape), f"A {kind} space of shape {_short(tuple(shape))} in the model file")
     return tuple(shape)
+
+
+def _space_dtype(value: Any, default: str, kind: str) -> np.dtype:
+    if value is None:
+        value = default
+    if not isinstance(value, str) or len(value) > 32:
+        raise _space_error(f"{kind} dtype {_short(value)} is not a dtype name")
+    return np.dtype(value)
 
 
 def _numeric_list(values: Any, count: int, dtype: np.dtype, what: str) -> np.ndarray:
@@ -165,7 +181,7 @@ def space_from_dict(d: Any, _depth: int = 0) -> gym.Space:
     kind = d["type"]
     try:
         if kind == "Box":
-            dtype = np.dtype(str(d.get("dtype", "float32")))
+            dtype = _space_dtype(d.get("dtype"), "float32", "Box")
             check_numeric_dtype(dtype, "A Box space of the model file")
             shape = _space_size(d.get("shape"))
             count = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -176,15 +192,15 @@ def space_from_dict(d: Any, _depth: int = 0) -> gym.Space:
             n, start = d.get("n"), d.get("start", 0)
             if not (isinstance(n, int) and isinstance(start, int)) or isinstance(n, bool) or n < 1:
                 raise _space_error(f"Discrete n={_short(n)}, start={_short(start)}")
-            if n > get_load_limits().max_items:
-                raise FileLimitError(f"A Discrete space of the model file has n={n:,}, beyond the limit.")
+            check_space_elements(n, f"A Discrete space of the model file (n={n:,})")
             return gym.spaces.Discrete(n, start=start)
         if kind == "MultiDiscrete":
             nvec = _flatten_numbers(d.get("nvec"), "MultiDiscrete nvec")
-            if not nvec or not all(isinstance(v, int) and v >= 1 for v in nvec) or len(nvec) > 100_000 or \
-                    sum(nvec) > get_load_limits().max_items:
+            if not nvec or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in nvec):
                 raise _space_error(f"MultiDiscrete nvec {_short(d.get('nvec'))}")
-            dtype = np.dtype(str(d.get("dtype", "int64")))
+            check_space_elements(sum(nvec), f"A MultiDiscrete space of {len(nvec):,} sizes in the model file (one-hot "
+                                            "width)")
+            dtype = _space_dtype(d.get("dtype"), "int64", "MultiDiscrete")
             if dtype.kind not in "iu":
                 raise _space_error(f"MultiDiscrete dtype {dtype}")
             nvec_array = np.array(d["nvec"], dtype=np.int64)
@@ -193,7 +209,7 @@ def space_from_dict(d: Any, _depth: int = 0) -> gym.Space:
             return gym.spaces.MultiDiscrete(nvec_array, dtype=dtype)
         if kind == "MultiBinary":
             n = d.get("n")
-            shape = _space_size([n] if isinstance(n, int) else n)
+            shape = _space_size([n] if isinstance(n, int) else n, "MultiBinary")
             return gym.spaces.MultiBinary(n if isinstance(n, int) else list(shape))
         if kind == "Dict":
             items = d.get("spaces")
@@ -287,12 +303,13 @@ class UnloadedObject:
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(
-            f"{self.key!r} of this model was stored as a pickle ({self.description}) and was not loaded because "
-            f"allow_pickle=False. Pass custom_objects={{{self.key!r}: ...}} or allow_pickle=True if you trust the "
+            f"{describe_value(self.key)} of this model was stored as a pickle ({self.description}) and was not loaded "
+            f"because allow_pickle=False. Pass custom_objects={{{describe_value(self.key)}: ...}} or allow_pickle=True "
+            "if you trust the "
             "file.")
 
     def __repr__(self) -> str:
-        return f"<UnloadedObject {self.key}: {self.description}>"
+        return f"<UnloadedObject {describe_value(self.key)}: {self.description}>"
 
 
 def _unpickle_b64(blob: str) -> Any:
@@ -316,21 +333,27 @@ class _Decoder:
         self.key = key
         self.allow_pickle = allow_pickle
         self.limits = get_load_limits()
-        self.items = 0
+        self.items = 0  # one budget for the whole load: json_to_data decodes every key with the same decoder
+
+    @property
+    def label(self) -> str:
+        """The key being decoded, bounded for messages."""
+        return describe_value(self.key)
 
     def fail(self, message: str) -> ModelDataError:
-        return ModelDataError(f"{self.key!r} in the model file: {message}; the file is corrupted or was edited. "
-                              f"Pass custom_objects={{{self.key!r}: ...}} to load it with a value of your own.")
+        return ModelDataError(f"{self.label} in the model file: {message}; the file is corrupted or was edited. "
+                              f"Pass custom_objects={{{self.label}: ...}} to load it with a value of your own.")
 
     def count(self, n: int) -> None:
         self.items += n
         if self.items > self.limits.max_items:
-            raise FileLimitError(f"{self.key!r} in the model file holds more than {self.limits.max_items:,} items; "
-                                 "the file is damaged or hostile.")
+            raise FileLimitError(f"The model file's data holds more than {self.limits.max_items:,} items (reached in "
+                                 f"{self.label}); the file is damaged or hostile. If you trust it, raise max_items "
+                                 "with sbtf.common.file_errors.load_limits().")
 
     def decode(self, value: Any, depth: int = 0) -> Any:
         if depth > self.limits.max_depth:
-            raise FileLimitError(f"{self.key!r} in the model file nests values more than {self.limits.max_depth} "
+            raise FileLimitError(f"{self.label} in the model file nests values more than {self.limits.max_depth} "
                                  "levels deep; the file is damaged or hostile.")
         if isinstance(value, list):
             self.count(len(value))
@@ -349,7 +372,7 @@ class _Decoder:
     # tagged values ----------------------------------------------------------------------------
     def _ndarray(self, value: dict, depth: int) -> np.ndarray:
         try:
-            dtype = check_numeric_dtype(np.dtype(str(value.get("dtype"))), f"Array {self.key!r} of the model file")
+            dtype = check_numeric_dtype(np.dtype(str(value.get("dtype"))), f"Array {self.label} of the model file")
         except TypeError as exc:
             raise self.fail(f"array dtype {_short(value.get('dtype'))} is not a numeric dtype") from exc
         shape = value.get("shape")
@@ -358,7 +381,7 @@ class _Decoder:
             raise self.fail(f"array shape {_short(shape)} is invalid")
         count = math.prod(shape)
         self.count(count)
-        flat = _flatten_numbers(value.get("__ndarray__"), f"array {self.key!r}") if count != 1 or isinstance(
+        flat = _flatten_numbers(value.get("__ndarray__"), f"array {self.label}") if count != 1 or isinstance(
             value.get("__ndarray__"), list) else [value.get("__ndarray__")]
         if len(flat) != count or not all(isinstance(v, (int, float)) for v in flat):
             raise self.fail(f"array holds {len(flat)} values for shape {shape}")
@@ -385,13 +408,27 @@ class _Decoder:
         # int/float/tuple hashes are not randomised: many of them can be chosen to collide (quadratic inserts)
         plain_keys = sum(1 for k in keys if not isinstance(k, str))
         if plain_keys > self.limits.max_nonstring_keys:
-            raise FileLimitError(f"{self.key!r} in the model file is a dict with {plain_keys:,} non-string keys, "
+            raise FileLimitError(f"{self.label} in the model file is a dict with {plain_keys:,} non-string keys, "
                                  f"more than the limit ({self.limits.max_nonstring_keys:,}); the file is damaged or "
                                  "hostile.")
-        out = {}
-        for k, (_, v) in zip(keys, items):
+        same_hash: Dict[int, int] = {}
+        for k in keys:
+            if type(k) is str:
+                continue
             if not isinstance(k, (str, int, float, bool, type(None), tuple)):
                 raise self.fail(f"dict key {_short(k)} is not a plain value")
+            try:
+                digest = hash(hash(k))  # hash() of a hash: the counting dict's own keys cannot collide
+            except TypeError as exc:  # unhashable tuple content
+                raise self.fail(f"dict key {_short(k)} cannot be a key ({exc})") from exc
+            same = same_hash.get(digest, 0) + 1
+            if same > _MAX_SAME_HASH:
+                raise FileLimitError(f"{self.label} in the model file is a dict whose keys share one hash value (keys "
+                                     "chosen to collide make loading quadratic); the file is damaged or hostile.")
+            same_hash[digest] = same
+            self.count(same)  # the probes this insert costs, charged to the load's budget
+        out = {}
+        for k, (_, v) in zip(keys, items):
             try:
                 out[k] = self.decode(v, depth + 1)
             except TypeError as exc:  # unhashable tuple content
@@ -408,8 +445,8 @@ class _Decoder:
         enum_cls = lookup_class(name, ("enum",))
         if enum_cls is None:
             if not self.allow_pickle:
-                raise UnsafeFileError(f"{self.key!r} in the model file is a value of {_short(name)}, which is not one "
-                                      f"of sbtf's enums; pass custom_objects={{{self.key!r}: ...}}.")
+                raise UnsafeFileError(f"{self.label} in the model file is a value of {_short(name)}, which is not one "
+                                      f"of sbtf's enums; pass custom_objects={{{self.label}: ...}}.")
             enum_cls = resolve_class(name, True, self.key)
         member = self.decode(value.get("value"), depth + 1)
         try:
@@ -456,33 +493,37 @@ class _Decoder:
                     isinstance(p, list) and len(p) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                                 for x in p) for p in sampled):
                 raise self.fail("the sampled values of a stored function are not [progress, value] pairs")
-            warnings.warn(f"{self.key!r} was a custom callable ({_short(info.get('repr'))}); it was rebuilt as a "
+            warnings.warn(f"{self.label} was a custom callable ({_short(info.get('repr'))}); it was rebuilt as a "
                           "piecewise-linear schedule from values stored in the file. Pass allow_pickle=True to load "
                           "the original function, or custom_objects to replace it.")
             try:
                 return SampledSchedule([tuple(p) for p in sampled])
             except (ValueError, TypeError) as exc:
                 raise self.fail(f"invalid sampled schedule ({exc})") from exc
-        return UnloadedObject(self.key, str(info.get("repr", "callable"))[:200])
+        return UnloadedObject(self.key, _text(info.get("repr", "callable"), 200))
 
     def _pickle(self, value: dict, depth: int) -> Any:
         if self.allow_pickle and isinstance(value.get("__pickle__"), str):
             return _unpickle_b64(value["__pickle__"])
-        return UnloadedObject(self.key, f"{str(value.get('type'))[:100]}: {str(value.get('repr'))[:100]}")
+        return UnloadedObject(self.key, f"{_text(value.get('type'), 100)}: {_text(value.get('repr'), 100)}")
 
 
-def decode_value(value: Any, key: str = "?", allow_pickle: bool = False) -> Any:
+def decode_value(value: Any, key: str = "?", allow_pickle: bool = False, _decoder: Optional[_Decoder] = None) -> Any:
     """Inverse of ``encode_value``; never runs code from the file unless ``allow_pickle``."""
     try:
-        return _Decoder(key, allow_pickle).decode(value)
+        if _decoder is None:
+            _decoder = _Decoder(key, allow_pickle)
+        _decoder.key = key
+        return _decoder.decode(value)
     except ModelFileError:
         raise
     except RecursionError as exc:
-        raise FileLimitError(f"{key!r} in the model file nests too deeply.") from exc
+        raise FileLimitError(f"{describe_value(key)} in the model file nests too deeply.") from exc
     except (binascii.Error, ValueError, TypeError) as exc:
         if allow_pickle:
             raise
-        raise ModelDataError(f"{key!r} in the model file cannot be read ({type(exc).__name__}: {exc}).") from exc
+        raise ModelDataError(f"{describe_value(key)} in the model file cannot be read ({type(exc).__name__}: "
+                             f"{describe_value(str(exc))}).") from exc
 
 
 def data_to_json(data: dict) -> str:
@@ -490,17 +531,46 @@ def data_to_json(data: dict) -> str:
     return json.dumps({k: encode_value(v) for k, v in data.items()}, indent=2)
 
 
+_MAX_SAME_HASH = 8          # most non-string keys of one dict that share a hash value
+_JSON_CONTAINER_ITEMS = 4   # items a JSON object or array is charged (an empty dict is ~8 times a list slot)
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def check_json_size(text: str, what: str, max_items: Optional[int] = None) -> None:
+    """
+    Refuse a JSON document that would build more than ``max_items`` (default: the ``max_items`` limit) values
+    before ``json.loads`` builds them: every ``,`` counts one item and every ``{`` / ``[`` four (a container's
+    memory), outside strings. Counting is done in C: first over the whole text (an upper bound), then, only for a
+    document over the bound, once more with its strings left out.
+    """
+    limit = get_load_limits().max_items if max_items is None else max_items
+
+    def count(document: str) -> int:
+        return document.count(",") + _JSON_CONTAINER_ITEMS * (document.count("{") + document.count("["))
+
+    if count(text) > limit and count(_JSON_STRING.sub('""', text)) > limit:
+        raise FileLimitError(            f"The {what} holds more than {limit:,} JSON values and containers (counting each object or array "
+            f"{_JSON_CONTAINER_ITEMS} times); no real file does that (it is damaged or hostile). If you trust it, "
+            "raise max_items with sbtf.common.file_errors.load_limits().")
+
+
 def parse_json(text: Union[str, bytes], what: str) -> Any:
-    """``json.loads`` with every failure as a :class:`ModelFileError`."""
+    """``json.loads`` with every failure as a :class:`ModelFileError`; the document's size in values is checked
+    first (:func:`check_json_size`), its depth is bounded by the interpreter's recursion limit."""
     try:
-        if isinstance(text, bytes):
-            text = text.decode("utf-8")
+        if isinstance(text, (bytes, bytearray)):
+            text = bytes(text).decode("utf-8")
+        check_json_size(text, what)
         return json.loads(text)
     except RecursionError as exc:
         raise FileLimitError(f"The {what} nests JSON values too deeply; the file is damaged or hostile.") from exc
+    except ModelFileError:
+        raise
+    except MemoryError as exc:
+        raise FileLimitError(f"The {what} needs more memory than is available; the file is damaged or hostile.") from exc
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, int digit limit
-        raise CorruptedFileError(f"The {what} is not valid JSON ({type(exc).__name__}: {exc}); the file is "
-                                 "truncated or corrupted.") from exc
+        raise CorruptedFileError(f"The {what} is not valid JSON ({type(exc).__name__}: {describe_value(str(exc))}); "
+                                 "the file is truncated or corrupted.") from exc
 
 
 def json_to_data(text: Union[str, bytes], custom_objects: Optional[dict] = None, allow_pickle: bool = False) -> dict:
@@ -511,8 +581,9 @@ def json_to_data(text: Union[str, bytes], custom_objects: Optional[dict] = None,
         raise CorruptedFileError(f"The 'data' member of the model file is a JSON {type(raw).__name__}, not an "
                                  "object; the file is corrupted.")
     data = {}
+    decoder = _Decoder("?", allow_pickle)  # one item budget for every key of the file
     for key, value in raw.items():
-        data[key] = custom_objects[key] if key in custom_objects else decode_value(value, key, allow_pickle)
+        data[key] = custom_objects[key] if key in custom_objects else decode_value(value, key, allow_pickle, decoder)
     for key, value in custom_objects.items():
         data.setdefault(key, value)
     return data
@@ -539,7 +610,10 @@ class StoredParameters:
         self.what = what
 
     def declared_sizes(self) -> Dict[str, int]:
-        """name -> number of values, from the array headers only (nothing is allocated)."""
+        """name -> number of values, from the array headers only (nothing is allocated; computed once)."""
+        cached = getattr(self, "_declared", None)
+        if cached is not None:
+            return dict(cached)
         sizes: Dict[str, int] = {}
         with open_zip(self.npz_bytes, self.what) as archive:
             members = {i.filename[:-4] if i.filename.endswith(".npy") else i.filename: i for i in archive.infolist()}
@@ -556,6 +630,7 @@ class StoredParameters:
                     raise CorruptedFileError(f"Parameter {name!r} of the model file cannot be read "
                                              f"({type(exc).__name__}: {exc}).") from exc
                 sizes[name] = math.prod(shape)
+        self._declared = dict(sizes)
         return sizes
 
     def read(self, expected_sizes: Optional[Mapping[str, int]] = None,
@@ -691,10 +766,6 @@ def load_from_zip_bytes(payload: bytes, custom_objects: Optional[dict] = None, a
                                  f"({FORMAT_VERSION}); upgrade sbtf.")
         if "algo" in info and not isinstance(info["algo"], str):
             raise CorruptedFileError("The model file names its algorithm with something that is not a string.")
-        data = None
-        if decode_data:
-            data = json_to_data(read_member(archive, "data", limits.max_json_bytes, "model file"), custom_objects,
-                                allow_pickle)
         param_list = parse_json(read_member(archive, "parameter_list", limits.max_json_bytes, "model file"),
                                 "'parameter_list' member of the model file")
         if not isinstance(param_list, list) or not all(isinstance(n, str) for n in param_list):
@@ -703,4 +774,11 @@ def load_from_zip_bytes(payload: bytes, custom_objects: Optional[dict] = None, a
         if len(set(param_list)) != len(param_list):
             raise CorruptedFileError("The 'parameter_list' member of the model file names a parameter twice.")
         npz_bytes = read_member(archive, "parameters", limits.max_array_bytes + (1 << 20), "model file")
-    return data, StoredParameters(npz_bytes, param_list), info
+        params = StoredParameters(npz_bytes, param_list)
+        data = None
+        if decode_data:
+            data_bytes = read_member(archive, "data", limits.max_json_bytes, "model file")
+            # the spaces of 'data' are compared with the stored parameters (array headers only) before being built
+            with space_budget(largest_array(params.declared_sizes().values()), "the model file"):
+                data = json_to_data(data_bytes, custom_objects, allow_pickle)
+    return data, params, info

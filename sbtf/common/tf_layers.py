@@ -91,6 +91,16 @@ class SB2Layer(keras.layers.Layer):
         """(SB2 relative name, variable) pairs in creation order, e.g. ``("pi_fc0/w", var)``."""
         return [(f"{self.scope}/{v.name}", v) for v in self.weights]
 
+    def add_weight(self, *args, **kwargs):
+        """Keras' ``add_weight``, first charged to the load budget: a model built from a file cannot create weights
+        far beyond the parameters the file stores (``sbtf.common.load_budget.parameter_budget``)."""
+        from sbtf.common.load_budget import charge_weight
+
+        shape = kwargs.get("shape", args[0] if args else None)
+        if shape is not None:
+            charge_weight(shape, f"{self.scope}/{kwargs.get('name', '')}")
+        return super().add_weight(*args, **kwargs)
+
 
 class Linear(SB2Layer):
     """``tf_layers.linear``: ``x @ w + b`` with orthogonal ``w`` (gain ``init_scale``)."""
