@@ -13,8 +13,11 @@ colliding integers), lets allow-listed callables such as ``bytes(n)`` allocate g
   fresh inert :class:`Record` objects; BUILD only applies state to such records (or finishes a numpy
   array/dtype being built), so no class or object outside this load is ever changed;
 * numpy arrays are rebuilt from ``(dtype string, shape, bytes)`` with plain numeric dtypes only;
-* limits (:func:`sbtf.common.file_errors.get_load_limits`): nesting depth, items and memo entries,
-  non-string keys per dict/set (their hashes can be chosen to collide), bytes of strings and arrays built;
+* limits (:func:`sbtf.common.file_errors.get_load_limits`): nesting depth; items: every object the stream
+  creates or pushes (each opcode that pushes a value counts, an empty set four times, MARK once), every
+  container element and memo entry; memo indices no larger than the file (so the memo costs the same whatever
+  the indices: they cannot be chosen to collide); non-string keys per dict/set and keys sharing one hash value
+  (their hashes can be chosen to collide), bytes of strings and arrays built;
   the returned value is checked to be a tree (no cycles) of bounded expanded size and depth, so that code
   walking it naively stays bounded too. The cost is linear in the size of the file.
 
@@ -41,7 +44,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 import numpy as np
 
 from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, LoadLimits, ModelDataError, ModelFileError,
-                                     UnsafeFileError, get_load_limits)
+                                     UnsafeFileError, describe_value, get_load_limits)
 from sbtf.common.safe_zip import check_numeric_dtype
 
 __all__ = [
@@ -57,6 +60,15 @@ _MAX_SAME_HASH = 8          # most keys of one dict/set that share a hash value
 _SMALL = 32                 # dicts/sets smaller than this are not tracked key by key
 _SLACK = 1 << 16            # bytes of arrays/strings a file may build beyond its own size
 _UNSET = object()
+
+# items charged when an opcode runs: 1 for every opcode that pushes a value (or, MARK, opens a new stack);
+# 0 for those that only move values or charge what they add themselves (APPEND(S), SETITEM(S), ADDITEMS, the
+# memo); an empty set is four times a dict's memory.
+_OPCODE_ITEMS = bytearray([1]) * 256
+for _code in b".\x80\x95" + b"01" + b"aesu\x90" + b"b" + b"pqr\x94":
+    _OPCODE_ITEMS[_code] = 0
+_OPCODE_ITEMS[0x8F] = 4
+_OPCODE_ITEMS = bytes(_OPCODE_ITEMS)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -159,8 +171,9 @@ class Record(SafeBuildable, SafeNode):
         return (self.args, self.kwargs, self.state)
 
     def __repr__(self) -> str:
-        keys = sorted(str(k) for k in self.state)[:8] if isinstance(self.state, dict) else type(self.state).__name__
-        return f"<{self.kind} {self.path} state: {keys}>"
+        keys = (describe_value(list(self.state)[:8]) if isinstance(self.state, dict)
+                else type(self.state).__name__)
+        return f"<{self.kind} {_clip(self.path)} state: {keys}>"
 
 
 class Pending(SafeBuildable):
@@ -369,7 +382,7 @@ class SafeUnpickler:
                                   f"(at byte {self.pos}).")
 
     def refuse(self, path: str, action: str) -> UnsafeFileError:
-        return UnsafeFileError(f"Refusing to load {path} from {self.what} (the file asks to {action} it): it is not "
+        return UnsafeFileError(f"Refusing to load {_clip(path)} from {self.what} (the file asks to {action} it): it is not "
                                f"on sbtf's allow-list of data, so loading it could run code.{self.advice}")
 
     def limit(self, detail: str) -> FileLimitError:
@@ -447,7 +460,7 @@ class SafeUnpickler:
             raise self.limit(f"holds a dict or set with more than {self.limits.max_nonstring_keys:,} non-string keys "
                              "(their hashes can be made to collide, which makes loading quadratic)")
         try:
-            digest = hash(key)
+            digest = hash(hash(key))  # hash() of a hash: the counting dict's own keys cannot collide
         except TypeError as exc:
             raise self.corrupt(f"unhashable {type(key).__name__} used as a dict key or set element") from exc
         same = stats[1].get(digest, 0) + 1
@@ -634,7 +647,7 @@ class SafeUnpickler:
         except RecursionError as exc:
             raise self.limit("nests values too deeply") from exc
         except Exception as exc:  # noqa: BLE001 - every odd failure of a damaged stream becomes one error type
-            raise self.corrupt(f"{type(exc).__name__}: {exc}") from exc
+            raise self.corrupt(f"{type(exc).__name__}: {describe_value(str(exc))}") from exc
         finally:
             if collecting:
                 gc.enable()
@@ -643,16 +656,22 @@ class SafeUnpickler:
         data = self.data
         size = len(data)
         dispatch = self._dispatch
+        weights = _OPCODE_ITEMS
+        max_items = self.max_items
         try:
             while True:
                 pos = self.pos
                 if pos >= size:
                     raise self.corrupt("the stream ends before its STOP opcode")
                 self.pos = pos + 1
-                op = dispatch[data[pos]]
+                code = data[pos]
+                op = dispatch[code]
                 if op is None:
                     self.pos = pos
                     raise self.corrupt(f"unknown opcode {data[pos:pos + 1]!r}")
+                self.items += weights[code]
+                if self.items > max_items:
+                    self.charge(0)
                 op()
         except _Stop as stop:
             return stop.value
@@ -946,6 +965,9 @@ class SafeUnpickler:
     def _memo_put(self, index: int) -> None:
         if index < 0:
             raise self.corrupt("negative memo index")
+        if index > len(self.data):  # a pickler numbers memo entries 0, 1, 2...: never beyond the file's size
+            raise self.corrupt(f"memo index {describe_value(index)} is larger than a stream of {len(self.data):,} "
+                               "bytes can use")
         if index not in self.memo:
             self.charge(1)
         self.memo[index] = self._top()
@@ -954,7 +976,7 @@ class SafeUnpickler:
         try:
             value = self.memo[index]
         except KeyError:
-            raise self.corrupt(f"memo entry {index} is read before it is written") from None
+            raise self.corrupt(f"memo entry {describe_value(index)} is read before it is written") from None
         if isinstance(value, Pending) and value.result is not _UNSET:
             value = value.result
         self.stack.append(value)
@@ -1060,6 +1082,11 @@ class SafeUnpickler:
         if isinstance(target, SafeCallable):
             raise self.refuse(target.path, "set the state of")
         raise self.corrupt(f"BUILD on a {type(target).__name__}, which takes no state")
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters (names of globals read from a file, for messages)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _describe_callable(value: Any) -> str:
@@ -1209,8 +1236,9 @@ def plain_dtype(code: Any, where: str = "A dtype in this file") -> np.dtype:
 
 
 def _short_repr(value: Any, limit: int = 60) -> str:
-    text = repr(value) if isinstance(value, (str, bytes, int, float, type(None))) else f"a {type(value).__name__}"
-    return text if len(text) <= limit else text[:limit] + "..."
+    if isinstance(value, (str, bytes, int, float, type(None))):
+        return describe_value(value, limit)
+    return f"a {type(value).__name__}"
 
 
 def _plain_int(value: Any) -> bool:
@@ -1229,10 +1257,10 @@ def make_array(ctx: SafeUnpickler, shape: Any, dtype: Any, fortran: Any, raw: An
     if isinstance(shape, list):
         shape = tuple(shape)
     if not isinstance(shape, tuple) or len(shape) > 32 or not all(_plain_int(s) and s >= 0 for s in shape):
-        raise ctx.corrupt(f"{where} has an invalid shape {_short_repr(shape)}")
+        raise ctx.corrupt(f"{where} has an invalid shape {describe_value(shape)}")
     shape = tuple(int(s) for s in shape)
     if any(s > ctx.limits.max_array_bytes for s in shape):
-        raise ctx.limit(f"holds an array of shape {shape}")
+        raise ctx.limit(f"holds an array of shape {describe_value(shape)}")
     if isinstance(raw, str):
         try:
             raw = raw.encode("latin1")
@@ -1244,7 +1272,7 @@ def make_array(ctx: SafeUnpickler, shape: Any, dtype: Any, fortran: Any, raw: An
         raise ctx.corrupt(f"{where} has data of type {type(raw).__name__}, not bytes")
     count = math.prod(shape)
     if count * dtype.itemsize != len(raw):
-        raise ctx.corrupt(f"{where} ({dtype} {shape}) needs {count * dtype.itemsize:,} bytes of data but holds "
+        raise ctx.corrupt(f"{where} ({dtype} {describe_value(shape)}) needs {count * dtype.itemsize:,} bytes of data but holds "
                           f"{len(raw):,}")
     if fortran not in (True, False, 0, 1):
         raise ctx.corrupt(f"{where} has an invalid order flag")

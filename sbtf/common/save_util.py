@@ -533,10 +533,10 @@ def data_to_json(data: dict) -> str:
 
 _MAX_SAME_HASH = 8          # most non-string keys of one dict that share a hash value
 _JSON_CONTAINER_ITEMS = 4   # items a JSON object or array is charged (an empty dict is ~8 times a list slot)
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
-def check_json_size(text: str, what: str, max_items: Optional[int] = None) -> None:
+def check_json_size(text: Union[str, bytes], what: str, max_items: Optional[int] = None) -> None:
     """
     Refuse a JSON document that would build more than ``max_items`` (default: the ``max_items`` limit) values
     before ``json.loads`` builds them: every ``,`` counts one item and every ``{`` / ``[`` four (a container's
@@ -544,12 +544,15 @@ def check_json_size(text: str, what: str, max_items: Optional[int] = None) -> No
     document over the bound, once more with its strings left out.
     """
     limit = get_load_limits().max_items if max_items is None else max_items
+    if isinstance(text, str):
+        text = text.encode("utf-8", "surrogatepass")
 
-    def count(document: str) -> int:
-        return document.count(",") + _JSON_CONTAINER_ITEMS * (document.count("{") + document.count("["))
+    def count(document: bytes) -> int:
+        return document.count(b",") + _JSON_CONTAINER_ITEMS * (document.count(b"{") + document.count(b"["))
 
-    if count(text) > limit and count(_JSON_STRING.sub('""', text)) > limit:
-        raise FileLimitError(            f"The {what} holds more than {limit:,} JSON values and containers (counting each object or array "
+    if count(text) > limit and count(_JSON_STRING.sub(b'""', text)) > limit:
+        raise FileLimitError(
+            f"The {what} holds more than {limit:,} JSON values and containers (counting each object or array "
             f"{_JSON_CONTAINER_ITEMS} times); no real file does that (it is damaged or hostile). If you trust it, "
             "raise max_items with sbtf.common.file_errors.load_limits().")
 
@@ -558,9 +561,9 @@ def parse_json(text: Union[str, bytes], what: str) -> Any:
     """``json.loads`` with every failure as a :class:`ModelFileError`; the document's size in values is checked
     first (:func:`check_json_size`), its depth is bounded by the interpreter's recursion limit."""
     try:
+        check_json_size(text, what)
         if isinstance(text, (bytes, bytearray)):
             text = bytes(text).decode("utf-8")
-        check_json_size(text, what)
         return json.loads(text)
     except RecursionError as exc:
         raise FileLimitError(f"The {what} nests JSON values too deeply; the file is damaged or hostile.") from exc
