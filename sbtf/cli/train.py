@@ -20,7 +20,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import yaml
 
 from sbtf import algorithms
-from sbtf.cli.envs import EnvSettings, env_settings, import_gym_packages, make_env, resolve_env, wrap_vec_env
+from sbtf.cli.envs import (EnvSettings, env_settings, import_gym_packages, make_env, resolve_env, wrap_vec_env,
+                           wrapper_class)
 from sbtf.cli.errors import CLIError, exc_text
 from sbtf.cli.hyperparams import (MULTI_ENV_ALGOS, algo_name, as_int, check_hyperparameter_names, default_policy,
                                   find_env_entry, her_model_class, hyperparams_file, is_atari_id, is_number,
@@ -134,6 +135,7 @@ def plan_training(args: argparse.Namespace) -> TrainPlan:
     if is_atari_id(env_id) and "frame_stack" not in hyperparams:  # the zoo's train.py stacked 4 Atari frames
         hyperparams["frame_stack"] = ATARI_FRAME_STACK
     settings = env_settings(hyperparams, getattr(args, "allow_wrapper", ()), "the hyperparameters")
+    wrapper_class(settings.env_wrapper, settings)  # names and arguments checked before anything is made
     if algo == "her" and (settings.normalize or settings.frame_stack):
         raise CLIError("her does not support normalize or frame_stack (HER wraps the env itself)")
 
