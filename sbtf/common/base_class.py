@@ -214,6 +214,22 @@ def _accepting_episode_start(method):
 
 
 def _unsupported_space_error(algo: str, space: gym.Space, kind: str, supported: str) -> NotImplementedError:
+@contextlib.contextmanager
+def _logging_to(logger_: Any) -> Iterator[None]:
+    """Within the block, ``sbtf.logger``'s functions write to ``logger_`` (a model's ``set_logger``); None: no change."""
+    from sbtf import logger as sbtf_logger
+
+    if logger_ is None:
+        yield
+        return
+    previous = sbtf_logger.Logger.CURRENT
+    sbtf_logger.Logger.CURRENT = logger_
+    try:
+        yield
+    finally:
+        sbtf_logger.Logger.CURRENT = previous
+
+
     return NotImplementedError(f"Error: {algo} does not support {kind} space {space!r} "
                                f"({type(space).__name__}); supported {kind} spaces: {supported}.")
 
@@ -269,6 +285,38 @@ class BaseRLModel(ABC):
             self.policy_tf = value
 
     def __init__(self, policy, env, verbose: int = 0, *, requires_vec_env: bool = True, policy_base=None,
+    @property
+    def ep_info_buffer(self) -> Optional[deque]:
+        """stable-baselines3's name of ``ep_info_buf`` (the same deque): the Monitor infos ``{"r", "l", "t"}`` of the
+        last episodes (``stats_window_size`` of them; None before the first ``learn()``)."""
+        return self.ep_info_buf
+
+    @ep_info_buffer.setter
+    def ep_info_buffer(self, value: Optional[deque]) -> None:
+        self.ep_info_buf = value
+
+    @property
+    def ep_success_buffer(self) -> Optional[deque]:
+        """stable-baselines3's ``ep_success_buffer``: the ``info["is_success"]`` of the last episodes that reported
+        one, at their end (as long as ``ep_info_buffer``; None before the first ``learn()``)."""
+        infos = self.ep_info_buf
+        if infos is None:
+            return None
+        successes = self.__dict__.get("_ep_success_buf")
+        if successes is None or successes.maxlen != infos.maxlen:
+            successes = self._ep_success_buf = deque(successes or (), maxlen=infos.maxlen)
+        return successes
+
+    @ep_success_buffer.setter
+    def ep_success_buffer(self, value: Optional[deque]) -> None:
+        self._ep_success_buf = value
+
+    def _record_episode_end(self, info: Any) -> None:
+        """At the end of an env's episode: keep its ``info["is_success"]`` in ``ep_success_buffer``."""
+        success = info.get("is_success") if isinstance(info, dict) else None
+        if success is not None and self.ep_success_buffer is not None:
+            self.ep_success_buffer.append(success)
+
                  policy_kwargs: Optional[dict] = None, seed: Optional[int] = None,
                  n_cpu_tf_sess: Optional[int] = None):
         if isinstance(policy, str) and policy_base is not None:
@@ -382,12 +430,14 @@ class BaseRLModel(ABC):
         from sbtf.common.vec_env import unwrap_vec_normalize
         return unwrap_vec_normalize(self.env) if self.env is not None else None
 
-    def set_env(self, env) -> None:
+    def set_env(self, env, force_reset: bool = True) -> None:
         """
         Checks the validity of the environment, and if it is coherent, set it as the current environment.
 
         :param env: (gymnasium.Env, VecEnv or str) the new environment
         """
+        :param force_reset: (bool) stable-baselines3's argument: the next ``learn()`` starts with a reset of the env
+            (sbtf's ``learn()`` always resets the env it starts with)
         if env is None and self.env is None:
             if self.verbose >= 1:
                 print("Loading a model without an environment, this model cannot be trained until it has a valid "
@@ -415,6 +465,7 @@ class BaseRLModel(ABC):
         self.episode_reward = None
         self.ep_info_buf = None
         self._on_env_changed()
+        self._ep_success_buf = None
 
     def _requires_same_n_envs(self) -> bool:
         return bool(self.policy_class is not None and isinstance(self.policy_class, type)
@@ -494,12 +545,13 @@ class BaseRLModel(ABC):
         :return: (BaseCallback, TensorboardLogger) the callback and the writer (None without ``tensorboard_log``)
         """
         new_tb_log = self._init_num_timesteps(reset_num_timesteps)
-        callback = self._init_callback(callback, progress_bar, total_timesteps)
-        with SetVerbosity(self.verbose), TensorboardWriter(self.graph, self.tensorboard_log, tb_log_name,
-                                                           new_tb_log) as writer, \
-                gradient_step_plan(self._planned_gradient_steps(int(total_timesteps))):
-            self._setup_learn()
-            yield callback, writer
+        with _logging_to(self.__dict__.get("_custom_logger")):
+            callback = self._init_callback(callback, progress_bar, total_timesteps)
+            with SetVerbosity(self.verbose), TensorboardWriter(self.graph, self.tensorboard_log, tb_log_name,
+                                                               new_tb_log) as writer, \
+                    gradient_step_plan(self._planned_gradient_steps(int(total_timesteps))):
+                self._setup_learn()
+                yield callback, writer
 
     def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
         """
@@ -554,8 +606,12 @@ class BaseRLModel(ABC):
         return list(self._named_parameters().values())
 
     def get_parameters(self) -> "OrderedDict[str, np.ndarray]":
-        """``OrderedDict`` of SB2 parameter name -> value (NumPy)."""
+    def _flat_parameters(self) -> "OrderedDict[str, np.ndarray]":
+        """``OrderedDict`` of parameter name -> value (NumPy): what ``save()`` writes."""
         return OrderedDict((name, var.numpy()) for name, var in self._named_parameters().items())
+
+        """``OrderedDict`` of SB2 parameter name -> value (NumPy)."""
+        return self._flat_parameters()
 
     def load_parameters(self, load_path_or_dict, exact_match: bool = True) -> None:
         """
@@ -639,12 +695,20 @@ class BaseRLModel(ABC):
         """
         if cloudpickle:
             warnings.warn("save(cloudpickle=True) is not supported: sbtf writes its safe zip format instead.")
-        save_util.save_to_zip(save_path, self._get_save_data(), self.get_parameters(),
-                              meta={"algo": type(self).__name__})
+        save_util.save_to_zip(save_path, self._get_save_data(), self._flat_parameters(),
+                              meta={"algo": self._file_algo_name()})
+
+    #: the algorithm name files store (None: the class name); a class whose name another algorithm already uses in
+    #: files (sb3-contrib's TRPO: ``trpo_contrib``) sets its own
+    FILE_ALGO_NAME: Optional[str] = None
+
+    @classmethod
+    def _file_algo_name(cls) -> str:
+        return cls.FILE_ALGO_NAME or cls.__name__
 
     @classmethod
     def _accepted_algos(cls) -> tuple:
-        return (cls.__name__,)
+        return (cls._file_algo_name(),)
 
     @classmethod
     def load(cls, load_path, env=None, custom_objects: Optional[dict] = None, allow_pickle: bool = False,

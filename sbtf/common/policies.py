@@ -34,6 +34,7 @@ from sbtf.common.extractors import extractor_named_variables, features_dim_of, i
 from sbtf.common.sde import (ExplorationNoise, SDEHead, SquashedSDEDistribution, scale_action, sde_flat, sde_std,
                              squashed_neglogp_np, unscale_action)
 from sbtf.common.registry import class_key, lookup_class, register_class
+from sbtf.common.sb3_api import PolicyApi
 from sbtf.common.tf_layers import (Conv, GaussianHead, Linear, Lstm, SB2Layer, get_activation, make_cnn_extractor,
                                    nature_cnn, ortho_init)
 from sbtf.common.tf_layers import NatureCNN  # SB2's layer (kept importable from here)
@@ -76,7 +77,7 @@ def _parse_net_arch(net_arch) -> tuple[list[int], list[int], list[int]]:
     return shared, pi_sizes, vf_sizes
 
 
-class BasePolicy(keras.Model):
+class BasePolicy(PolicyApi, keras.Model):
     """
     The base policy object (SB2 signature; ``sess`` and ``reuse`` are accepted and ignored in TF2).
 

@@ -23,6 +23,7 @@ import numpy as np
 from sbtf import logger
 from sbtf.common import model_schema as ms
 from sbtf.common.base_class import BaseRLModel, SetVerbosity
+from sbtf.common.sb3_api import Sb3ModelApi
 from sbtf.common.math_util import safe_mean
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.contrib.ars.policies import ARSPolicy
@@ -30,7 +31,7 @@ from sbtf.contrib.ars.policies import ARSPolicy
 __all__ = ["ARS"]
 
 
-class ARS(BaseRLModel):
+class ARS(Sb3ModelApi, BaseRLModel):
     """
     Augmented Random Search: https://arxiv.org/abs/1803.07055 (sb3-contrib's arguments and defaults).
 
@@ -157,6 +158,7 @@ class ARS(BaseRLModel):
                 episode_length = int(info["l"]) if info is not None else int(ep_length[i])
                 returns[slot[i]] += episode_return + self.alive_bonus_offset * episode_length
                 self.ep_info_buf.append({"r": episode_return, "l": episode_length})
+                self._record_episode_end(infos[i])
                 ep_reward[i], ep_length[i] = 0.0, 0
                 slot[i] = jobs.popleft() if jobs else -1
         callback.on_rollout_end()

@@ -26,6 +26,7 @@ from sbtf.common.fast_call import TrainStep
 from sbtf.common.math_util import scale_action, unscale_action
 from sbtf.common.off_policy_algorithm import LearnState, OffPolicyAlgorithm
 from sbtf.common.off_policy_train import TrainStepCache
+from sbtf.common.sb3_api import Sb3ModelApi
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.common.tf_util import repeat_steps
 
@@ -63,7 +64,7 @@ def parse_train_freq(train_freq: Union[int, Tuple[int, str]]) -> Tuple[int, str]
     return frequency, str(train_freq[1])
 
 
-class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
+class ContribOffPolicyAlgorithm(Sb3ModelApi, OffPolicyAlgorithm):
     """
     The part of sb3's ``OffPolicyAlgorithm`` that QR-DQN and TQC share, on sbtf's off-policy loop.
 

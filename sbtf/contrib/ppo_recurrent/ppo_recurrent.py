@@ -29,6 +29,7 @@ from sbtf.common.math_util import explained_variance
 from sbtf.common.on_policy import OnPolicyAlgorithm
 from sbtf.common.rollout import RolloutBuffer, swap_and_flatten
 from sbtf.common.runners import AbstractEnvRunner
+from sbtf.common.sb3_api import Sb3ModelApi
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.common.tf_util import xla_pays_off
 from sbtf.common.train_log import record_episode_means
@@ -83,7 +84,7 @@ class RecurrentRolloutRunner(AbstractEnvRunner):
         return batch
 
 
-class RecurrentPPO(OnPolicyAlgorithm):
+class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
     """
     Proximal Policy Optimization algorithm (PPO) (clip version) with support for recurrent policies (LSTM).
     Based on the original Stable Baselines 3 implementation and sb3-contrib's.

@@ -12,14 +12,13 @@ as it is; this one is ``sbtf.contrib.TRPO``.
 """
 from __future__ import annotations
 
-import warnings
 from typing import Dict, Optional
 
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common import model_schema as ms, save_util
+from sbtf.common import model_schema as ms
 from sbtf.common.base_class import SetVerbosity
 from sbtf.common.cg import conjugate_gradient_tf
 from sbtf.common.fast_call import TrainStep
@@ -118,17 +117,6 @@ class TRPO(Sb3OnPolicyAlgorithm):
     # ------------------------------------------------------------------ files: named by the command-line name
     #: the algorithm name written in (and required of) model files: ``TRPO`` is stable-baselines 2's
     FILE_ALGO_NAME = "trpo_contrib"
-
-    def save(self, save_path, cloudpickle: bool = False) -> None:
-        """Save the model to a zip file (as every sbtf model; the file names the algorithm ``trpo_contrib``)."""
-        if cloudpickle:
-            warnings.warn("save(cloudpickle=True) is not supported: sbtf writes its safe zip format instead.")
-        save_util.save_to_zip(save_path, self._get_save_data(), self.get_parameters(),
-                              meta={"algo": self.FILE_ALGO_NAME})
-
-    @classmethod
-    def _accepted_algos(cls) -> tuple:
-        return (cls.FILE_ALGO_NAME,)
 
     # ------------------------------------------------------------------ setup
     def _make_policy(self, n_env: int, n_steps: int, n_batch: Optional[int]) -> ActorCriticPolicy:
