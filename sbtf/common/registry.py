@@ -29,7 +29,7 @@ from sbtf.algorithms import all_algorithms
 
 __all__ = ["class_key", "register_class", "lookup_class", "registered_names", "registered_classes", "KINDS"]
 
-KINDS = ("policy", "algorithm", "enum", "extractor", "replay_buffer")
+KINDS = ("policy", "algorithm", "enum", "extractor", "replay_buffer", "optimizer")
 
 _LOCK = threading.Lock()
 _CLASSES: Dict[str, Dict[str, type]] = {kind: {} for kind in KINDS}  # explicit names
