@@ -171,6 +171,12 @@ SB3_ALGORITHMS: Dict[str, Algorithm] = {algo.cli_name: algo for algo in (
     Algorithm("PPO", "sbtf.sb3.ppo:PPO", ON_POLICY, multi_env=True, schedules=True, cli="ppo"),
     Algorithm("A2C", "sbtf.sb3.a2c:A2C", ON_POLICY, multi_env=True, schedules=True, cli="a2c_sb3", top_level=False),
     Algorithm("DQN", "sbtf.sb3.dqn:DQN", OFF_POLICY, multi_env=True, schedules=True, cli="dqn_sb3", top_level=False),
+    Algorithm("SAC", "sbtf.sb3.sac:SAC", OFF_POLICY, multi_env=True, schedules=True, noise_types=NOISE_TYPES[:2],
+              cli="sac_sb3", top_level=False),
+    Algorithm("TD3", "sbtf.sb3.td3:TD3", OFF_POLICY, multi_env=True, schedules=True, noise_types=NOISE_TYPES[:2],
+              cli="td3_sb3", top_level=False),
+    Algorithm("DDPG", "sbtf.sb3.ddpg:DDPG", OFF_POLICY, multi_env=True, schedules=True, noise_types=NOISE_TYPES[:2],
+              cli="ddpg_sb3", top_level=False),
 )}
 
 

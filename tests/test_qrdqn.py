@@ -108,17 +108,17 @@ def test_sb3_contribs_arguments_and_defaults():
     assert model.policy_tf.n_quantiles == 200 and model.policy_tf.net_arch == [64, 64]
     assert model.policy_kwargs["optimizer_kwargs"] == dict(eps=0.01 / 32)  # the QR-DQN paper's Adam epsilon
     assert sbtf.QRDQN is QRDQN and sbtf.contrib.QRDQN is QRDQN
-    names = list(model.get_parameters())
+    names = list(model.get_parameters()["policy"])
     assert names[:2] == ["model/quantile_net/fc0/kernel:0", "model/quantile_net/fc0/bias:0"]
     assert "model/quantile_net_target/out/kernel:0" in names
-    assert model.get_parameters()["model/quantile_net/out/kernel:0"].shape == (64, 2 * 200)
+    assert model.get_parameters()["policy"]["model/quantile_net/out/kernel:0"].shape == (64, 2 * 200)
 
 
 def test_unsupported_options_say_so():
     with pytest.raises(NotImplementedError, match="n-step returns"):
         QRDQN("MlpPolicy", "CartPole-v1", n_steps=3)
-    with pytest.raises(NotImplementedError, match="optimize_memory_usage"):
-        QRDQN("MlpPolicy", "CartPole-v1", optimize_memory_usage=True)
+    # sb3's memory-efficient replay buffer is an option of every sb3-style off-policy algorithm now
+    assert QRDQN("MlpPolicy", "CartPole-v1", optimize_memory_usage=True).replay_buffer.optimize_memory_usage
     with pytest.raises(ValueError, match="train_freq"):
         QRDQN("MlpPolicy", "CartPole-v1", train_freq=(4, "minute"))
     with pytest.raises(NotImplementedError, match="Discrete"):
@@ -198,8 +198,8 @@ def test_save_load_gives_identical_predictions(tmp_path):
     loaded = QRDQN.load(tmp_path / "qrdqn", env=gym.make("CartPole-v1"))
     np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
     np.testing.assert_array_equal(loaded.policy_tf.quantiles_np(obs), model.policy_tf.quantiles_np(obs))
-    for name, value in model.get_parameters().items():
-        np.testing.assert_array_equal(loaded.get_parameters()[name], value)
+    for name, value in model.get_parameters()["policy"].items():
+        np.testing.assert_array_equal(loaded.get_parameters()["policy"][name], value)
     assert loaded.exploration_rate == model.exploration_rate and loaded.num_timesteps == 400
     assert loaded.policy_kwargs == model.policy_kwargs and loaded.train_freq == 8
     assert loaded.n_traces == 0  # loading traces nothing
@@ -292,13 +292,13 @@ def test_user_extractor_trains_and_save_load_gives_identical_predictions(tmp_pat
                                      features_extractor_kwargs=dict(features_dim=8)))
     policy = model.policy_tf
     assert not policy.acts_in_numpy and policy.features_extractor_class is GeluFeatures
-    names = list(model.get_parameters())
+    names = list(model.get_parameters()["policy"])
     assert names[:2] == ["model/quantile_net/features_extractor/0_kernel:0",
                          "model/quantile_net/features_extractor/1_bias:0"]
     assert "model/quantile_net_target/features_extractor/0_kernel:0" in names
-    before = model.get_parameters()["model/quantile_net/features_extractor/0_kernel:0"].copy()
+    before = model.get_parameters()["policy"]["model/quantile_net/features_extractor/0_kernel:0"].copy()
     model.learn(150)
-    assert not np.array_equal(model.get_parameters()["model/quantile_net/features_extractor/0_kernel:0"], before)
+    assert not np.array_equal(model.get_parameters()["policy"]["model/quantile_net/features_extractor/0_kernel:0"], before)
     obs = np.random.default_rng(0).normal(size=(20, 4)).astype(np.float32)
     model.save(tmp_path / "user")
     loaded = QRDQN.load(tmp_path / "user")
@@ -315,7 +315,7 @@ def test_builtin_extractors_by_name_and_class():
 
     kwargs = dict(learning_starts=10, policy_kwargs=dict(n_quantiles=3, net_arch=[8]))
     names = [list(QRDQN("MlpPolicy", "CartPole-v1", **{**kwargs, "policy_kwargs": dict(
-        kwargs["policy_kwargs"], features_extractor_class=cls)}).get_parameters()) for cls in
+        kwargs["policy_kwargs"], features_extractor_class=cls)}).get_parameters()["policy"]) for cls in
         (None, "FlattenExtractor", FlattenExtractor)]
     assert names[0] == names[1] == names[2]
     with pytest.raises(ValueError, match="not a built-in"):

@@ -13,6 +13,7 @@ from sbtf.algorithms import SB3_ALGORITHMS
 
 #: names served lazily besides the algorithms: name -> "module:attribute"
 _EXTRA = {
+    "HerReplayBuffer": "sbtf.her.her_replay_buffer:HerReplayBuffer",
 }
 
 

@@ -24,11 +24,11 @@ import tensorflow as tf
 from sbtf.common import model_schema as ms
 from sbtf.common.fast_call import TrainStep
 from sbtf.common.math_util import scale_action, unscale_action
-from sbtf.common.off_policy_algorithm import LearnState, OffPolicyAlgorithm
+from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, LearnState, OffPolicyAlgorithm
 from sbtf.common.off_policy_train import TrainStepCache
-from sbtf.common.sb3_api import Sb3ModelApi
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.common.tf_util import repeat_steps
+from sbtf.contrib.common.optim import make_optimizer
 
 #: the units of a ``train_freq`` tuple
 TRAIN_FREQ_UNITS = ("step", "episode")
@@ -64,9 +64,11 @@ def parse_train_freq(train_freq: Union[int, Tuple[int, str]]) -> Tuple[int, str]
     return frequency, str(train_freq[1])
 
 
-class ContribOffPolicyAlgorithm(Sb3ModelApi, OffPolicyAlgorithm):
+class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
     """
-    The part of sb3's ``OffPolicyAlgorithm`` that QR-DQN and TQC share, on sbtf's off-policy loop.
+    stable-baselines3's ``OffPolicyAlgorithm`` on sbtf's off-policy loop: what sb3's DQN, SAC, TD3, DDPG and
+    sb3-contrib's QR-DQN and TQC share (``replay_buffer_class`` / ``replay_buffer_kwargs`` / ``optimize_memory_usage``
+    as sb3 takes them: ``HerReplayBuffer``, the memory-efficient ``ReplayBuffer``).
 
     Subclasses build ``self.policy_tf`` in ``setup_model`` (then call ``_finish_setup``), and implement
     ``_build_train_step(K, variant)``, ``_train_inputs(sample, K)``, ``_policy_actions(obs, deterministic)``,
@@ -91,12 +93,12 @@ class ContribOffPolicyAlgorithm(Sb3ModelApi, OffPolicyAlgorithm):
         self.train_freq = train_freq
         self.gradient_steps = gradient_steps
         self.action_noise = action_noise
-        self.optimize_memory_usage = optimize_memory_usage
+        self._set_replay_buffer_options(replay_buffer_class, replay_buffer_kwargs, optimize_memory_usage)
         self.n_steps = n_steps
         self.stats_window_size = stats_window_size
         self.tensorboard_log = tensorboard_log
         self.device = device
-        self._check_unsupported(replay_buffer_class, replay_buffer_kwargs)
+        self._check_unsupported()
         self._train_steps: Optional[TrainStepCache] = None
         self._n_updates = 0
         self._current_progress_remaining = 1.0
@@ -112,20 +114,11 @@ class ContribOffPolicyAlgorithm(Sb3ModelApi, OffPolicyAlgorithm):
             observation_space = layout_of(observation_space).flat_space
         super()._check_spaces(observation_space, action_space)
 
-    def _check_unsupported(self, replay_buffer_class, replay_buffer_kwargs) -> None:
-        """Refuse, with a clear message, sb3 options that sbtf's contrib algorithms do not implement."""
-        name = type(self).__name__
-        if replay_buffer_class is not None:
-            raise NotImplementedError(f"Error: {name} uses sbtf's ReplayBuffer; replay_buffer_class is not supported "
-                                      f"(got {replay_buffer_class!r}).")
-        if replay_buffer_kwargs:
-            raise NotImplementedError(f"Error: {name} does not take replay_buffer_kwargs (got {replay_buffer_kwargs}).")
-        if self.optimize_memory_usage:
-            raise NotImplementedError(f"Error: {name}: optimize_memory_usage=True is not supported (sbtf's replay "
-                                      "buffer stores the next observations).")
+    def _check_unsupported(self) -> None:
+        """Refuse, with a clear message, sb3 options that sbtf's off-policy algorithms do not implement."""
         if int(self.n_steps) != 1:
-            raise NotImplementedError(f"Error: {name}: n-step returns (n_steps={self.n_steps}) are not supported; "
-                                      "use n_steps=1.")
+            raise NotImplementedError(f"Error: {type(self).__name__}: n-step returns (n_steps={self.n_steps}) are not "
+                                      "supported; use n_steps=1.")
 
     # ------------------------------------------------------------------ setup helpers
     def _build_policy(self, policy_base: type):
@@ -336,15 +329,199 @@ class ContribOffPolicyAlgorithm(Sb3ModelApi, OffPolicyAlgorithm):
         raise NotImplementedError(f"{type(self).__name__} does not have action probabilities.")
 
 
+class ActorCriticOffPolicyAlgorithm(ContribOffPolicyAlgorithm):
+    """
+    What sb3's SAC, TD3, DDPG and sb3-contrib's TQC share on top of ``ContribOffPolicyAlgorithm``: a Box action
+    space, actions stored in [-1, 1] and rescaled for the env (``sbtf.common.math_util``), gSDE exploration (SAC,
+    TQC), ``predict``, export and behaviour cloning of the deterministic action, the actor / critic optimizers, and
+    per-gradient-step seeds and target-update flags fed to the compiled step.
+
+    Subclasses build the policy in ``setup_model`` (``_build_policy``), then call ``_setup_actor_critic()`` and
+    ``_finish_setup()``; they implement ``_build_train_step`` and ``_target_update_flags``.
+    """
+
+    _supported_action_spaces = (gym.spaces.Box,)
+    _action_storage = "scaled"
+    _policy_is_object = True
+    #: gSDE options (SAC, TQC); TD3 and DDPG keep these defaults
+    use_sde = False
+    sde_sample_freq = -1
+    use_sde_at_warmup = False
+
+    def _build_policy(self, policy_base: type):
+        base_kwargs = self.policy_kwargs
+        if self.use_sde:  # gSDE is the algorithm's argument; the policy is built with it (as sb3)
+            self.policy_kwargs = dict(base_kwargs or {}, use_sde=True)
+        try:
+            return super()._build_policy(policy_base)
+        finally:
+            self.policy_kwargs = base_kwargs
+
+    def _setup_actor_critic(self) -> None:
+        """sb3's ``_create_aliases`` (``actor``, ``critic``, ``critic_target``, ``actor_target``), the variable lists
+        and the optimizers of the policy's ``optimizer_class`` / ``optimizer_kwargs``."""
+        policy = self.policy_tf
+        self.actor, self.critic, self.critic_target = policy.actor, policy.critic, policy.critic_target
+        self.actor_target = policy.actor_target
+        self._actor_vars = policy.actor_variables()
+        self._critic_vars = policy.critic_variables()
+        self._critic_source_vars = policy.critic_variables(with_shared=True)
+        self._critic_target_vars = policy.critic_target_variables()
+        self._actor_target_vars = policy.actor_target_variables()
+        self.actor_optimizer = make_optimizer(self._actor_vars, policy.optimizer_class, policy.optimizer_kwargs,
+                                              name="actor_adam")
+        self.critic_optimizer = make_optimizer(self._critic_vars, policy.optimizer_class, policy.optimizer_kwargs,
+                                               name="critic_adam")
+
+    # ------------------------------------------------------------------ compiled training
+    def _target_update_flags(self, n_steps: int, offset: int) -> np.ndarray:
+        """1.0 for the gradient steps (``offset .. offset + n_steps - 1`` of this training) that update the targets
+        (TD3: also the actor)."""
+        raise NotImplementedError
+
+    def _extra_train_inputs(self, n_steps: int, offset: int) -> Dict[str, np.ndarray]:
+        # seeds below 2 ** 24 are exact in float32 (they travel in the packed input vector)
+        return {"seeds": np.random.randint(0, 2 ** 24, size=(n_steps, 2)).astype(np.float32),
+                "flags": self._target_update_flags(n_steps, offset).astype(np.float32)}
+
+    @staticmethod
+    def _extra_specs(n_steps: int) -> Dict[str, tf.TensorSpec]:
+        """The specs of ``_extra_train_inputs``."""
+        return {"seeds": tf.TensorSpec((n_steps, 2), tf.float32), "flags": tf.TensorSpec((n_steps,), tf.float32)}
+
+    # ------------------------------------------------------------------ collection and predict
+    def _random_warmup(self) -> bool:
+        return super()._random_warmup() and not (self.use_sde and self.use_sde_at_warmup)
+
+    def _select_actions(self, obs: np.ndarray):
+        if self.use_sde and self._rollout_steps == 0 and not self._random_warmup():
+            # a collection of train_freq steps starts with new exploration matrices (sb3), then every sde_sample_freq
+            policy = self.policy_tf
+            policy.sde_noise.start_rollout(policy.sde_std_matrix(), obs.shape[0], self.sde_sample_freq)
+        return super()._select_actions(obs)
+
+    def _policy_actions(self, obs: np.ndarray, deterministic: bool) -> np.ndarray:
+        actions = self.policy_tf.step(obs, deterministic=deterministic).reshape((-1,) + self.action_space.shape)
+        return unscale_action(self.action_space, actions)
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=False, mask=None):
+        """
+        Get the policy action from an observation, rescaled from [-1, 1] to the action space's bounds.
+
+        :param observation: (np.ndarray) the input observation (single or batch)
+        :param state: unused (no recurrent policy); returned as is
+        :param episode_start: unused
+        :param deterministic: (bool) whether to return deterministic actions
+        :param mask: unused (stable-baselines 2's name of episode_start)
+        :return: (np.ndarray, None) the action(s) and the state
+        """
+        self._check_predict_args(mask, episode_start)
+        observation, vectorized = self._check_obs(observation)
+        actions = self._policy_actions(observation, deterministic)
+        if not vectorized:
+            actions = actions[0]
+        return actions, state
+
+    # ------------------------------------------------------------------ export and behaviour cloning
+    def _export_outputs(self, obs) -> Dict[str, tf.Tensor]:
+        """The exported graph: the deterministic action in the env's units (and, for a Gaussian actor, the mean and
+        standard deviation before the squashing)."""
+        policy = self.policy_tf
+        outputs = {"action": self._pretrain_output(obs)}
+        if policy._actor_kind != "deterministic":
+            mean, log_std = policy.actor.mean_log_std(obs)
+            outputs.update(mean=mean, std=tf.exp(log_std))
+        return outputs
+
+    def _pretrain_output(self, obs):
+        return unscale_action(self._float32_action_space, self.policy_tf.squashed_action_tf(obs))
+
+    @property
+    def _float32_action_space(self) -> gym.spaces.Box:
+        space = self.action_space
+        return gym.spaces.Box(np.asarray(space.low, np.float32), np.asarray(space.high, np.float32),
+                              dtype=np.float32)
+
+    def _pretrain_variables(self) -> list:
+        return list(self._actor_vars)
+
+
+class EntropyRegularisedAlgorithm(ActorCriticOffPolicyAlgorithm):
+    """
+    SAC and TQC: a squashed Gaussian actor (optionally gSDE), the entropy coefficient (``ent_coef``,
+    ``target_entropy``; ``sbtf.contrib.common.actor_critic.EntropyCoefficient``, saved as ``model/log_ent_coef:0``
+    when learnt) and the target critic's Polyak update every ``target_update_interval`` gradient steps of a training.
+    A subclass gives its critic target and losses to ``_entropy_train_step``.
+    """
+
+    ent_coef: Any = "auto"
+    target_entropy: Any = "auto"
+    target_update_interval = 1
+    log_ent_coef = None
+    ent_coef_optimizer = None
+
+    def _setup_entropy(self) -> None:
+        """Parse ``ent_coef`` / ``target_entropy`` (errors name the bad value) and create ``log_ent_coef``."""
+        from sbtf.contrib.common.actor_critic import EntropyCoefficient
+
+        self._entropy = EntropyCoefficient(self.ent_coef, self.target_entropy, self.action_space)
+        self._target_entropy_value = self._entropy.target_entropy
+        self.log_ent_coef = self._entropy.log_ent_coef
+        self.ent_coef_optimizer = self._entropy.optimizer
+
+    def _named_parameters(self):
+        params = self.policy_tf.named_parameters("model")
+        if self.log_ent_coef is not None:
+            params["model/log_ent_coef:0"] = self.log_ent_coef
+        return params
+
+    @property
+    def stats_names(self) -> List[str]:
+        names = ["actor_loss", "critic_loss", "ent_coef"]
+        if self.log_ent_coef is not None:
+            names.append("ent_coef_loss")
+        return names
+
+    def _target_update_flags(self, n_steps: int, offset: int) -> np.ndarray:
+        # sb3: the target follows after the gradient steps whose index in the training is a multiple of
+        # target_update_interval
+        return (offset + np.arange(n_steps)) % int(self.target_update_interval) == 0
+
+    def _entropy_train_step(self, n_steps: int, target_fn: Callable, critic_loss_fn: Callable,
+                            actor_value_fn: Callable, name: str) -> TrainStep:
+        """The compiled ``n_steps`` gradient steps of ``entropy_regularised_update`` (see there for the three
+        functions), each followed by the target critic's Polyak update when its flag is set."""
+        from sbtf.common.off_policy_ops import polyak_update
+        from sbtf.contrib.common.actor_critic import entropy_regularised_update
+
+        actor, entropy = self.policy_tf.actor, self._entropy
+        actor_vars, critic_vars = self._actor_vars, self._critic_vars
+        source_vars, target_vars = self._critic_source_vars, self._critic_target_vars
+        actor_opt, critic_opt = self.actor_optimizer, self.critic_optimizer
+        tau = float(self.tau)
+
+        def update_targets():
+            polyak_update(target_vars, source_vars, tau)
+            return tf.constant(False)
+
+        def one_step(k, batch):
+            stats = entropy_regularised_update(actor, entropy, batch, target_fn, critic_loss_fn, actor_value_fn,
+                                               critic_opt, critic_vars, actor_opt, actor_vars)
+            tf.cond(batch["flags"] > 0.5, update_targets, lambda: tf.constant(False))
+            return tf.stack(stats)
+
+        return self._k_step_train_step(one_step, n_steps, self._extra_specs(n_steps), name=name)
+
+
 def contrib_save_schema(**fields: ms.Field) -> Dict[str, ms.Field]:
     """The stored hyperparameters every contrib off-policy model has, plus ``fields``."""
     schema = dict(learning_rate=ms.Schedule(), buffer_size=ms.Integer(1), learning_starts=ms.Integer(0),
                   batch_size=ms.Integer(1), tau=ms.Real(), gamma=ms.Real(), train_freq=TrainFreqField(),
-                  gradient_steps=ms.Integer(-1), optimize_memory_usage=ms.Flag(), n_steps=ms.Integer(1),
+                  gradient_steps=ms.Integer(-1), **REPLAY_BUFFER_SCHEMA, n_steps=ms.Integer(1),
                   stats_window_size=ms.Integer(1), _n_updates=ms.Integer(0))
     schema.update(fields)
     return schema
 
 
-__all__ = ["ContribOffPolicyAlgorithm", "TrainFreqField", "parse_train_freq", "contrib_save_schema",
+__all__ = ["ContribOffPolicyAlgorithm", "ActorCriticOffPolicyAlgorithm", "EntropyRegularisedAlgorithm", "TrainFreqField", "parse_train_freq", "contrib_save_schema",
            "TRAIN_FREQ_UNITS"]
