@@ -33,7 +33,6 @@ import io
 import math
 import pickle
 import pickletools
-import reprlib
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
@@ -41,7 +40,7 @@ import numpy as np
 from sbtf import algorithms
 from sbtf.common import noise, schedules
 from sbtf.common import safe_pickle as sp
-from sbtf.common.file_errors import FileLimitError, ModelDataError, UnsafeFileError, get_load_limits
+from sbtf.common.file_errors import FileLimitError, ModelDataError, UnsafeFileError, describe_value, get_load_limits
 from sbtf.common.running_mean_std import RunningMeanStd
 from sbtf.common.safe_zip import NUMERIC_KINDS
 
@@ -60,7 +59,8 @@ class RefusedGlobalError(UnsafeFileError, pickle.UnpicklingError):
 
 
 def _refusal_message(path: str, action: str) -> str:
-    return (f"Refusing to {action} {path!r} while reading a stable-baselines file: it is not on sbtf's allow-list "
+    return (f"Refusing to {action} {describe_value(path)} while reading a stable-baselines file: it is not on sbtf's "
+            "allow-list "
             f"of data classes, so loading it could run code.{_ADVICE}")
 
 
@@ -286,15 +286,18 @@ class LegacyFunction(sp.SafeBuildable, sp.SafeNode):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(
-            f"{self.key!r} of this stable-baselines file is a {self.describe()}. sbtf does not execute code from "
-            f"model files; pass custom_objects={{{self.key!r}: ...}} to give a replacement.")
+            f"{describe_value(self.key)} of this stable-baselines file is a {self.describe()}. sbtf does not execute "
+            f"code from model files; pass custom_objects={{{describe_value(self.key)}: ...}} to give a replacement.")
 
     def __repr__(self) -> str:
         return f"<LegacyFunction {self.describe()}>"
 
 
-def _text(value: Any, limit: int = 1000) -> str:
-    return str(value)[:limit]
+def _text(value: Any, limit: int = 200) -> str:
+    """A string read from a file cut to ``limit`` characters; any other value: its bounded description."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[: limit - 3] + "..."
+    return describe_value(value, limit)
 
 
 class _BuiltinTypeStandIn(sp.SafeCallable):
@@ -412,8 +415,9 @@ class LegacyStandIn(sp.SafeNode):
         return (self.state,)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError(f"{self.key!r} of this stable-baselines file was not loaded ({self.description}); pass "
-                           f"custom_objects={{{self.key!r}: ...}} to give a replacement.")
+        raise RuntimeError(f"{describe_value(self.key)} of this stable-baselines file was not loaded "
+                           f"({self.description}); pass custom_objects={{{describe_value(self.key)}: ...}} to give a "
+                           "replacement.")
 
     def __repr__(self) -> str:
         return f"<LegacyStandIn {self.kind}: {self.description}>"
@@ -623,15 +627,9 @@ def restricted_loads(payload: bytes, allow_pickle: bool = False, what: str = "th
 # ------------------------------------------------------------------------------------------------
 # turning the recorded objects into sbtf / gymnasium objects
 # ------------------------------------------------------------------------------------------------
-_REPR = reprlib.Repr()
-_REPR.maxstring = 80
-_REPR.maxother = 80
-_REPR.maxlevel = 3
-
-
 def _short(value: Any, limit: int = 120) -> str:
-    text = _REPR.repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
+    """A bounded description of a value read from a file (``describe_value``)."""
+    return describe_value(value, limit)
 
 
 def describe(obj: Any) -> str:
@@ -683,9 +681,9 @@ def _number(value: Any, what: str, integer: bool = False, finite: bool = True) -
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ModelDataError(f"{what} in this file is {describe(value)}, not a number.")
     if integer and not (isinstance(value, int) or (math.isfinite(value) and value == int(value))):
-        raise ModelDataError(f"{what} in this file is {value!r}, not an integer.")
+        raise ModelDataError(f"{what} in this file is {describe_value(value)}, not an integer.")
     if finite and isinstance(value, float) and not math.isfinite(value):
-        raise ModelDataError(f"{what} in this file is {value!r}, not a finite number.")
+        raise ModelDataError(f"{what} in this file is {describe_value(value)}, not a finite number.")
     return int(value) if integer else value
 
 
@@ -697,7 +695,7 @@ def _numeric_array(value: Any, what: str) -> np.ndarray:
         try:
             array = np.asarray(value)
         except (ValueError, TypeError, OverflowError) as exc:
-            raise ModelDataError(f"{what} in this file is not a numeric array ({exc}).") from exc
+            raise ModelDataError(f"{what} in this file is not a numeric array ({describe_value(str(exc))}).") from exc
     else:
         raise ModelDataError(f"{what} in this file is {describe(value)}, not a numeric array.")
     if array.dtype.kind not in NUMERIC_KINDS or array.dtype.fields is not None:
@@ -732,7 +730,8 @@ def _checked_space(build: Any, what: str) -> Any:
     except ModelDataError:
         raise
     except (ValueError, TypeError, AssertionError, OverflowError, KeyError, IndexError) as exc:
-        raise ModelDataError(f"The {what} in this file cannot be rebuilt ({type(exc).__name__}: {exc}).") from exc
+        raise ModelDataError(f"The {what} in this file cannot be rebuilt ({type(exc).__name__}: "
+                             f"{describe_value(str(exc))}).") from exc
 
 
 def _build_space(obj: LegacyObject, depth: int = 0) -> Any:
@@ -907,7 +906,7 @@ def _build_schedule(obj: LegacyObject) -> Any:
     except (TypeError, ValueError) as exc:
         if isinstance(exc, ModelDataError):
             raise
-        raise ModelDataError(f"The {name} in this file cannot be rebuilt: {exc}") from exc
+        raise ModelDataError(f"The {name} in this file cannot be rebuilt: {describe_value(str(exc))}") from exc
     raise ModelDataError(f"Unknown schedule class {obj.path()} in this file.")
 
 
@@ -985,15 +984,22 @@ def find_unknown_globals(value: Any, kinds: Iterable[str] = ("unknown",), _depth
 def pickle_globals(payload: bytes) -> Set[Tuple[str, str]]:
     """
     The ``(module, name)`` globals a pickle refers to, found by reading its opcodes (nothing is executed).
-    Raises ``ValueError`` when the bytes are not a complete pickle.
+    Raises ``ValueError`` when the bytes are not a complete pickle, or when it has more opcodes than the
+    ``max_items`` limit or memo indices larger than the stream (so the memo cannot be made to collide).
     """
     found: Set[Tuple[str, str]] = set()
     memo: Dict[int, Any] = {}
     stack_strings: List[Any] = []
     next_memo = 0
+    max_ops = get_load_limits().max_items
     try:
-        for opcode, arg, _pos in pickletools.genops(payload):
+        for count, (opcode, arg, _pos) in enumerate(pickletools.genops(payload)):
+            if count >= max_ops:
+                raise ValueError(f"more than {max_ops:,} opcodes")
             name = opcode.name
+            if name in ("PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET") and not (
+                    0 <= int(arg) <= len(payload)):
+                raise ValueError("a memo index larger than the stream")
             if name == "GLOBAL" or name == "INST":
                 module, _, attr = str(arg).partition(" ")
                 found.add((module, attr))
@@ -1017,5 +1023,5 @@ def pickle_globals(payload: bytes) -> Set[Tuple[str, str]]:
             else:
                 stack_strings.append(None)
     except Exception as exc:  # noqa: BLE001 - pickletools raises ValueError / others on broken streams
-        raise ValueError(f"not a complete pickle: {exc}") from exc
+        raise ValueError(f"not a complete pickle: {describe_value(str(exc))}") from exc
     return found

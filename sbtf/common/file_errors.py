@@ -36,7 +36,7 @@ class _BoundedRepr(reprlib.Repr):
 
     def __init__(self) -> None:
         super().__init__()
-        self.maxlevel = 3
+        self.maxlevel = 4  # at most 6 ** 4 leaves of 60 characters are ever formatted
         self.maxtuple = self.maxlist = self.maxarray = self.maxset = self.maxfrozenset = self.maxdeque = 6
         self.maxdict = 6
         self.maxstring = 60
