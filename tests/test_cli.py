@@ -16,7 +16,7 @@ import yaml
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 import sbtf
-from sbtf import cli
+from sbtf import algorithms, cli
 from sbtf.cli import CLIError, main
 
 RGB_ENV_ID = "SbtfCliTestCartPoleRGB-v0"
@@ -225,7 +225,8 @@ def _error(capsys, argv, code=2) -> str:
 def test_unknown_algorithm_names_the_valid_choices(tmp_path, capsys):
     err = _error(capsys, ["train", "--algo", "ppo3", "--env", "CartPole-v1", "-f", str(tmp_path)])
     assert err.startswith("sbtf train: error: unknown algorithm 'ppo3'")
-    assert "did you mean ppo2" in err and "a2c, acer, acktr, ars, ddpg, dqn, gail, her, ppo1, ppo2, ppo_lstm, ppo_mask, qrdqn, sac, td3, tqc, trpo, trpo_contrib" in err
+    assert "did you mean ppo?" in err and "valid choices: " + ", ".join(sorted(cli.ALGOS)) in err
+    assert {"a2c", "a2c_sb3", "ppo", "ppo2", "ppo_mask", "trpo_contrib"} <= set(cli.ALGOS)
     assert not any(tmp_path.iterdir())
 
 
@@ -251,8 +252,7 @@ def test_unknown_hyperparameter_names_the_valid_ones(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("override, fragment", [
-    ("learning_rate:lin_0.001", "only supported by ars, ppo2, ppo_lstm, ppo_mask, qrdqn, sac, td3, tqc, trpo_contrib, not by a2c (a2c "
-                                "anneals with lr_schedule"),
+    ("learning_rate:lin_0.001", "not by a2c (a2c anneals with lr_schedule"),
     ("normalize:maybe", "normalize must be true, false or a dict"),
     ("seed:3", "'seed' cannot be set as a hyperparameter: it is set by the command line flag --seed"),
     ("policy_kwargs:__import__('os')", "is not allowed"),
@@ -319,11 +319,12 @@ def test_shipped_hyperparameter_files():
             if algo not in cli.MULTI_ENV_ALGOS:
                 assert hyperparams.get("n_envs", 1) == 1, (algo, env_id)
     classic = {"CartPole-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Acrobot-v1"}
-    for algo in ("a2c", "acktr", "ppo1", "ppo2", "trpo", "gail"):
+    for algo in ("a2c", "acktr", "ppo1", "ppo2", "trpo", "gail", "ppo", "a2c_sb3"):
         assert classic <= set(cli.load_default_hyperparams(algo)), algo
     assert set(cli.load_default_hyperparams("her")) == {"BitFlippingEnv-v0"}
-    assert {algo for algo in cli.ALGOS if "atari" in cli.load_default_hyperparams(algo)} == {
-        "a2c", "acer", "acktr", "dqn", "ppo2"}  # the zoo's Atari entries
+    atari = {algo for algo in cli.ALGOS if "atari" in cli.load_default_hyperparams(algo)}
+    zoo_atari = {"a2c", "acer", "acktr", "dqn", "ppo2", "ppo", "a2c_sb3"}  # the zoos' Atari entries
+    assert zoo_atari <= atari and atari - zoo_atari <= set(algorithms.SB3_ALGORITHMS)
     # every name in the files is a valid hyperparameter of the algorithms this version has
     checked = []
     for algo in cli.ALGOS:
@@ -340,7 +341,7 @@ def test_shipped_hyperparameter_files():
             valid = cli.valid_hyperparameters(algo, cls, delegate, model_class)
             cli.check_hyperparameter_names(algo, hyperparams, valid)
         checked.append(algo)
-    assert {"a2c", "ppo2"} <= set(checked)
+    assert {"a2c", "ppo2", "ppo", "a2c_sb3"} <= set(checked)
 
 
 def test_retired_env_ids_resolve_and_find_zoo_entries(capsys):

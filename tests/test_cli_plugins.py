@@ -35,9 +35,14 @@ def test_every_part_reads_the_one_algorithm_list():
     assert names == ["A2C", "ACER", "ACKTR", "DDPG", "DQN", "GAIL", "HER", "PPO1", "PPO2", "SAC", "TD3", "TRPO"]
     contrib_top_level = sorted(a.name for a in algorithms.CONTRIB_ALGORITHMS.values() if a.top_level)
     assert contrib_top_level == ["ARS", "MaskablePPO", "QRDQN", "RecurrentPPO", "TQC"]  # sb3-contrib's TRPO stays sbtf.contrib.TRPO
-    assert sorted(set(sbtf.__all__) - {"__version__"}) == sorted(names + contrib_top_level)
-    assert sorted(name for cli_name, name in cli.ALGOS.items() if cli_name not in algorithms.CONTRIB_ALGORITHMS) \
+    sb3_top_level = sorted(a.name for a in algorithms.SB3_ALGORITHMS.values() if a.top_level)
+    assert "PPO" in sb3_top_level and "A2C" not in sb3_top_level  # sbtf.A2C stays stable-baselines 2's
+    assert sorted(set(sbtf.__all__) - {"__version__"}) == sorted(names + contrib_top_level + sb3_top_level)
+    assert sorted(name for cli_name, name in cli.ALGOS.items()
+                  if cli_name not in algorithms.CONTRIB_ALGORITHMS and cli_name not in algorithms.SB3_ALGORITHMS) \
         == names and cli.ALGOS["trpo"] == "TRPO" and cli.ALGOS["dqn"] == "DQN"
+    assert cli.ALGOS["ppo"] == "PPO" and cli.ALGOS["a2c_sb3"] == "A2C" and cli.ALGOS["a2c"] == "A2C"
+    assert algorithms.get("a2c_sb3").module == "sbtf.sb3.a2c" and algorithms.get("A2C").module == "sbtf.a2c"
     assert cli.ALGOS["ppo_mask"] == "MaskablePPO" and algorithms.get("trpo_contrib").module == "sbtf.contrib.trpo"
     from sbtf_converters import sb2_algos, sb2_pickle
     assert sorted(sb2_algos.ALGORITHMS) == sb2_names
@@ -54,9 +59,11 @@ def test_every_part_reads_the_one_algorithm_list():
 
 
 def test_capabilities_the_command_line_reads():
-    assert cli.MULTI_ENV_ALGOS == {"a2c", "acer", "acktr", "ppo2"} | set(algorithms.CONTRIB_ALGORITHMS)
+    assert cli.MULTI_ENV_ALGOS == {"a2c", "acer", "acktr", "ppo2"} | set(algorithms.CONTRIB_ALGORITHMS) \
+        | set(algorithms.SB3_ALGORITHMS)  # every stable-baselines3 class takes a VecEnv of several envs
     assert cli.OFF_POLICY_ALGOS >= {"ddpg", "dqn", "her", "sac", "td3", "qrdqn", "tqc"}
-    assert cli.SCHEDULE_ALGOS == {"ppo2", "sac", "td3"} | set(algorithms.CONTRIB_ALGORITHMS)
+    assert cli.SCHEDULE_ALGOS == {"ppo2", "sac", "td3"} | set(algorithms.CONTRIB_ALGORITHMS) \
+        | set(algorithms.SB3_ALGORITHMS)
     assert cli.NOISE_ALGOS >= {"ddpg", "sac", "td3", "tqc"}
     assert not {"dqn", "sac", "td3", "ddpg"} & cli.MULTI_ENV_ALGOS
     assert cli.HER_MODEL_CLASSES == ("dqn", "sac", "ddpg", "td3")
