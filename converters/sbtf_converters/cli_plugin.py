@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from sbtf.cli import CLIError, add_zoo_arguments, convert_zoo_run, register_subcommand
-from sbtf.cli.errors import DECODER_ERRORS, file_error
+from sbtf.cli import DECODER_ERRORS, CLIError, add_zoo_arguments, convert_zoo_run, file_error, register_subcommand
 from sbtf.common.file_errors import ModelFileError
 from sbtf_converters import export, legacy
 

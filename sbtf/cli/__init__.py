@@ -42,7 +42,7 @@ from typing import Optional, Sequence
 
 from sbtf import __version__
 
-from sbtf.cli.errors import CLIError, one_line
+from sbtf.cli.errors import DECODER_ERRORS, FILE_READ_ERRORS, CLIError, file_error, one_line
 from sbtf.common.file_errors import ModelFileError
 from sbtf.cli.plugins import (ENTRY_POINT_GROUP, SUBCOMMAND_MODULES, Subcommand, register_subcommand,
                               registered_subcommands)
@@ -64,7 +64,7 @@ from sbtf.cli.plot import find_runs, run_plot, save_run_curve
 from sbtf.cli.optimize import run_optimize
 
 __all__ = [
-    "main", "build_parser", "CLIError", "Subcommand", "register_subcommand", "registered_subcommands",
+    "main", "build_parser", "CLIError", "DECODER_ERRORS", "FILE_READ_ERRORS", "file_error", "Subcommand", "register_subcommand", "registered_subcommands",
     "ENTRY_POINT_GROUP", "SUBCOMMAND_MODULES", "ALGOS", "MULTI_ENV_ALGOS", "OFF_POLICY_ALGOS", "SCHEDULE_ALGOS",
     "SCHEDULE_KEYS", "NOISE_ALGOS", "NOISE_TYPES", "HER_MODEL_CLASSES", "ENV_KEYS", "NOISE_KEYS", "HER_KEYS",
     "GAIL_KEYS", "FLAG_KEYS", "VEC_NORMALIZE_KEYS", "ZOO_POLICIES", "ZOO_WRAPPERS", "SBTF_ENVS", "HYPERPARAMS_PACKAGE",
