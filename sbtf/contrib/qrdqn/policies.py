@@ -2,7 +2,7 @@
 ``MultiInputPolicy``.
 
 A ``QRDQNPolicy`` holds the quantile network and its target (sb3-contrib's ``quantile_net`` and
-``quantile_net_target``), built as SB3's DQN builds its Q-networks (``sbtf.contrib.common.q_learning``): features
+``quantile_net_target``), built as SB3's DQN builds its Q-networks (``sbtf.sb3.dqn.q_learning``): features
 (``sbtf.common.extractors``' ``FlattenExtractor``, ``NatureCNN``, ``CombinedExtractor`` or a user's Keras layer), then
 sb3's ``create_mlp`` to ``n_actions * n_quantiles`` outputs, viewed as (batch, n_quantiles, n_actions). Variable
 names: ``model/quantile_net/fc{i}/kernel:0``, ``model/quantile_net/out/bias:0``, ``model/quantile_net_target/...``
@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from sbtf.common.network_ops import TF_OPS
 from sbtf.common.policies import register_policy_base
-from sbtf.contrib.common.q_learning import QPolicyBase, QValueNetwork
+from sbtf.sb3.dqn.q_learning import QPolicyBase, QValueNetwork
 
 
 class QuantileNetwork(QValueNetwork):

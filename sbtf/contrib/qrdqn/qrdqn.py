@@ -5,7 +5,7 @@ summed over the quantiles, optional gradient-norm clipping as PyTorch's ``clip_g
 traced once; the ``gradient_steps`` steps of a training run in one compiled call, which also returns the acting
 weights. The target network follows the quantile network every ``target_update_interval`` env steps (Polyak with
 ``tau``, a copy by default). Acting with an Mlp network is a NumPy forward pass. Exploration, the target network and
-the compiled steps are SB3's DQN's (``sbtf.contrib.common.q_learning``), as sb3-contrib's QRDQN mirrors SB3's DQN.
+the compiled steps are SB3's DQN's (``sbtf.sb3.dqn.q_learning``), as sb3-contrib's QRDQN mirrors SB3's DQN.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional
 import tensorflow as tf
 
 from sbtf.common.off_policy_algorithm import learn_doc
-from sbtf.contrib.common.q_learning import QLearningAlgorithm, exploration_rate, q_learning_save_schema
+from sbtf.sb3.dqn.q_learning import QLearningAlgorithm, exploration_rate, q_learning_save_schema
 from sbtf.contrib.common.quantiles import quantile_huber_loss
 from sbtf.contrib.qrdqn.policies import QRDQNPolicy
 

@@ -6,7 +6,7 @@ Vanilla DQN as SB3 2.x has it (no double Q-learning, dueling or prioritized repl
 ``gradient_steps`` steps of a training run in one compiled call, which also returns the acting weights. The target
 network follows every ``max(target_update_interval // n_envs, 1)`` VecEnv steps (Polyak with ``tau``; a copy by
 default); ``exploration_rate`` follows SB3's linear schedule after every step. Exploration, target network and
-compiled steps are shared with sb3-contrib's QR-DQN (``sbtf.contrib.common.q_learning``).
+compiled steps are shared with sb3-contrib's QR-DQN (``sbtf.sb3.dqn.q_learning``).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 import tensorflow as tf
 
 from sbtf.common.off_policy_algorithm import learn_doc
-from sbtf.contrib.common.q_learning import QLearningAlgorithm, q_learning_save_schema
+from sbtf.sb3.dqn.q_learning import QLearningAlgorithm, q_learning_save_schema
 from sbtf.sb3.dqn.policies import DQNPolicy
 
 

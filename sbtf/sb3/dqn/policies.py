@@ -4,7 +4,7 @@
 A ``DQNPolicy`` holds the Q-network and its target (SB3's ``q_net`` and ``q_net_target``), each its own features
 extractor (``sbtf.common.extractors``' ``FlattenExtractor``, ``NatureCNN``, ``CombinedExtractor`` or a user's Keras
 layer with a ``features_dim``) then sb3's ``create_mlp`` to ``n_actions`` Q-values, built by the network code QR-DQN
-shares (``sbtf.contrib.common.q_learning``). Variable names: ``model/q_net/fc{i}/kernel:0``,
+shares (``sbtf.sb3.dqn.q_learning``). Variable names: ``model/q_net/fc{i}/kernel:0``,
 ``model/q_net/out/bias:0``, ``model/q_net_target/...`` (``<net>/features_extractor/...`` for the extractor's own
 variables). Acting runs the online network in NumPy on copies of its weights for Mlp networks, else in one compiled
 TF call (``sbtf.common.acting``).
@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from sbtf.common.network_ops import TF_OPS
 from sbtf.common.policies import register_policy_base
-from sbtf.contrib.common.q_learning import QPolicyBase, QValueNetwork
+from sbtf.sb3.dqn.q_learning import QPolicyBase, QValueNetwork
 
 
 class QNetwork(QValueNetwork):

@@ -1,4 +1,5 @@
-"""What stable-baselines3's DQN and sb3-contrib's QR-DQN share (sb3-contrib's ``QRDQN`` mirrors SB3's ``DQN``).
+"""What stable-baselines3's DQN and sb3-contrib's QR-DQN share (sb3-contrib's ``QRDQN`` mirrors SB3's ``DQN``, and
+``sbtf.contrib`` builds on ``sbtf.sb3`` as sb3-contrib builds on stable-baselines3).
 
 * :class:`QValueNetwork`: features (``FeaturesExtractor``: a built-in extractor or a user's Keras layer), then sb3's
   ``create_mlp`` to ``n_outputs`` values: SB3's ``QNetwork`` (``n_actions`` Q-values) and sb3-contrib's
@@ -29,11 +30,10 @@ from sbtf.common.fast_call import TrainStep
 from sbtf.common.input import check_obs_space
 from sbtf.common.network_ops import TF_OPS
 from sbtf.common.off_policy_ops import polyak_update
-from sbtf.common.optimizers import TorchAdam
 from sbtf.common.policies import BasePolicy
 from sbtf.contrib.common.networks import FeaturesExtractor, Mlp, resolve_extractor_class
 from sbtf.contrib.common.off_policy import ContribOffPolicyAlgorithm, contrib_save_schema
-from sbtf.contrib.common.optim import make_optimizer
+from sbtf.sb3.common.policies import make_policy_optimizer
 
 
 # ------------------------------------------------------------------------------------------------ schedules and maths
@@ -169,8 +169,10 @@ class QPolicyBase(BasePolicy):
         target(dummy)
         for target_var, source in zip(self.target_variables(), self.online_variables()):
             target_var.assign(source)
-        self.optimizer: TorchAdam = make_optimizer(self.online_variables(), optimizer_class, self.optimizer_kwargs,
-                                                   name=f"{online_name}_adam")
+        # SB3's optimizer_class(params, **optimizer_kwargs), PyTorch's Adam by default; the learning rate comes with
+        # every training
+        self.optimizer = make_policy_optimizer(self.online_variables(), optimizer_class or "Adam",
+                                               self.optimizer_kwargs)
         self._acting = self._new_acting_path(
             {"values": (lambda ops, obs: online.flat_values(obs, ops), [self.obs_signature()])})
         self.weights_changed()
@@ -277,7 +279,7 @@ class QLearningAlgorithm(ContribOffPolicyAlgorithm):
         # "epsilon" of the epsilon-greedy exploration
         self.exploration_rate = 0.0
         self.exploration_schedule: Optional[LinearSchedule] = None
-        self.optimizer: Optional[TorchAdam] = None
+        self.optimizer = None
         self._target_update_step: Optional[TrainStep] = None
         self._target_synced_at: Optional[int] = None
 
