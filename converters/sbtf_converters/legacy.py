@@ -39,13 +39,16 @@ import numpy as np
 from gymnasium import spaces
 
 from sbtf.common import file_errors
-from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, ModelFileError, get_load_limits
+from sbtf.common import safe_pickle as sp
+from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError, describe_value,
+                                     get_load_limits)
+from sbtf.common.load_budget import exception_text, space_budget
 from sbtf.common.running_mean_std import RunningMeanStd
 from sbtf.common.safe_pickle import check_tree
 from sbtf.common.safe_zip import open_zip, read_file_limited, read_member, read_npz
 from sbtf.common.save_util import inspect_model_bytes, resolve_save_path
 from sbtf.common.schedules import SCHEDULES, SampledSchedule
-from sbtf.common.vec_env.vec_normalize import VecNormalize
+from sbtf.common.vec_env.vec_normalize import VecNormalize, running_mean_std_from_data
 from sbtf_converters import sb2_layouts as L
 from sbtf_converters.sb2_algos import (ALGORITHMS, FAMILIES, AlgoSpec, LayoutContext, PolicyFamily, detect_algorithm,
                                        family_of, wrapped_algorithm)
@@ -147,7 +150,7 @@ class ConversionReport:
         for key, reason in self.dropped_keys:
             lines.append(f"data key dropped: {key} ({reason})")
         for key, value in self.defaulted_keys:
-            lines.append(f"data key missing, default used: {key} = {value!r}")
+            lines.append(f"data key missing, default used: {key} = {describe_value(value, 120)}")
         for key, before, after in self.converted_values:
             lines.append(f"rebuilt: {key}: {before} -> {after}")
         for key, before, after in self.replaced_values:
@@ -169,7 +172,9 @@ def _json_safe(value: Any) -> Any:
 def _short_kwargs(kwargs: dict) -> str:
     if not kwargs:
         return ""
-    return "(" + ", ".join(f"{k}={getattr(v, '__name__', v)!r}" for k, v in kwargs.items()) + ")"
+    text = ", ".join(f"{describe_value(k, 60) if not isinstance(k, str) else k[:60]}="
+                     f"{describe_value(getattr(v, '__name__', v), 80)}" for k, v in list(kwargs.items())[:12])
+    return "(" + text + (", ..." if len(kwargs) > 12 else "") + ")"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -190,18 +195,44 @@ def _read_source(source: Source) -> Tuple[bytes, str]:
     return _read_limited(source, "stable-baselines file"), getattr(source, "name", "")
 
 
-def _unpickle(payload: bytes, allow_pickle: bool, what: str) -> Any:
-    """Read one SB2 pickle (safe interpreter; ``allow_pickle`` for trusted files) and materialise its stand-ins."""
+def _largest_array_in(value: Any, depth: int = 0, seen: Optional[set] = None) -> int:
+    """The element count of the largest numeric array anywhere in an unpickled value (what the file carries)."""
+    seen = set() if seen is None else seen
+    if depth > 64 or id(value) in seen or len(seen) > get_load_limits().max_items:
+        return 0
+    if isinstance(value, np.ndarray):
+        return int(value.size)
+    children: Any = ()
+    if isinstance(value, dict):
+        children = value.values()
+    elif isinstance(value, (list, tuple)):
+        children = value
+    elif isinstance(value, sp.Record):
+        children = (value.args, value.state)
+    else:
+        return 0
+    seen.add(id(value))
+    return max((_largest_array_in(v, depth + 1, seen) for v in children), default=0)
+
+
+def _unpickle(payload: bytes, allow_pickle: bool, what: str, carried: Optional[int] = None) -> Any:
+    """
+    Read one SB2 pickle (safe interpreter; ``allow_pickle`` for trusted files) and materialise its stand-ins. The
+    spaces it describes are compared with the largest array the file carries (``carried``, default: the largest
+    array inside this pickle) before they are built (``sbtf.common.load_budget``).
+    """
     raw = restricted_loads(payload, allow_pickle=allow_pickle, what=f"the {what}")
     try:
-        return materialize(raw)
+        largest = max(int(carried or 0), _largest_array_in(raw))
+        with space_budget(largest, f"the {what}"):
+            return materialize(raw)
     except ModelFileError:
         raise
     except RecursionError as exc:
         raise FileLimitError(f"The {what} nests objects too deeply to be a model file.") from exc
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, AssertionError) as exc:
-        raise ModelDataError(f"The {what} holds a value sbtf cannot rebuild ({type(exc).__name__}: {exc}); the "
-                             "file is corrupted.") from exc
+        raise ModelDataError(f"The {what} holds a value sbtf cannot rebuild ({exception_text(exc)}); the file is "
+                             "corrupted.") from exc
 
 
 def _parse_json(payload: bytes, what: str) -> Any:
@@ -241,6 +272,8 @@ def _read_sb2_zip(payload: bytes, custom_objects: dict,
         if not isinstance(param_list, list) or not all(isinstance(n, str) for n in param_list):
             raise CorruptedFileError("The 'parameter_list' member of this stable-baselines zip file is not a list of "
                                      "names; the file is corrupted.")
+    params = read_npz(params_bytes, names=param_list, what="parameters of this stable-baselines zip file")
+    carried = max((int(v.size) for v in params.values()), default=0)
     data = {}
     for key, value in raw.items():
         if key in custom_objects:
@@ -251,14 +284,13 @@ def _read_sb2_zip(payload: bytes, custom_objects: dict,
             except (binascii.Error, ValueError, TypeError) as exc:
                 raise CorruptedFileError(f"Data entry {key!r} of this zip file is not valid base64 ({exc}).") from exc
             try:
-                data[key] = _unpickle(blob, allow_pickle, f"data entry {key!r} of this zip file")
+                data[key] = _unpickle(blob, allow_pickle, f"data entry {key!r} of this zip file", carried)
             except RefusedGlobalError as exc:
                 raise RefusedGlobalError(f"Data entry {key!r}: {exc}") from exc
         else:
             data[key] = value
     for key, value in custom_objects.items():
         data.setdefault(key, value)
-    params = read_npz(params_bytes, names=param_list, what="parameters of this stable-baselines zip file")
     return data, OrderedDict((str(n), v) for n, v in params.items())
 
 
@@ -293,7 +325,12 @@ def read_sb2_file(source: Source, custom_objects: Optional[dict] = None,
 
     if isinstance(params, dict):
         storage = "OrderedDict"
-        params = OrderedDict((str(k), as_array(v)) for k, v in params.items())
+        odd = next((k for k in params if not isinstance(k, str)), None)
+        if odd is not None:
+            raise CorruptedFileError(f"The parameters of this stable-baselines file are named by "
+                                     f"{describe_value(odd, 120)} ({type(odd).__name__}), not by strings; the file is "
+                                     "corrupted.")
+        params = OrderedDict((k, as_array(v)) for k, v in params.items())
         values = list(params.values())
     else:
         storage = "list"
@@ -342,7 +379,7 @@ def _resolve_function(key: str, fn: LegacyFunction, spec: AlgoSpec, report: Conv
     closure = fn.closure_values
     if qualname == _CONSTFN and len(closure) == 1 and _is_number(closure[0]) and module.startswith("stable_baselines"):
         value = float(closure[0])
-        report.converted_values.append((key, fn.describe(), f"{value!r} (constant)"))
+        report.converted_values.append((key, fn.describe(), f"{value!r} (constant)"))  # a float
         return value
     if qualname == _ZOO_LINEAR and len(closure) == 1 and _is_number(closure[0]) and module.split(".")[-1] == "utils":
         initial = float(closure[0])
@@ -464,7 +501,7 @@ def _map_policy_kwargs(kwargs: Any, report: ConversionReport) -> dict:
     if kwargs is None:
         return {}
     if not isinstance(kwargs, dict):
-        raise LegacyModelError(f"policy_kwargs of this file is {kwargs!r}, not a dict.")
+        raise LegacyModelError(f"policy_kwargs of this file is {describe_value(kwargs)}, not a dict.")
     out = {}
     for key, value in kwargs.items():
         if is_legacy_global(value, "activation"):
@@ -675,9 +712,38 @@ class ParsedSB2:
         return isinstance(self.params, dict)
 
 
+#: what mapping a file's values can raise when they do not have the types SB2 wrote (they become ModelDataErrors)
+_MAPPING_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError, ZeroDivisionError,
+                   RecursionError)
+
+
+def _mapping_error(exc: BaseException) -> ModelFileError:
+    if isinstance(exc, ModelFileError):
+        return exc
+    if isinstance(exc, RecursionError):
+        return FileLimitError("This stable-baselines file nests values too deeply to be a model file.")
+    return ModelDataError(f"This stable-baselines file holds values sbtf cannot map ({exception_text(exc)}); the "
+                          "file is corrupted or was edited.")
+
+
 def parse_sb2(source: Source, custom_objects: Optional[dict] = None, allow_pickle: bool = False,
               policy_kwargs: Optional[dict] = None, report: Optional[ConversionReport] = None,
               expected_class: Any = None) -> ParsedSB2:
+    """
+    Read an SB2 file and map it to sbtf terms (see :func:`_parse_sb2`); a value of the wrong type anywhere raises a
+    :class:`ModelDataError` (a ``ModelFileError``), never a bare TypeError / KeyError.
+    """
+    try:
+        return _parse_sb2(source, custom_objects, allow_pickle, policy_kwargs, report, expected_class)
+    except ModelFileError:
+        raise
+    except _MAPPING_ERRORS as exc:
+        raise _mapping_error(exc) from exc
+
+
+def _parse_sb2(source: Source, custom_objects: Optional[dict] = None, allow_pickle: bool = False,
+               policy_kwargs: Optional[dict] = None, report: Optional[ConversionReport] = None,
+               expected_class: Any = None) -> ParsedSB2:
     """
     Read an SB2 file and map it to sbtf terms: detected algorithm, data dict with sbtf/gymnasium values, parameters
     named by SB2 2.10's ``get_parameter_list()`` order (checked against the reference layout), policy class
@@ -715,7 +781,8 @@ def parse_sb2(source: Source, custom_objects: Optional[dict] = None, allow_pickl
     stored_kwargs = _map_policy_kwargs(policy_kwargs if policy_kwargs is not None else data.get("policy_kwargs"),
                                        report)
     if policy_kwargs is not None and policy_kwargs != raw.get("policy_kwargs"):
-        report.notes.append(f"policy_kwargs given to load replace the stored ones ({raw.get('policy_kwargs')!r})")
+        report.notes.append(f"policy_kwargs given to load replace the stored ones "
+                            f"({describe_value(raw.get('policy_kwargs'), 200)})")
     try:
         choice = _choose_policy(data.get("policy"), family, algo, from_custom="policy" in custom_objects)
     except CustomPolicyError as exc:
@@ -780,7 +847,7 @@ def _inference_hint(spec: AlgoSpec, family: PolicyFamily, params: Union[list, di
     except (LegacyModelError, ValueError, KeyError, TypeError):
         return ""
     name, kwargs = family.policy_for_arch(arch, "", {})
-    return (f" Its parameters fit {family.sbtf_module}.{name} with policy_kwargs={kwargs!r} (same activation "
+    return (f" Its parameters fit {family.sbtf_module}.{name} with policy_kwargs={describe_value(kwargs, 200)} (same activation "
             "function assumed: check it).")
 
 
@@ -929,9 +996,9 @@ def _check_refs(value: Any, where: str) -> None:
 def _rms_from_value(value: Any, name: str) -> Any:
     _check_refs(value, name)
     if isinstance(value, RunningMeanStd):
-        return value
+        return running_mean_std_from_data(value, name)
     if isinstance(value, dict) and all(k in value for k in ("mean", "var", "count")):
-        return rms_from_state(value, name)
+        return running_mean_std_from_data(rms_from_state(value, name), name)
     raise ModelDataError(f"{name} does not hold RunningMeanStd statistics (found {describe(value)}).")
 
 
@@ -948,10 +1015,12 @@ def _vec_normalize_from_value(value: Any, name: str) -> dict:
             item = item.item() if isinstance(item, np.generic) else item
             flag = key in ("training", "norm_obs", "norm_reward")
             if (flag and not isinstance(item, (bool, int))) or (not flag and (
-                    isinstance(item, bool) or not isinstance(item, (int, float)) or item != item)):
+                    isinstance(item, bool) or not isinstance(item, (int, float)) or item != item
+                    or (isinstance(item, int) and abs(item) > 2 ** 64))):
                 raise ModelDataError(f"{name}: the VecNormalize setting {key!r} is {describe(item)}, not a "
                                      f"{'bool' if flag else 'number'}; the file is corrupted.")
             out[key] = bool(item) if flag else float(item)
+    VecNormalize.from_data(out, name)  # the settings checked against their meaning (clips, epsilon > 0, gamma)
     return out
 
 

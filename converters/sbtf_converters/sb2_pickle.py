@@ -33,6 +33,7 @@ import io
 import math
 import pickle
 import pickletools
+import threading
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
@@ -41,6 +42,7 @@ from sbtf import algorithms
 from sbtf.common import noise, schedules
 from sbtf.common import safe_pickle as sp
 from sbtf.common.file_errors import FileLimitError, ModelDataError, UnsafeFileError, describe_value, get_load_limits
+from sbtf.common.load_budget import check_space_elements
 from sbtf.common.running_mean_std import RunningMeanStd
 from sbtf.common.safe_zip import NUMERIC_KINDS
 
@@ -745,6 +747,7 @@ def _build_space(obj: LegacyObject, depth: int = 0) -> Any:
         high = _numeric_array(_required(state, what, "high", "_high"), f"The 'high' of a {what}")
         dtype = _space_dtype(_state_get(state, "dtype", "_dtype"), low.dtype)
         shape = _space_shape(_state_get(state, "shape", "_shape"), low.shape)
+        check_space_elements(math.prod(shape), f"The {what} of shape {_short(shape, 80)} in this file")
         if math.prod(shape) * dtype.itemsize > get_load_limits().max_array_bytes:
             raise FileLimitError(f"The {what} in this file has the shape {shape}, beyond the array-size limit; the "
                                  "file is damaged or hostile.")
@@ -758,22 +761,26 @@ def _build_space(obj: LegacyObject, depth: int = 0) -> Any:
         start = _number(_state_get(state, "start", default=0), f"The 'start' of a {what}", integer=True)
         if n <= 0:
             raise ModelDataError(f"The {what} in this file has n={n}; it must be positive.")
+        check_space_elements(n, f"The {what} in this file")
         return _checked_space(lambda: spaces.Discrete(n, start=start), what)
     if kind == "MultiDiscrete":
         nvec = _numeric_array(_required(state, what, "nvec"), f"The 'nvec' of a {what}")
         if nvec.dtype.kind not in "iu" or np.any(nvec <= 0):
             raise ModelDataError(f"The 'nvec' of a {what} in this file must hold positive integers.")
+        check_space_elements(sum(int(v) for v in nvec.ravel().tolist()), f"The {what} in this file (one-hot width)")
         return _checked_space(lambda: spaces.MultiDiscrete(nvec.astype(np.int64)), what)
     if kind == "MultiBinary":
         n = _required(state, what, "n")
         if isinstance(n, (list, tuple, np.ndarray)):
             sizes = [_number(v, f"The 'n' of a {what}", integer=True) for v in np.asarray(n).ravel().tolist()]
             if len(sizes) > 32 or any(s <= 0 for s in sizes):
-                raise ModelDataError(f"The {what} in this file has the invalid n={sizes}.")
+                raise ModelDataError(f"The {what} in this file has the invalid n={_short(sizes, 120)}.")
+            check_space_elements(math.prod(sizes), f"The {what} of shape {_short(tuple(sizes), 80)} in this file")
             return _checked_space(lambda: spaces.MultiBinary(sizes), what)
         size = _number(n, f"The 'n' of a {what}", integer=True)
         if size <= 0:
             raise ModelDataError(f"The {what} in this file has n={size}; it must be positive.")
+        check_space_elements(size, f"The {what} in this file")
         return _checked_space(lambda: spaces.MultiBinary(size), what)
     if kind == "Dict":
         subs = _required(state, what, "spaces")
@@ -910,6 +917,9 @@ def _build_schedule(obj: LegacyObject) -> Any:
     raise ModelDataError(f"Unknown schedule class {obj.path()} in this file.")
 
 
+_WALK = threading.local()
+
+
 def materialize(value: Any, _depth: int = 0) -> Any:
     """
     Replace the recorded stand-ins in an unpickled value by sbtf / gymnasium objects: gym spaces ->
@@ -919,6 +929,28 @@ def materialize(value: Any, _depth: int = 0) -> Any:
     are kept for the caller, who knows which key they belong to. Invalid recorded state raises
     :class:`ModelDataError`.
     """
+    if not isinstance(value, (LegacyObject, LegacyFunction, dict, list, tuple)):
+        return _materialize(value, _depth)
+    # an object shared by many references (memo GETs) is rebuilt once: the result keeps the sharing, so a small
+    # file cannot make a tree of millions of copies
+    memo = getattr(_WALK, "materialized", None)
+    top = memo is None
+    if top:
+        memo = _WALK.materialized = {}
+    try:
+        found = memo.get(id(value))
+        if found is not None:
+            return found[1]
+        result = _materialize(value, _depth)
+        memo[id(value)] = (value, result)  # the value is kept alive: its id stays its own
+        return result
+    finally:
+        if top:
+            _WALK.materialized = None
+
+
+def _materialize(value: Any, _depth: int = 0) -> Any:
+    """One step of :func:`materialize` (its recursive calls go through the memo)."""
     if _depth > get_load_limits().max_depth + 16:
         raise FileLimitError("The stable-baselines file nests objects too deeply to be a model file.")
     depth = _depth + 1
@@ -955,11 +987,27 @@ def materialize(value: Any, _depth: int = 0) -> Any:
 
 
 def find_unknown_globals(value: Any, kinds: Iterable[str] = ("unknown",), _depth: int = 0) -> List[LegacyGlobal]:
-    """The :class:`LegacyGlobal` references of the given kinds found anywhere inside ``value``."""
-    kinds = tuple(kinds)
+    """The :class:`LegacyGlobal` references of the given kinds found anywhere inside ``value`` (each shared object is
+    searched once)."""
+    seen = getattr(_WALK, "searched", None)
+    if seen is not None:
+        return _find_unknown_globals(value, tuple(kinds), _depth, seen)
+    _WALK.searched = set()
+    try:
+        return _find_unknown_globals(value, tuple(kinds), _depth, _WALK.searched)
+    finally:
+        _WALK.searched = None
+
+
+def _find_unknown_globals(value: Any, kinds: tuple, _depth: int, seen: set) -> List[LegacyGlobal]:
     found: List[LegacyGlobal] = []
     if _depth > get_load_limits().max_depth + 16:
         return found
+    if isinstance(value, (dict, list, tuple, set, frozenset, collections.deque, LegacyFunction, LegacyObject,
+                          LegacyStandIn)):
+        if id(value) in seen:
+            return found
+        seen.add(id(value))
     if is_legacy_global(value):
         if value.sb2_kind in kinds:
             found.append(value)

@@ -770,9 +770,9 @@ class BaseRLModel(ABC):
         hint = (f" The file lacks {missing[:8]}{' ...' if len(missing) > 8 else ''}, which {cls.__name__} needs; it "
                 "is truncated or was edited." if missing else " A value of the file does not fit the others; it is "
                                                               "corrupted or was edited.")
-        detail = describe_value(str(exc), 300)
-        return ModelDataError(f"The model file's data cannot {step} a {cls.__name__} model ({type(exc).__name__}: "
-                              f"{detail}).{hint} Pass custom_objects={{key: value}} to supply a value.")
+        return ModelDataError(f"The model file's data cannot {step} a {cls.__name__} model "
+                              f"({load_budget.exception_text(exc)}).{hint} Pass custom_objects={{key: value}} to "
+                              "supply a value.")
 
     @classmethod
     def _from_data(cls, data: dict, params, env=None, _trusted_keys: frozenset = frozenset(), **kwargs):

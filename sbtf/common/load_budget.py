@@ -30,7 +30,7 @@ from sbtf.common.file_errors import FileLimitError, ModelDataError, describe_val
 
 __all__ = ["MAX_SPACE_ELEMENTS", "SPACE_ELEMENTS_FLOOR", "NETWORK_BUDGET_FACTOR", "NETWORK_BUDGET_SLACK",
            "space_budget", "check_space_elements", "space_limit", "parameter_budget", "charge_weight",
-           "checked_prod", "largest_array"]
+           "checked_prod", "largest_array", "count_text", "exception_text"]
 
 #: hard cap on the elements of one space read from any file (16,777,216: e.g. 2048 x 2048 x 4; real agents stay
 #: far below); ``LoadLimits.max_space_elements`` lowers or raises it
@@ -43,6 +43,21 @@ NETWORK_BUDGET_FACTOR = 4
 NETWORK_BUDGET_SLACK = 1 << 20
 
 _STATE = threading.local()
+
+
+def exception_text(exc: BaseException, limit: int = 300) -> str:
+    """``"TypeError: <message>"`` of an exception raised on file data, cut to ``limit`` characters."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - a broken __str__ must not hide the real error
+        text = ""
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def count_text(n: int) -> str:
+    """``n`` with thousands separators, or its order of magnitude when it is too long to print."""
+    return f"{n:,}" if abs(n) < 10 ** 30 else f"about {float(n):.2e}" if abs(n) < 10 ** 300 else "more than 10**300"
 
 
 def _max_space_elements() -> int:
@@ -95,7 +110,7 @@ def check_space_elements(count: int, what: str = "A space of the file") -> None:
     count = int(count)
     cap = _max_space_elements()
     if count > cap:
-        raise FileLimitError(f"{what} has {count:,} elements, beyond the {cap:,} of any real agent; the file is "
+        raise FileLimitError(f"{what} has {count_text(count)} elements, beyond the {cap:,} of any real agent; the file is "
                              "damaged or hostile. If you trust it, raise the limit with "
                              "sbtf.common.file_errors.load_limits(max_space_elements=...).")
     stack = getattr(_STATE, "spaces", None)
@@ -190,7 +205,6 @@ def checked_prod(shape: Any, what: str, limit: Optional[int] = None) -> int:
     product = math.prod(sizes)
     limit = get_load_limits().max_items if limit is None else int(limit)
     if product > limit:
-        count = f"{product:,}" if product < 10 ** 30 else f"about {float(product):.2e}"
-        raise FileLimitError(f"{what} {describe_value(tuple(sizes), 120)} holds {count} elements, beyond the "
+        raise FileLimitError(f"{what} {describe_value(tuple(sizes), 120)} holds {count_text(product)} elements, beyond the "
                              f"limit ({limit:,}); the file is damaged or hostile.")
     return product

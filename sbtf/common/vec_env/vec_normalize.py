@@ -21,7 +21,7 @@ from gymnasium import spaces
 from sbtf.common import safe_pickle
 from sbtf.common.safe_zip import read_file_limited
 from sbtf.common.atomic_io import atomic_write_bytes, atomic_write_many
-from sbtf.common.file_errors import CorruptedFileError, ModelDataError, ModelFileError
+from sbtf.common.file_errors import CorruptedFileError, ModelDataError, ModelFileError, describe_value
 from sbtf.common.running_mean_std import RunningMeanStd
 from sbtf.common.vec_env.base_vec_env import VecEnv, VecEnvWrapper
 
@@ -29,6 +29,9 @@ from sbtf.common.vec_env.base_vec_env import VecEnv, VecEnvWrapper
 _SAVE_FORMAT = "sbtf.VecNormalize"
 _SAVE_FORMAT_VERSION = 1
 _SETTINGS = ("training", "norm_obs", "norm_reward", "clip_obs", "clip_reward", "gamma", "epsilon")
+#: what each number setting means, as (low, high, low included): clips and epsilon > 0, gamma a discount in [0, 1]
+_SETTING_RANGES = {"clip_obs": (0.0, math.inf, False), "clip_reward": (0.0, math.inf, False),
+                   "gamma": (0.0, 1.0, True), "epsilon": (0.0, math.inf, False)}
 _DEFAULTS = {"training": True, "norm_obs": True, "norm_reward": True, "clip_obs": 10., "clip_reward": 10.,
              "gamma": 0.99, "epsilon": 1e-8}
 #: the statistics of a Dict observation space: one RunningMeanStd per normalised (Box) entry
@@ -106,7 +109,7 @@ def _rms_from_data(data: Any, where: str = "The statistics") -> RunningMeanStd:
     if isinstance(data, dict):
         if not all(key in data for key in ("mean", "var", "count")):
             raise ModelDataError(f"{where} has no mean/var/count (found the keys "
-                                 f"{sorted(str(k) for k in data)[:8]}).")
+                                 f"{describe_value(list(data)[:8])}).")
         mean, var, count = data["mean"], data["var"], data["count"]
     elif isinstance(data, RunningMeanStd):
         mean, var, count = data.mean, data.var, data.count
@@ -117,12 +120,29 @@ def _rms_from_data(data: Any, where: str = "The statistics") -> RunningMeanStd:
     var = _statistic_array(var, f"{where}: the variance")
     if mean.shape != var.shape:
         raise ModelDataError(f"{where}: the mean has shape {mean.shape} but the variance {var.shape}.")
+    if not np.all(np.isfinite(mean)):
+        raise ModelDataError(f"{where}: the mean holds NaN or infinite values; the statistics are corrupted (they would "
+                             "turn every observation into NaN).")
+    if not np.all(np.isfinite(var)) or np.any(var < 0):
+        raise ModelDataError(f"{where}: the variance must be finite and >= 0, but it holds "
+                             f"{'negative' if np.any(var < 0) else 'NaN or infinite'} values; the statistics are "
+                             "corrupted.")
     count = _statistic_array(count, f"{where}: the count")
     if count.shape != () or not math.isfinite(float(count)) or float(count) < 0:
-        raise ModelDataError(f"{where}: the count must be a finite number >= 0, not {count!r}.")
+        raise ModelDataError(f"{where}: the count must be a finite number >= 0, not {describe_value(count)}.")
     rms = RunningMeanStd(shape=mean.shape)
     rms.mean, rms.var, rms.count = mean, var, float(count)
     return rms
+
+
+def running_mean_std_from_data(data: Any, where: str = "The statistics") -> RunningMeanStd:
+    """
+    A RunningMeanStd from ``{mean, var, count}`` data (or a RunningMeanStd), validated against its meaning: a finite
+    mean, a finite variance >= 0, a finite count >= 0.
+
+    :raises ModelDataError: when a value is missing or invalid
+    """
+    return _rms_from_data(data, where)
 
 
 def _setting(name: str, value: Any, where: str) -> Any:
@@ -135,9 +155,15 @@ def _setting(name: str, value: Any, where: str) -> Any:
         if isinstance(value, bool) or (type(value) is int and value in (0, 1)):
             return bool(value)
         raise ModelDataError(f"{where}: the setting {name!r} must be a bool, not {type(value).__name__}.")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ModelDataError(f"{where}: the setting {name!r} must be a number, not {value!r}."[:300])
-    return float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or (
+            isinstance(value, int) and abs(value) > 2 ** 64):
+        raise ModelDataError(f"{where}: the setting {name!r} must be a number, not {describe_value(value)}.")
+    value = float(value)
+    low, high, closed = _SETTING_RANGES[name]
+    if not (math.isfinite(value) and (low <= value if closed else low < value) and value <= high):
+        raise ModelDataError(f"{where}: the setting {name!r} is {value!r}, outside "
+                             f"{'[' if closed else '('}{low}, {high}]; the statistics are corrupted.")
+    return value
 
 
 class VecNormalize(VecEnvWrapper):
@@ -493,10 +519,11 @@ def _dict_statistics_from_data(keys: Any, data: Any, where: str):
     """``(norm_obs_keys, {key: RunningMeanStd})`` of a Dict observation space's statistics (validated)."""
     data = _state_of(data)
     if not isinstance(keys, (list, tuple)) or not all(isinstance(key, str) for key in keys):
-        raise ModelDataError(f"{where}: norm_obs_keys must be a list of entry names, not {keys!r}."[:300])
-    if not isinstance(data, dict) or sorted(map(str, data)) != sorted(keys):
-        found = sorted(map(str, data))[:8] if isinstance(data, dict) else type(data).__name__
-        raise ModelDataError(f"{where}: obs_rms must hold the statistics of the entries {list(keys)}, found {found}.")
+        raise ModelDataError(f"{where}: norm_obs_keys must be a list of entry names, not {describe_value(keys)}.")
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data) or sorted(data) != sorted(keys):
+        found = describe_value(list(data)[:8]) if isinstance(data, dict) else type(data).__name__
+        raise ModelDataError(f"{where}: obs_rms must hold the statistics of the entries {describe_value(list(keys))}, "
+                             f"found {found}.")
     statistics = OrderedDict((key, _rms_from_data(data[key], f"{where} (obs_rms[{key!r}])")) for key in keys)
     return list(keys), statistics
 
