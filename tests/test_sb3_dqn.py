@@ -376,3 +376,20 @@ def test_cli_trains_and_plays_with_the_zoo_hyperparameters(tmp_path):
     assert model.policy.net_arch == [256, 256] and model.train_freq == 256 and model.learning_starts == 200
     assert model.target_update_interval == 10 and model.exploration_final_eps == 0.04
     assert main(["enjoy", "--algo", "dqn_sb3", "--env", "CartPole-v1", "-f", str(tmp_path), "--episodes", "1"]) == 0
+
+
+def test_a_continued_learn_measures_progress_over_every_step_as_sb3():
+    """``learn(n, reset_num_timesteps=False)`` schedules over ``num_timesteps + n`` steps (SB3's ``_setup_learn``)."""
+    model = _small(exploration_fraction=1.0, learning_starts=1000)
+    model.learn(100)
+    seen = {}
+
+    class Rate(BaseCallback):
+        def _on_step(self):
+            seen[self.num_timesteps] = model.exploration_rate
+            return True
+
+    model.learn(100, callback=Rate(), reset_num_timesteps=False)
+    # the rate seen at step 150 was set after step 149: progress remaining 1 - 149 / 200
+    assert seen[150] == pytest.approx(exploration_rate(1 - 149 / 200, 1.0, 0.05, 1.0))
+    assert model.exploration_rate == pytest.approx(0.05) and model._current_progress_remaining == 0.0

@@ -145,7 +145,9 @@ class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
     def _learn_start(self, total_timesteps: int) -> None:
         self._lr_fn = get_schedule_fn(self.learning_rate)
         self._current_lr = float(self._lr_fn(1.0))
-        self._total_timesteps = total_timesteps
+        # sb3's _setup_learn: a learn() that continues (reset_num_timesteps=False) measures its progress over every
+        # step so far (num_timesteps is already reset here when it does not continue)
+        self._total_timesteps = self.num_timesteps + total_timesteps
         self._train_frequency, self._train_unit = parse_train_freq(self.train_freq)
         self._rollout_steps = 0
         self._rollout_episodes = 0
