@@ -217,6 +217,9 @@ def test_messages_never_repr_a_huge_value():
     ("sbtf.common.atari_wrappers.WarpFrame", {"width": 10 ** 6}, ConfigLimitError, "width is 1,000,000"),
     ("gymnasium.wrappers.MaxAndSkipObservation", {"skip": 10 ** 9}, ConfigLimitError, "skip is"),
     ("gymnasium.wrappers.DelayObservation", {"delay": 2.5}, ZooConfigError, "delay must be a non-negative integer"),
+    ("gymnasium.wrappers.TransformObservation", {"func": "os.system"}, ZooConfigError,
+     "the argument 'func' takes a function"),
+    ("gymnasium.wrappers.RecordVideo", {"episode_trigger": 1}, ZooConfigError, "takes a function"),
 ])
 def test_wrapper_arguments_from_a_file_are_checked(path, kwargs, error, fragment):
     with pytest.raises(error) as info:
@@ -307,6 +310,8 @@ RUN_FOLDER_CASES = [
     ("normalize type", "normalize: {clip_obs: abc}\n", "clip_obs must be a finite number > 0, got 'abc'"),
     ("env_kwargs path", "env_kwargs: {log_file: /tmp/x}\n", "the argument 'log_file' names a file or folder"),
     ("colliding keys", "n_steps: 8\nenv_kwargs: " + COLLIDING_KEYS, "keys that are not strings"),
+    ("5,000 wrappers", "env_wrapper: [{}]\n".format(", ".join(["gymnasium.wrappers.ClipAction"] * 5000)),
+     "lists 5,000 wrappers; sbtf applies at most 32"),
 ]
 
 
@@ -424,3 +429,57 @@ def test_subprocess_prints_one_line_without_traceback(tmp_path, model_zip):
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert err[-1].startswith("sbtf enjoy: error: ") and "the YAML expands to more than" in err[-1]
+
+
+def test_enjoy_reports_a_wrapper_failing_while_playing_in_one_line(tmp_path, model_zip, workspace, capsys):
+    # plain arguments a wrapper accepts but fails on at the first step
+    _run_folder(tmp_path, model_zip, config="env_wrapper:\n  gymnasium.wrappers.ClipReward: {min_reward: abc}\n")
+    err = _one_line_error(capsys, _enjoy(tmp_path), code=1)
+    assert err.startswith("sbtf enjoy: error: playing CartPole-v1 failed (") and "env_wrapper" in err
+
+
+SETTING_VALUES = [
+    None, True, False, 0, -1, 2 ** 62, -2 ** 62, 1e300, float("nan"), 3.5, "", "x", "{'norm_obs': True}",
+    "dict(clip_obs=-1)", "[" * 300, "lambda: 0", [], [1], {}, {"a": 1}, {"norm_obs": "x"}, {1: 2},
+    "gymnasium.wrappers.TimeLimit", {"gymnasium.wrappers.TimeLimit": {"max_episode_steps": "x"}},
+    {"gymnasium.wrappers.TimeLimit": None}, {"gymnasium.wrappers.TimeLimit": []}, ["gymnasium.wrappers.TimeLimit", 3],
+    {"sbtf.common.wrappers.TimeFeatureWrapper": {"max_steps": -5}}, {"a.b": 1, "c.d": 2},
+    {"gymnasium.wrappers.FrameStackObservation": {"stack_size": "x"}}, {"gymnasium.wrappers.ClipAction": {"bad": 1}},
+    {"gymnasium.wrappers.ResizeObservation": {"shape": "abc"}}, "sbtf.common.vec_env.VecNormalize", ".", "a..b",
+    {"x": {"y": [1, {"q": None}]}}, ["x"] * 10_000,
+]
+
+
+def test_malformed_settings_only_raise_typed_errors():
+    """A seeded sample of malformed config.yml settings, through the command's and the zoo loader's routes (settings,
+    wrapper names and arguments, wrapping an env): only CLIError / ModelFileError, each message bounded."""
+    import random
+
+    import gymnasium
+
+    from sbtf.cli import CLIError, env_settings, wrapper_class
+    from sbtf.zoo.agent import _resolve_wrapper
+    from sbtf.zoo.config import zoo_settings
+
+    def cli_route(config):
+        settings = env_settings(config, (), "c.yml")
+        wrap = wrapper_class(settings.env_wrapper, settings)
+        if wrap is not None:
+            wrap(gymnasium.make(ENV_ID))
+
+    def zoo_route(config):
+        for path, kwargs in zoo_settings(config, None, "c.yml").env_wrappers:
+            _resolve_wrapper(path, kwargs, (), "c.yml")[1](gymnasium.make(ENV_ID))
+
+    rng = random.Random(0)
+    keys = ["normalize", "frame_stack", "env_wrapper", "env_kwargs"]
+    typed = 0
+    for _ in range(400):
+        config = {key: rng.choice(SETTING_VALUES) for key in rng.sample(keys, rng.randint(1, 4))}
+        for route in (cli_route, zoo_route):
+            try:
+                route(config)
+            except (CLIError, ModelFileError) as exc:
+                typed += 1
+                assert len(str(exc)) < 2000, str(exc)[:300]
+    assert typed > 400  # most samples are malformed

@@ -24,7 +24,7 @@ from sbtf.cli.hyperparams import algo_name, load_algorithm, load_default_hyperpa
 from sbtf.cli.plugins import register_subcommand
 from sbtf.cli.runs import add_common_arguments, find_run_dir, safe_name
 from sbtf.cli.zoo_folders import ZooRecord, add_zoo_arguments, open_zoo_agent, read_zoo_record
-from sbtf.common.file_errors import ModelFileError
+from sbtf.common.file_errors import ModelFileError, describe_value
 from sbtf.common.safe_yaml import read_yaml
 from sbtf.common.vec_env import VecFrameStack
 from sbtf.common.vec_env.vec_video_recorder import VIDEO_INSTALL_HINT
@@ -284,10 +284,13 @@ def _play(session: PlaySession, args: argparse.Namespace) -> int:
                     break
     except gymnasium.error.DependencyNotInstalled as exc:
         raise CLIError("cannot render {}: {}".format(env_id, exc), exit_code=1) from exc
-    except ValueError as exc:
-        if recording and "render" in str(exc):
+    except (TypeError, ValueError, KeyError, IndexError, AssertionError) as exc:
+        if recording and isinstance(exc, ValueError) and "render" in str(exc):
             raise CLIError("cannot render {} as images: {}".format(env_id, exc), exit_code=1) from exc
-        raise
+        # e.g. a wrapper of the run's config.yml whose (plain) arguments fail only when the env steps
+        raise CLIError("playing {} failed ({}: {}); check env_wrapper / env_kwargs in the run's config.yml".format(
+            env_id, type(exc).__name__, describe_value(" ".join(str(exc).split()), 300).strip("'")),
+            exit_code=1) from exc
     finally:
         env.close()
 

@@ -22,7 +22,7 @@ from sbtf.common.file_errors import describe_value
 from sbtf.common.gym_compat import resolve_env_id
 from sbtf.common.vec_env import VecFrameStack, VecNormalize
 from sbtf.zoo.config import (VEC_NORMALIZE_KEYS, check_env_kwargs, check_frame_stack, check_normalize_kwargs,
-                             check_wrapper_kwargs)
+                             check_wrapper_count, check_wrapper_kwargs)
 from sbtf.zoo.errors import ZooConfigError
 #: envs that sbtf itself provides, registered with gymnasium by the command: id -> entry point
 SBTF_ENVS: Dict[str, str] = {
@@ -234,6 +234,7 @@ def wrapper_class(spec: Any, settings: Optional[EnvSettings] = None) -> Optional
         return None
     settings = settings or EnvSettings()
     items = spec if isinstance(spec, list) else [spec]
+    check_wrapper_count(len(items), settings.source)
     wrappers: List[Tuple[Any, Dict[str, Any]]] = []
     for item in items:
         if isinstance(item, dict) and len(item) == 1:

@@ -31,7 +31,7 @@ from sbtf.zoo.errors import ConfigLimitError, UnsafeConfigError, ZooConfigError
 
 __all__ = ["ORDERED_DICT_TAG", "read_zoo_yaml", "ZooSettings", "zoo_settings", "parse_env_wrappers",
            "is_time_feature_wrapper", "plain_config", "VEC_NORMALIZE_KEYS", "MAX_CONFIG_BYTES", "MAX_FRAME_STACK",
-           "MAX_N_ENVS", "MAX_SEED", "check_frame_stack", "check_seed", "check_n_envs", "check_normalize_kwargs",
+           "MAX_N_ENVS", "MAX_SEED", "MAX_WRAPPERS", "check_frame_stack", "check_wrapper_count", "check_seed", "check_n_envs", "check_normalize_kwargs",
            "check_wrapper_kwargs", "check_env_kwargs"]
 
 #: largest config.yml read (real ones are well under 4 kB)
@@ -42,6 +42,8 @@ VEC_NORMALIZE_KEYS = ("norm_obs", "norm_reward", "clip_obs", "clip_reward", "gam
 MAX_FRAME_STACK = 64
 #: most envs a settings file may ask for (the zoo's largest is 64)
 MAX_N_ENVS = 1024
+#: most env wrappers a settings file may list (real ones list one or two)
+MAX_WRAPPERS = 32
 #: seeds are what numpy's generators take: 0 .. 2**32 - 1
 MAX_SEED = 2 ** 32 - 1
 
@@ -172,6 +174,12 @@ _SIZE_ARGUMENTS: Dict[str, int] = {
 _MAX_SHAPE_SIZE = 1 << 24
 
 
+def _function_like(name: str) -> bool:
+    """Arguments a wrapper calls (``func`` of TransformObservation, ``episode_trigger`` of RecordVideo, ``*_fn``; an
+    ``*_fn`` may be a method name, as ActionMasker's ``action_mask_fn``)."""
+    return name in ("func", "fn") or name.endswith(("_fn", "_func", "_trigger"))
+
+
 def _path_like(name: str) -> bool:
     lowered = name.lower()
     return any(word in lowered for word in _PATH_WORDS)
@@ -194,9 +202,9 @@ def _check_size(name: str, value: Any, limit: int, where: str) -> None:
 def check_wrapper_kwargs(path: str, kwargs: Dict[str, Any], source: str) -> Dict[str, Any]:
     """
     The arguments of an ``env_wrapper`` named in a settings file: no argument may name a file or folder (a wrapper
-    from a run folder must not write outside it: ``Monitor(filename=...)``, ``RecordVideo(video_folder=...)``), and
-    arguments that size memory or per-step work (frame stacks, delays, frame skips, image sizes, ``shape``) are
-    bounded.
+    from a run folder must not write outside it: ``Monitor(filename=...)``, ``RecordVideo(video_folder=...)``), nor
+    be a function (``func``, ``*_trigger``: a file holds data; an ``*_fn`` may be a method name), and arguments that
+    size memory or per-step work (frame stacks, delays, frame skips, image sizes, ``shape``) are bounded.
 
     :param path: (str) the wrapper's ``module.Class`` path
     :param kwargs: (dict) its arguments
@@ -212,6 +220,10 @@ def check_wrapper_kwargs(path: str, kwargs: Dict[str, Any], source: str) -> Dict
                                  "not read or write files (sbtf writes a run's Monitor files into the run folder "
                                  "itself). Remove the argument, or wrap the env in Python.".format(
                                      where, describe_value(name, 60)))
+        if _function_like(name) and value is not None and not (name.endswith("_fn") and isinstance(value, str)):
+            raise ZooConfigError("{}: the argument {} takes a function, which a settings file cannot hold (it holds "
+                                 "data; {} was given). Wrap the env in Python to pass one.".format(
+                                     where, describe_value(name, 60), describe_value(value, 60)))
         if name in _SIZE_ARGUMENTS:
             _check_size(name, value, _SIZE_ARGUMENTS[name], where)
         elif name == "shape":
@@ -221,6 +233,18 @@ def check_wrapper_kwargs(path: str, kwargs: Dict[str, Any], source: str) -> Dict
                 raise ConfigLimitError("{}: shape {} has more than {:,} values".format(
                     where, describe_value(value), _MAX_SHAPE_SIZE))
     return dict(kwargs)
+
+
+def check_wrapper_count(count: int, source: str) -> None:
+    """
+    At most :data:`MAX_WRAPPERS` ``env_wrapper`` entries (each wraps the env once more; thousands would overflow the
+    stack of every attribute lookup through them).
+
+    :raises ConfigLimitError: more
+    """
+    if count > MAX_WRAPPERS:
+        raise ConfigLimitError("env_wrapper in {} lists {:,} wrappers; sbtf applies at most {} from a settings "
+                               "file".format(source, count, MAX_WRAPPERS))
 
 
 def check_env_kwargs(kwargs: Dict[str, Any], source: str) -> Dict[str, Any]:
@@ -290,6 +314,7 @@ def parse_env_wrappers(spec: Any, source: str) -> List[Tuple[str, Dict[str, Any]
     if spec is None or spec == "" or spec == []:
         return []
     items = spec if isinstance(spec, list) else [spec]
+    check_wrapper_count(len(items), source)
     wrappers: List[Tuple[str, Dict[str, Any]]] = []
     for item in items:
         if isinstance(item, dict) and len(item) == 1:
