@@ -98,3 +98,15 @@ def test_enjoy_and_export_report_a_broken_model_file_in_one_line(tmp_path):
         result = subprocess.run([sys.executable, "-m", "sbtf"] + args, capture_output=True, text=True, timeout=300)
         assert result.returncode != 0, result.stdout
         assert "error" in result.stderr.lower() and "Traceback" not in result.stderr, result.stderr
+
+
+def test_wrapper_arguments_naming_files_are_refused_before_a_run_is_made(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "elsewhere" / "log"
+    for spec in ({"sbtf.common.monitor.Monitor": {"filename": str(target)}},
+                 {"gymnasium.wrappers.RecordVideo": {"video_folder": str(target)}}):
+        code = main(["train", "--algo", "ppo2", "--env", "CartPole-v1", "-n", "64", "-f", str(tmp_path / "logs"),
+                     "--eval-freq", "0", "--no-progress", "--hyperparams", "env_wrapper:{!r}".format(spec)])
+        err = capsys.readouterr().err
+        assert code == 2 and "names a file or folder" in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no run folder, no Monitor file, no video folder
