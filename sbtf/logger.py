@@ -26,7 +26,7 @@ import time
 import warnings
 from collections import defaultdict
 from functools import wraps
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, TextIO, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, TextIO, Tuple, Union
 
 import numpy as np
 
@@ -493,6 +493,7 @@ class Logger(object):
         """
         self.name2val: Dict[Any, Any] = defaultdict(float)  # values this iteration
         self.name2cnt: Dict[Any, int] = defaultdict(int)
+        self._excluded: Dict[Any, Tuple[str, ...]] = {}  # record(exclude=...): formats that skip a key
         self.level = INFO
         self.dir = folder
         self.output_formats = output_formats
@@ -526,8 +527,32 @@ class Logger(object):
         self.name2val[key] = oldval * cnt / (cnt + 1) + val / (cnt + 1)
         self.name2cnt[key] = cnt + 1
 
-    record = logkv
-    record_mean = logkv_mean
+    def record(self, key: Any, value: Any, exclude: Optional[Union[str, Tuple[str, ...]]] = None) -> None:
+        """
+        stable-baselines3's name of :meth:`logkv`.
+
+        :param key: (Any) the key
+        :param value: (Any) the value
+        :param exclude: (str or tuple) output formats that should not write it (``"stdout"``, ``"log"``, ``"json"``,
+            ``"csv"``, ``"tensorboard"``)
+        """
+        self.logkv(key, value)
+        self._excluded[key] = _as_tuple(exclude)
+
+    def record_mean(self, key: Any, value: Any, exclude: Optional[Union[str, Tuple[str, ...]]] = None) -> None:
+        """stable-baselines3's name of :meth:`logkv_mean` (``exclude``: see :meth:`record`)."""
+        self.logkv_mean(key, value)
+        self._excluded[key] = _as_tuple(exclude)
+
+    @property
+    def name_to_value(self) -> Dict[Any, Any]:
+        """stable-baselines3's name of the values recorded since the last dump."""
+        return self.name2val
+
+    @property
+    def name_to_count(self) -> Dict[Any, int]:
+        """stable-baselines3's name of the counts of the averaged values."""
+        return self.name2cnt
 
     def dumpkvs(self) -> None:
         """
@@ -537,11 +562,16 @@ class Logger(object):
             return
         for fmt in self.output_formats:
             if isinstance(fmt, KVWriter):
-                fmt.writekvs(dict(self.name2val))
+                names = next((n for cls, n in _FORMAT_NAMES.items() if isinstance(fmt, cls)), ())
+                fmt.writekvs({key: value for key, value in self.name2val.items()
+                              if not set(names) & set(self._excluded.get(key, ()))})
         self.name2val.clear()
         self.name2cnt.clear()
+        self._excluded.clear()
 
-    dump = dumpkvs
+    def dump(self, step: int = 0) -> None:
+        """stable-baselines3's name of :meth:`dumpkvs` (``step``: accepted; TensorBoard counts its own steps)."""
+        self.dumpkvs()
 
     def log(self, *args: Any, level: int = INFO) -> None:
         """
@@ -594,6 +624,18 @@ class Logger(object):
         for fmt in self.output_formats:
             if isinstance(fmt, SeqWriter):
                 fmt.writeseq(map(str, args))
+
+
+def _as_tuple(exclude: Optional[Union[str, Tuple[str, ...]]]) -> Tuple[str, ...]:
+    if exclude is None:
+        return ()
+    return (exclude,) if isinstance(exclude, str) else tuple(exclude)
+
+
+#: the names ``record(exclude=...)`` gives each output format (stdout and the log file are both ``HumanOutputFormat``:
+#: "stdout" and "log" exclude both, as stable-baselines3)
+_FORMAT_NAMES: Dict[type, Tuple[str, ...]] = {HumanOutputFormat: ("stdout", "log"), JSONOutputFormat: ("json",),
+                                              CSVOutputFormat: ("csv",), TensorBoardOutputFormat: ("tensorboard",)}
 
 
 Logger.DEFAULT = Logger.CURRENT = Logger(folder=None, output_formats=[HumanOutputFormat(sys.stdout)])

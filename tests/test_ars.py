@@ -23,9 +23,10 @@ def test_sb3_contrib_defaults_and_policies():
     assert (model.n_delta, model.n_top, model.learning_rate, model.delta_std, model.zero_policy,
             model.alive_bonus_offset, model.n_eval_episodes) == (8, 8, 0.02, 0.05, True, 0, 1)
     assert sbtf.ARS is ARS and np.all(model.weights == 0)
-    assert list(model.get_parameters()) == ["model/action/w:0"]  # linear: no bias
+    assert list(model.get_parameters()["policy"]) == ["model/action/w:0"]  # linear: no bias
     mlp = ARS("MlpPolicy", "Pendulum-v1", zero_policy=False)
-    assert [tuple(v.shape) for v in mlp.get_parameters().values()] == [(3, 64), (64,), (64, 64), (64,), (64, 1), (1,)]
+    shapes = [tuple(v.shape) for v in mlp.get_parameters()["policy"].values()]
+    assert shapes == [(3, 64), (64,), (64, 64), (64,), (64, 1), (1,)]
     assert np.any(mlp.weights != 0)
     with pytest.warns(UserWarning, match="n_top"):
         assert ARS("LinearPolicy", "CartPole-v1", n_delta=2, n_top=5).n_top == 2

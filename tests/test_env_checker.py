@@ -196,7 +196,7 @@ def test_action_space_warnings(action_space, message):
     (spaces.Box(0, 255, (20, 20, 3), np.uint8), "at least 36x36"),
     (spaces.Box(0, 255, (3, 40, 40), np.uint8), "channel-first"),
     (spaces.Dict({"a": spaces.Box(-1, 1, (2,), np.float32), "n": spaces.Dict({"x": spaces.Discrete(2)})}),
-     r"Nested observation spaces \(keys \['n'\]\)"),
+     r"Nested observation spaces are not supported .*keys \['n'\]\)\. You should flatten it"),
     (spaces.Tuple((spaces.Discrete(2), spaces.Discrete(3))), "Tuple space"),
 ])
 def test_observation_space_warnings(obs_space, message):

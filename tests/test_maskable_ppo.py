@@ -174,8 +174,8 @@ def test_save_load_gives_identical_predictions(trained, tmp_path):
     assert loaded.policy_kwargs == trained.policy_kwargs and loaded.batch_size == 32
     np.testing.assert_array_equal(loaded.predict(obs, deterministic=True, action_masks=masks)[0],
                                   trained.predict(obs, deterministic=True, action_masks=masks)[0])
-    for name, value in trained.get_parameters().items():
-        np.testing.assert_array_equal(loaded.get_parameters()[name], value)
+    for name, value in trained.get_parameters()["policy"].items():
+        np.testing.assert_array_equal(loaded.get_parameters()["policy"][name], value)
 
 
 def test_export_takes_the_mask_and_equals_predict(trained, tmp_path):
@@ -228,11 +228,11 @@ def test_user_extractor_trains_saves_loads_and_exports(tmp_path):
                                            features_extractor_kwargs=dict(features_dim=6), net_arch=[16]))
     policy = model.policy_tf
     assert type(policy.features_extractor.layer) is GeluFeatures and not policy.acts_in_numpy
-    names = list(model.get_parameters())
+    names = list(model.get_parameters()["policy"])
     assert names[:2] == ["model/features_extractor/0_kernel:0", "model/features_extractor/1_bias:0"]
-    before = model.get_parameters()["model/features_extractor/0_kernel:0"].copy()
+    before = model.get_parameters()["policy"]["model/features_extractor/0_kernel:0"].copy()
     model.learn(64)
-    assert not np.array_equal(model.get_parameters()["model/features_extractor/0_kernel:0"], before)  # it trains
+    assert not np.array_equal(model.get_parameters()["policy"]["model/features_extractor/0_kernel:0"], before)  # trains
     obs, masks = _obs_and_masks()
     expected = model.predict(obs, deterministic=True, action_masks=masks)[0]
     model.save(tmp_path / "user")
@@ -278,15 +278,16 @@ def test_builtin_extractors_by_name_and_class_keep_their_names():
     by_class = MaskablePPO("MlpPolicy", env, n_steps=16, batch_size=8,
                            policy_kwargs=dict(features_extractor_class=FlattenExtractor))
     default = MaskablePPO("MlpPolicy", env, n_steps=16, batch_size=8)
-    assert list(by_name.get_parameters()) == list(by_class.get_parameters()) == list(default.get_parameters())
+    assert (list(by_name.get_parameters()["policy"]) == list(by_class.get_parameters()["policy"])
+            == list(default.get_parameters()["policy"]))
     assert default.policy_tf.acts_in_numpy
     cnn = MaskablePPO("CnnPolicy", TinyImageMaskEnv(), n_steps=16, batch_size=8)
-    assert list(cnn.get_parameters())[:2] == ["model/c1/w:0", "model/c1/b:0"]  # the names CnnPolicy always had
-    assert cnn.get_parameters()["model/fc1/w:0"].shape[-1] == 512 and cnn.policy_tf.scale
+    assert list(cnn.get_parameters()["policy"])[:2] == ["model/c1/w:0", "model/c1/b:0"]  # CnnPolicy's names
+    assert cnn.get_parameters()["policy"]["model/fc1/w:0"].shape[-1] == 512 and cnn.policy_tf.scale
     small = MaskablePPO("CnnPolicy", TinyImageMaskEnv(), n_steps=16, batch_size=8,
                         policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=32)))
-    assert small.get_parameters()["model/fc1/w:0"].shape[-1] == 32
-    assert small.get_parameters()["model/pi/w:0"].shape == (32, 3)  # net_arch [] behind the CNN, as sb3
+    assert small.get_parameters()["policy"]["model/fc1/w:0"].shape[-1] == 32
+    assert small.get_parameters()["policy"]["model/pi/w:0"].shape == (32, 3)  # net_arch [] behind the CNN, as sb3
     assert type(small.policy_tf.features_extractor.layer) is NatureCNN
     small.learn(32)
     with pytest.raises(ValueError, match="MultiInputPolicy"):
@@ -373,7 +374,7 @@ def test_multi_input_policy_with_an_image_key_and_a_user_dict_extractor():
 
     cnn = MaskablePPO("MultiInputPolicy", MaskedGrid(random_start=False), n_steps=16, batch_size=8, n_epochs=1,
                       policy_kwargs=dict(features_extractor_kwargs=dict(cnn_output_dim=8)))
-    names = list(cnn.get_parameters())
+    names = list(cnn.get_parameters()["policy"])
     assert names[0] == "model/features_extractor/img/c1/w:0" and not cnn.policy_tf.acts_in_numpy
     cnn.learn(16)
     user = MaskablePPO("MultiInputPolicy", MaskedDictEnv(), n_steps=16, batch_size=8, n_epochs=1,

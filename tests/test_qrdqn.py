@@ -298,7 +298,8 @@ def test_user_extractor_trains_and_save_load_gives_identical_predictions(tmp_pat
     assert "model/quantile_net_target/features_extractor/0_kernel:0" in names
     before = model.get_parameters()["policy"]["model/quantile_net/features_extractor/0_kernel:0"].copy()
     model.learn(150)
-    assert not np.array_equal(model.get_parameters()["policy"]["model/quantile_net/features_extractor/0_kernel:0"], before)
+    after = model.get_parameters()["policy"]["model/quantile_net/features_extractor/0_kernel:0"]
+    assert not np.array_equal(after, before)
     obs = np.random.default_rng(0).normal(size=(20, 4)).astype(np.float32)
     model.save(tmp_path / "user")
     loaded = QRDQN.load(tmp_path / "user")

@@ -52,7 +52,7 @@ def test_defaults_and_names():
     policy = model.policy_tf
     assert (policy.lstm_hidden_size, policy.n_lstm_layers, policy.shared_lstm, policy.enable_critic_lstm) == \
         (256, 1, False, True)
-    names = list(model.get_parameters())
+    names = list(model.get_parameters()["policy"])
     assert "model/lstm_actor/l0/weight_ih:0" in names and "model/lstm_critic/l0/bias_hh:0" in names
     assert policy.acts_in_numpy
 
@@ -61,9 +61,9 @@ def test_lstm_options():
     with pytest.raises(ValueError, match="shared LSTM"):
         _model(policy_kwargs=dict(TINY, shared_lstm=True))
     shared = _model(policy_kwargs=dict(TINY, shared_lstm=True, enable_critic_lstm=False, n_lstm_layers=2))
-    assert not any("lstm_critic" in name for name in shared.get_parameters())
+    assert not any("lstm_critic" in name for name in shared.get_parameters()["policy"])
     linear = _model(policy_kwargs=dict(TINY, enable_critic_lstm=False))
-    assert "model/critic/kernel:0" in linear.get_parameters()
+    assert "model/critic/kernel:0" in linear.get_parameters()["policy"]
     shared.learn(32)  # the critic reads the actor's LSTM output with the gradient stopped
     for model in (shared, linear):
         _, state = model.predict(np.zeros((3, 4), np.float32))
@@ -123,15 +123,15 @@ def test_save_load_identical_predictions_with_state(tmp_path):
         np.testing.assert_array_equal(action_a, action_b)
         np.testing.assert_array_equal(state_a[0], state_b[0])
         np.testing.assert_array_equal(state_a[1], state_b[1])
-    for name, value in model.get_parameters().items():
-        np.testing.assert_array_equal(value, loaded.get_parameters()[name])
+    for name, value in model.get_parameters()["policy"].items():
+        np.testing.assert_array_equal(value, loaded.get_parameters()["policy"][name])
 
 
 def test_box_actions_and_dict_observations():
     from sbtf.common.multi_input_envs import SimpleMultiObsEnv
 
     box = _model("Pendulum-v1")
-    assert "model/action_dist/log_std:0" in box.get_parameters()
+    assert "model/action_dist/log_std:0" in box.get_parameters()["policy"]
     box.learn(64)
     action, _ = box.predict(np.zeros(3, np.float32))
     assert action.shape == (1,) and -2 <= action[0] <= 2

@@ -491,11 +491,11 @@ def test_tqc_train_step_uses_one_matrix_for_state_and_next_state():
 def test_tqc_resampling_warmup_and_log_std_training():
     model = _tqc(sde_sample_freq=2, train_freq=6, gradient_steps=1, learning_starts=12, use_sde_at_warmup=True,
                  batch_size=8, seed=0)
-    before = model.get_parameters()["model/actor/log_std:0"].copy()
+    before = model.get_parameters()["policy"]["model/actor/log_std:0"].copy()
     np.testing.assert_allclose(before, -3.0)  # sb3-contrib's TQC default log_std_init
     model.learn(24)
     assert model.policy_tf.sde_noise.n_resets == 4 * 3  # 4 collections of 6 steps, resampled at steps 0, 2, 4
-    assert not np.allclose(before, model.get_parameters()["model/actor/log_std:0"])  # trained (rsample)
+    assert not np.allclose(before, model.get_parameters()["policy"]["model/actor/log_std:0"])  # trained (rsample)
     plain = _tqc(train_freq=6, learning_starts=12, batch_size=8, seed=0)
     plain.learn(24)
     assert plain.policy_tf.sde_noise.n_resets == 2  # uniform random actions during warm-up
@@ -514,9 +514,9 @@ def test_tqc_save_load_identical_predictions_and_export(tmp_path):
     assert loaded.use_sde and loaded.sde_sample_freq == 4 and loaded.policy_tf.use_sde
     obs = np.random.default_rng(0).uniform(-1, 1, (7, 3)).astype(np.float32)
     np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
-    for name, value in model.get_parameters().items():
-        np.testing.assert_array_equal(loaded.get_parameters()[name], value)
-    assert model.get_parameters()["model/actor/log_std:0"].shape == (16, 1)  # full_std=False
+    for name, value in model.get_parameters()["policy"].items():
+        np.testing.assert_array_equal(loaded.get_parameters()["policy"][name], value)
+    assert model.get_parameters()["policy"]["model/actor/log_std:0"].shape == (16, 1)  # full_std=False
     serve = tf.saved_model.load(loaded.export(str(tmp_path / "saved"))).signatures["serving_default"]
     out = serve(observation=tf.constant(obs))
     np.testing.assert_allclose(out["action"].numpy(), model.predict(obs, deterministic=True)[0], atol=1e-5)

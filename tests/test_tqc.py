@@ -87,11 +87,11 @@ def test_sb3_contribs_arguments_and_defaults():
     assert (policy.n_quantiles, policy.n_critics, policy.net_arch) == (25, 2, [256, 256])
     assert model.stats_names == ["actor_loss", "critic_loss", "ent_coef", "ent_coef_loss"]
     assert sbtf.TQC is TQC and sbtf.contrib.TQC is TQC
-    names = list(model.get_parameters())
+    names = list(model.get_parameters()["policy"])
     assert names[0] == "model/actor/fc0/kernel:0" and "model/critic/qf1/out/bias:0" in names
     assert "model/critic_target/qf1/out/bias:0" in names and names[-1] == "model/log_ent_coef:0"
     critic = TQC("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(net_arch=dict(pi=[8], qf=[16, 16]), n_critics=3))
-    shapes = {name: value.shape for name, value in critic.get_parameters().items()}
+    shapes = {name: value.shape for name, value in critic.get_parameters()["policy"].items()}
     assert shapes["model/actor/fc0/kernel:0"] == (3, 8) and shapes["model/critic/qf2/fc1/kernel:0"] == (16, 16)
     assert shapes["model/critic/qf2/fc0/kernel:0"] == (3 + 1, 16)  # concat[features, action]
 
@@ -129,7 +129,7 @@ def test_learns_pendulum():
     eval_env.reset(seed=123)  # unseeded, five episodes' start states alone moved the mean by 500
     mean_reward, _ = evaluate_policy(model, eval_env, n_eval_episodes=5, deterministic=True)
     assert mean_reward > -500, mean_reward
-    ent_coef = model.get_parameters()["model/log_ent_coef:0"]
+    ent_coef = model.get_parameters()["policy"]["model/log_ent_coef:0"]
     assert np.exp(ent_coef) < 0.5  # 'auto' learns the entropy coefficient down from 1
     traces = model.n_traces
     assert traces == 1
@@ -160,13 +160,13 @@ def test_save_load_gives_identical_predictions(tmp_path):
     model.save(tmp_path / "tqc")
     loaded = TQC.load(tmp_path / "tqc", env=gym.make("Pendulum-v1"))
     np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
-    for name, value in model.get_parameters().items():
-        np.testing.assert_array_equal(loaded.get_parameters()[name], value)
+    for name, value in model.get_parameters()["policy"].items():
+        np.testing.assert_array_equal(loaded.get_parameters()["policy"][name], value)
     assert loaded.ent_coef == "auto" and loaded.policy_kwargs == model.policy_kwargs and loaded.n_traces == 0
     fixed = _model(seed=1, ent_coef=0.05)
     fixed.save(tmp_path / "fixed")
     again = TQC.load(tmp_path / "fixed")
-    assert again.ent_coef == 0.05 and "model/log_ent_coef:0" not in again.get_parameters()
+    assert again.ent_coef == 0.05 and "model/log_ent_coef:0" not in again.get_parameters()["policy"]
     np.testing.assert_array_equal(again.predict(obs, deterministic=True)[0], fixed.predict(obs, deterministic=True)[0])
 
 
@@ -221,7 +221,7 @@ def test_multi_input_policy_with_an_image_key(tmp_path):
                                                                     features_extractor_kwargs=dict(cnn_output_dim=8)),
                 seed=0)
     assert not model.policy_tf.acts_in_numpy  # the image key's CNN acts through one compiled TF call
-    names = list(model.get_parameters())
+    names = list(model.get_parameters()["policy"])
     assert "model/actor/features_extractor/img/c1/w:0" in names and "model/critic/features_extractor/img/c1/w:0" in names
     model.learn(60)
     obs = model.get_env().reset()

@@ -32,7 +32,7 @@ def test_sb3_policy_kwargs():
         net_arch=[dict(pi=[32, 32], vf=[32, 32])], act_fun="relu")
     assert sb3_policy_kwargs_to_sb2(dict(net_arch=dict(pi=[8], vf=[16]))) == dict(net_arch=[dict(pi=[8], vf=[16])])
     model = TRPO("MlpPolicy", "CartPole-v1", n_steps=64, policy_kwargs=dict(net_arch=dict(pi=[8], vf=[16])))
-    shapes = {name: tuple(v.shape) for name, v in model.get_parameters().items()}
+    shapes = {name: tuple(v.shape) for name, v in model.get_parameters()["policy"].items()}
     assert shapes["model/pi_fc0/w:0"] == (4, 8) and shapes["model/vf_fc0/w:0"] == (4, 16)
 
 
@@ -162,10 +162,10 @@ def test_user_extractor_trains_and_save_load_gives_identical_predictions(tmp_pat
                                     features_extractor_kwargs=dict(features_dim=8)))
     policy = model.policy_tf
     assert not policy.acts_in_numpy and type(policy.features_extractor) is GeluFeatures
-    assert list(model.get_parameters())[0] == "model/features_extractor/0_kernel:0"
-    before = model.get_parameters()["model/features_extractor/0_kernel:0"].copy()
+    assert list(model.get_parameters()["policy"])[0] == "model/features_extractor/0_kernel:0"
+    before = model.get_parameters()["policy"]["model/features_extractor/0_kernel:0"].copy()
     model.learn(128)
-    assert not np.array_equal(model.get_parameters()["model/features_extractor/0_kernel:0"], before)
+    assert not np.array_equal(model.get_parameters()["policy"]["model/features_extractor/0_kernel:0"], before)
     obs = np.random.default_rng(3).normal(size=(10, 3)).astype(np.float32)
     model.save(tmp_path / "user")
     loaded = TRPO.load(tmp_path / "user")
@@ -190,7 +190,7 @@ def test_builtin_nature_cnn_takes_sb3_kwargs():
 
     model = TRPO("CnnPolicy", ImageEnv(), n_steps=16, batch_size=8,
                  policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=24)))
-    params = model.get_parameters()
+    params = model.get_parameters()["policy"]
     assert params["model/features_extractor/fc1/w:0"].shape[-1] == 24 and model.policy_tf.scale
 
 
@@ -200,9 +200,9 @@ def test_multi_input_policy_trains_saves_and_loads(tmp_path):
     np.random.seed(123)  # the env's images and vectors
     model = TRPO("MultiInputPolicy", SimpleMultiObsEnv(random_start=False), n_steps=64, batch_size=32, seed=0,
                  policy_kwargs=dict(features_extractor_kwargs=dict(cnn_output_dim=16)))
-    before = {name: value.copy() for name, value in model.get_parameters().items()}
+    before = {name: value.copy() for name, value in model.get_parameters()["policy"].items()}
     model.learn(128)
-    after = model.get_parameters()
+    after = model.get_parameters()["policy"]
     assert any(not np.array_equal(before[name], after[name]) for name in before)
     obs = model.get_env().reset()
     model.save(str(tmp_path / "trpo_dict"))

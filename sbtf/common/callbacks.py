@@ -29,7 +29,7 @@ from sbtf import logger
 
 __all__ = [
     "BaseCallback", "EventCallback", "CallbackList", "ConvertCallback", "CheckpointCallback", "EvalCallback",
-    "StopTrainingOnRewardThreshold", "EveryNTimesteps", "ProgressBarCallback",
+    "StopTrainingOnRewardThreshold", "StopTrainingOnNoModelImprovement", "EveryNTimesteps", "ProgressBarCallback",
 ]
 
 
@@ -305,6 +305,10 @@ class EvalCallback(EventCallback):
         use a stochastic or deterministic actions.
     :param render: (bool) Whether to render or not the environment during evaluation
     :param verbose: (int)
+    :param warn: (bool) stable-baselines3's: warn when the evaluation env is not wrapped in a ``Monitor``
+    :param callback_after_eval: (Optional[BaseCallback]) stable-baselines3's: called after every evaluation (e.g.
+        ``StopTrainingOnNoModelImprovement``); its ``parent`` is this callback. Pass it by keyword: stable-baselines
+        2's positions are kept (stable-baselines3 puts it third)
     """
 
     def __init__(
@@ -318,9 +322,23 @@ class EvalCallback(EventCallback):
         deterministic: bool = True,
         render: bool = False,
         verbose: int = 1,
+        warn: bool = True,
+        callback_after_eval: Optional[BaseCallback] = None,
     ):
         super(EvalCallback, self).__init__(callback_on_new_best, verbose=verbose)
         from sbtf.common.evaluation import _as_vec_env
+
+        if isinstance(n_eval_episodes, BaseCallback):
+            raise TypeError("EvalCallback(eval_env, callback_on_new_best, n_eval_episodes, ...): a callback was given "
+                            "as n_eval_episodes; pass stable-baselines3's callback_after_eval by keyword "
+                            "(callback_after_eval=...).")
+        self.callback_on_new_best = callback_on_new_best
+        self.callback_after_eval = callback_after_eval
+        if callback_after_eval is not None:
+            callback_after_eval.parent = self
+        self.warn = warn
+        self._is_success_buffer: List[bool] = []
+        self.evaluations_successes: List[List[bool]] = []
 
         self.n_eval_episodes = n_eval_episodes
         self.eval_freq = eval_freq
@@ -354,7 +372,36 @@ class EvalCallback(EventCallback):
         if self.log_path is not None:
             os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
 
+    def init_callback(self, model: Any) -> None:
+        super(EvalCallback, self).init_callback(model)
+        if self.callback_after_eval is not None:
+            self.callback_after_eval.init_callback(self.model)
+
+    def _on_training_start(self) -> None:
+        super(EvalCallback, self)._on_training_start()
+        if self.callback_after_eval is not None:
+            self.callback_after_eval.on_training_start(self.locals, self.globals)
+
+    def update_child_locals(self, locals_: Dict[str, Any]) -> None:
+        super(EvalCallback, self).update_child_locals(locals_)
+        if self.callback_after_eval is not None:
+            self.callback_after_eval.update_locals(locals_)
+
+    def _log_success_callback(self, locals_: Dict[str, Any], globals_: Dict[str, Any]) -> None:
+        """``evaluate_policy``'s per-step callback: keeps ``info["is_success"]`` of the episodes that end."""
+        done = locals_.get("done")
+        info = locals_.get("info")
+        if done is None:  # a VecEnv: the step's dones and infos, env by env
+            dones, infos = locals_.get("dones"), locals_.get("infos") or []
+            pairs = zip(np.asarray(dones).reshape(-1), infos) if dones is not None else ()
+        else:
+            pairs = [(done, info)]
+        for env_done, env_info in pairs:
+            if env_done and isinstance(env_info, dict) and env_info.get("is_success") is not None:
+                self._is_success_buffer.append(bool(env_info["is_success"]))
+
     def _on_step(self) -> bool:
+        continue_training = True
         if self.eval_freq > 0 and self.n_calls % self.eval_freq == 0:
             from sbtf.common.evaluation import evaluate_policy
             from sbtf.common.vec_env import sync_envs_normalization
@@ -363,6 +410,7 @@ class EvalCallback(EventCallback):
             if self.training_env is not None:
                 sync_envs_normalization(self.training_env, self.eval_env)
 
+            self._is_success_buffer = []
             episode_rewards, episode_lengths = evaluate_policy(
                 self.model,
                 self.eval_env,
@@ -370,17 +418,24 @@ class EvalCallback(EventCallback):
                 render=self.render,
                 deterministic=self.deterministic,
                 return_episode_rewards=True,
+                warn=self.warn,
+                callback=self._log_success_callback,
             )
 
             if self.log_path is not None:
                 self.evaluations_timesteps.append(self.num_timesteps)
                 self.evaluations_results.append(list(episode_rewards))
                 self.evaluations_length.append(list(episode_lengths))
+                extra = {}
+                if self._is_success_buffer:
+                    self.evaluations_successes.append(list(self._is_success_buffer))
+                    extra["successes"] = self.evaluations_successes
                 np.savez(
                     self.log_path,
                     timesteps=self.evaluations_timesteps,
                     results=self.evaluations_results,
                     ep_lengths=self.evaluations_length,
+                    **extra,
                 )
 
             mean_reward, std_reward = float(np.mean(episode_rewards)), float(np.std(episode_rewards))
@@ -395,6 +450,15 @@ class EvalCallback(EventCallback):
                     )
                 )
                 print("Episode length: {:.2f} +/- {:.2f}".format(mean_ep_length, std_ep_length))
+            if self.logger is not None:  # stable-baselines3's keys, written with the next log block
+                self.logger.record("eval/mean_reward", mean_reward)
+                self.logger.record("eval/mean_ep_length", mean_ep_length)
+            if self._is_success_buffer:
+                success_rate = float(np.mean(self._is_success_buffer))
+                if self.verbose > 0:
+                    print("Success rate: {:.2f}%".format(100 * success_rate))
+                if self.logger is not None:
+                    self.logger.record("eval/success_rate", success_rate)
 
             if mean_reward > self.best_mean_reward:
                 if self.verbose > 0:
@@ -404,9 +468,11 @@ class EvalCallback(EventCallback):
                 self.best_mean_reward = mean_reward
                 # Trigger callback if needed
                 if self.callback is not None:
-                    return self._on_event()
+                    continue_training = self._on_event()
+            if self.callback_after_eval is not None:
+                continue_training = self.callback_after_eval.on_step() and continue_training
 
-        return True
+        return continue_training
 
 
 class StopTrainingOnRewardThreshold(BaseCallback):
@@ -436,6 +502,43 @@ class StopTrainingOnRewardThreshold(BaseCallback):
                     self.parent.best_mean_reward, self.reward_threshold
                 )
             )
+        return continue_training
+
+
+class StopTrainingOnNoModelImprovement(BaseCallback):
+    """
+    Stop the training when the best mean reward of an ``EvalCallback`` did not improve for more than
+    ``max_no_improvement_evals`` evaluations in a row (stable-baselines3). Give it to the ``EvalCallback`` as
+    ``callback_after_eval``.
+
+    :param max_no_improvement_evals: (int) evaluations in a row without a new best model that are tolerated
+    :param min_evals: (int) evaluations before the counting starts
+    :param verbose: (int) 1: say why the training stopped
+    """
+
+    def __init__(self, max_no_improvement_evals: int, min_evals: int = 0, verbose: int = 0):
+        super(StopTrainingOnNoModelImprovement, self).__init__(verbose=verbose)
+        self.max_no_improvement_evals = max_no_improvement_evals
+        self.min_evals = min_evals
+        self.last_best_mean_reward = -np.inf
+        self.no_improvement_evals = 0
+
+    def _on_step(self) -> bool:
+        if self.parent is None or not hasattr(self.parent, "best_mean_reward"):
+            raise AssertionError("``StopTrainingOnNoModelImprovement`` callback must be used with an "
+                                 "``EvalCallback`` (as its callback_after_eval)")
+        continue_training = True
+        if self.n_calls > self.min_evals:
+            if self.parent.best_mean_reward > self.last_best_mean_reward:
+                self.no_improvement_evals = 0
+            else:
+                self.no_improvement_evals += 1
+                if self.no_improvement_evals > self.max_no_improvement_evals:
+                    continue_training = False
+        self.last_best_mean_reward = self.parent.best_mean_reward
+        if self.verbose > 0 and not continue_training:
+            print("Stopping training because there was no new best model in the last {:d} evaluations".format(
+                self.no_improvement_evals))
         return continue_training
 
 

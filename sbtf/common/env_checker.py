@@ -66,7 +66,10 @@ def _check_unsupported_spaces(observation_space: spaces.Space, action_space: spa
     if isinstance(observation_space, spaces.Dict):
         nested = [key for key, sub in observation_space.spaces.items() if isinstance(sub, (spaces.Dict, spaces.Tuple))]
         if nested:
-            warnings.warn("Nested observation spaces (keys {}) are not supported by sbtf: flatten them.".format(nested))
+            warnings.warn("Nested observation spaces are not supported by sbtf (Dict spaces inside Dict space; "
+                          "keys {}). You should flatten it to have only one level of keys. For example, "
+                          "`dict(space1=dict(space2=Box(), space3=Box()), spaces4=Discrete())` is not supported but "
+                          "`dict(space2=Box(), spaces3=Box(), spaces4=Discrete())` is.".format(nested))
         unsupported = [key for key, sub in observation_space.spaces.items() if key not in nested and not isinstance(
             sub, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary))]
         if unsupported:

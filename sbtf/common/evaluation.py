@@ -31,18 +31,17 @@ def _is_monitor_wrapped(venv: Any) -> Optional[bool]:
     :return: (bool or None) None when it cannot be told (e.g. envs living in subprocesses)
     """
 
+    inner = venv
+    while isinstance(inner, VecEnvWrapper):
+        if isinstance(inner, VecMonitor):  # it writes info["episode"] as Monitor does
+            return True
+        inner = inner.venv
     checker = getattr(venv, "env_is_wrapped", None)
     if callable(checker):
         try:
             return bool(all(checker(Monitor)))
         except Exception:  # a VecEnv that cannot answer
             pass
-
-    inner = venv
-    while isinstance(inner, VecEnvWrapper):
-        if isinstance(inner, VecMonitor):  # it writes info["episode"] as Monitor does
-            return True
-        inner = inner.venv
     envs = getattr(inner, "envs", None)
     if not isinstance(envs, (list, tuple)) or not envs:
         return None
@@ -73,6 +72,7 @@ def evaluate_policy(
     callback: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]] = None,
     reward_threshold: Optional[float] = None,
     return_episode_rewards: bool = False,
+    warn: bool = True,
 ) -> Union[Tuple[float, float], Tuple[List[float], List[int]]]:
     """
     Runs policy for ``n_eval_episodes`` episodes and returns average reward.
@@ -97,6 +97,7 @@ def evaluate_policy(
         this will raise an error if the performance is not met
     :param return_episode_rewards: (bool) If True, a list of reward per episode
         will be returned instead of the mean.
+    :param warn: (bool) stable-baselines3's: warn when the env is not wrapped in a ``Monitor`` (False: no warning)
     :return: (float, float) Mean reward per episode, std of reward per episode
         returns ([float], [int]) when ``return_episode_rewards`` is True
     """
@@ -105,11 +106,11 @@ def evaluate_policy(
 
     if not isinstance(env, VecEnv):
         episode_rewards, episode_lengths = _evaluate_single_env(model, env, n_eval_episodes, deterministic, render,
-                                                                callback)
+                                                                callback, warn)
         return _summary(episode_rewards, episode_lengths, reward_threshold, return_episode_rewards)
     n_envs = env.num_envs
     monitor_wrapped = _is_monitor_wrapped(env)
-    if monitor_wrapped is False:
+    if monitor_wrapped is False and warn:
         _warn_not_monitored()
     seen_monitor_info = False
 
@@ -177,7 +178,7 @@ def _summary(episode_rewards: List[float], episode_lengths: List[int], reward_th
 
 
 def _evaluate_single_env(model: Any, env: Any, n_eval_episodes: int, deterministic: bool, render: bool,
-                         callback: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]]
+                         callback: Optional[Callable[[Dict[str, Any], Dict[str, Any]], Any]], warn: bool = True
                          ) -> Tuple[List[float], List[int]]:
     """
     Play ``n_eval_episodes`` episodes on one (non-vectorized) env, as stable-baselines 2 did: ``predict`` on a
@@ -190,7 +191,7 @@ def _evaluate_single_env(model: Any, env: Any, n_eval_episodes: int, determinist
 
     env = wrap_env(env)
     monitor_wrapped = _monitor_in_chain(env)
-    if not monitor_wrapped:
+    if not monitor_wrapped and warn:
         _warn_not_monitored()
     episode_rewards: List[float] = []
     episode_lengths: List[int] = []

@@ -31,10 +31,12 @@ class Monitor(gymnasium.Wrapper):
 
     :param env: (gymnasium.Env) the environment (an old-gym-API env is adapted with
         ``sbtf.common.gym_compat.wrap_env`` first)
-    :param filename: (Optional[str]) the location to save a log file, can be None for no log
+    :param filename: (Optional[str]) the location to save a log file, None (the default, as stable-baselines3) for
+        no log
     :param allow_early_resets: (bool) allows the reset of the environment before it is done
     :param reset_keywords: (tuple) extra keywords for the reset call, if extra parameters are needed at reset
     :param info_keywords: (tuple) extra information to log, from the information return of environment.step
+    :param override_existing: (bool) stable-baselines3's: start a new log file (True) or append to an existing one
     """
 
     EXT = "monitor.csv"
@@ -43,10 +45,11 @@ class Monitor(gymnasium.Wrapper):
     def __init__(
         self,
         env: Any,
-        filename: Optional[str],
+        filename: Optional[str] = None,
         allow_early_resets: bool = True,
         reset_keywords: Sequence[str] = (),
         info_keywords: Sequence[str] = (),
+        override_existing: bool = True,
     ):
         if not isinstance(env, gymnasium.Env):
             env = wrap_env(env)
@@ -66,12 +69,15 @@ class Monitor(gymnasium.Wrapper):
                     filename = filename + "." + Monitor.EXT
             spec = getattr(env, "spec", None)
             env_id = getattr(spec, "id", None) if spec is not None else None
-            self.file_handler = open(filename, "wt", newline="")
-            self.file_handler.write("#%s\n" % json.dumps({"t_start": self.t_start, "env_id": env_id}))
+            append = not override_existing and os.path.isfile(filename) and os.path.getsize(filename) > 0
+            self.file_handler = open(filename, "at" if append else "wt", newline="")
+            if not append:
+                self.file_handler.write("#%s\n" % json.dumps({"t_start": self.t_start, "env_id": env_id}))
             self.logger = csv.DictWriter(
                 self.file_handler, fieldnames=("r", "l", "t") + reset_keywords + info_keywords, lineterminator="\n"
             )
-            self.logger.writeheader()
+            if not append:
+                self.logger.writeheader()
             self.file_handler.flush()
         self.filename = filename
         self.reset_keywords = reset_keywords

@@ -453,6 +453,7 @@ class OffPolicyAlgorithm(OffPolicyRLModel):
         maybe_is_success = info.get("is_success")
         if maybe_is_success is not None:
             state.episode_successes.append(float(maybe_is_success))
+        self._record_episode_end(info)
         self._on_episode_end(episode_reward, episode_length, info)
 
 

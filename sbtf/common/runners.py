@@ -90,6 +90,10 @@ class AbstractEnvRunner(ABC):
             maybe_ep_info = info.get("episode")
             if maybe_ep_info is not None:
                 ep_infos.append(maybe_ep_info)
+        dones = local_vars.get("dones")
+        if dones is not None:
+            for i in np.flatnonzero(dones):
+                self.model._record_episode_end(infos[i])  # its info["is_success"] (ep_success_buffer)
         return True
 
     def _step_callback(self, local_vars: dict) -> bool:

@@ -144,6 +144,16 @@ class VecEnv(ABC):
         """
         pass
 
+    def env_is_wrapped(self, wrapper_class: type, indices: Indices = None) -> List[bool]:
+        """
+        Whether each env has a ``wrapper_class`` gymnasium wrapper (stable-baselines3's ``env_is_wrapped``).
+
+        :param wrapper_class: (type) the wrapper class (e.g. ``Monitor``)
+        :param indices: (list,int) which envs (all by default)
+        :return: ([bool]) one answer per selected env
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot tell how its envs are wrapped")
+
     @abstractmethod
     def seed(self, seed: Optional[int] = None) -> List[Union[None, int]]:
         """
@@ -288,6 +298,9 @@ class VecEnvWrapper(VecEnv):
     def env_method(self, method_name: str, *method_args: Any, indices: Indices = None,
                    **method_kwargs: Any) -> List[Any]:
         return self.venv.env_method(method_name, *method_args, indices=indices, **method_kwargs)
+
+    def env_is_wrapped(self, wrapper_class: type, indices: Indices = None) -> List[bool]:
+        return self.venv.env_is_wrapped(wrapper_class, indices)
 
     def __getattr__(self, name: str) -> Any:
         """Look up an attribute this wrapper does not have in the wrapped VecEnv(s)."""

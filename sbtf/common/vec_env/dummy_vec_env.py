@@ -9,7 +9,7 @@ import numpy as np
 
 from sbtf.common.gym_compat import OldGymAPIAdapter, wrap_env
 from sbtf.common.vec_env.base_vec_env import Indices, VecEnv
-from sbtf.common.vec_env.util import copy_obs_dict, dict_to_obs, obs_space_info
+from sbtf.common.vec_env.util import copy_obs_dict, dict_to_obs, is_wrapped, obs_space_info
 
 
 def _get_env_attr(env: gymnasium.Env, name: str) -> Any:
@@ -179,6 +179,10 @@ class DummyVecEnv(VecEnv):
         """Call instance methods of vectorized environments."""
         target_envs = self._get_target_envs(indices)
         return [_get_env_attr(env_i, method_name)(*method_args, **method_kwargs) for env_i in target_envs]
+
+    def env_is_wrapped(self, wrapper_class: type, indices: Indices = None) -> List[bool]:
+        """Whether each env has a ``wrapper_class`` wrapper (stable-baselines3's ``env_is_wrapped``)."""
+        return [is_wrapped(env_i, wrapper_class) for env_i in self._get_target_envs(indices)]
 
     def _get_target_envs(self, indices: Indices) -> List[gymnasium.Env]:
         indices = self._get_indices(indices)

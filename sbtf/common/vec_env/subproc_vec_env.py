@@ -13,7 +13,7 @@ from gymnasium import spaces
 from sbtf.common.gym_compat import wrap_env
 from sbtf.common.vec_env.base_vec_env import CloudpickleWrapper, Indices, VecEnv
 from sbtf.common.vec_env.dummy_vec_env import _get_env_attr, _render_frame, _set_env_attr
-from sbtf.common.vec_env.util import obs_space_info
+from sbtf.common.vec_env.util import is_wrapped, obs_space_info
 
 
 class VecEnvWorkerError(RuntimeError):
@@ -75,6 +75,8 @@ def _worker(remote: multiprocessing.connection.Connection, parent_remote: multip
             elif cmd == "env_method":
                 method = _get_env_attr(env, data[0])
                 remote.send(("ok", method(*data[1], **data[2])))
+            elif cmd == "is_wrapped":
+                remote.send(("ok", is_wrapped(env, data)))
             else:
                 raise NotImplementedError("SubprocVecEnv worker: unknown command {!r}".format(cmd))
         except Exception as exc:  # the env failed: tell the parent, keep serving (e.g. a close())
@@ -314,6 +316,11 @@ class SubprocVecEnv(VecEnv):
         """Call instance methods of vectorized environments."""
         indices = list(self._get_indices(indices))
         return self._call_all(indices, "env_method", [(method_name, method_args, method_kwargs)] * len(indices))
+
+    def env_is_wrapped(self, wrapper_class: type, indices: Indices = None) -> List[bool]:
+        """Whether each env has a ``wrapper_class`` wrapper (stable-baselines3's ``env_is_wrapped``)."""
+        indices = list(self._get_indices(indices))
+        return self._call_all(indices, "is_wrapped", [wrapper_class] * len(indices))
 
     def _get_target_remotes(self, indices: Indices) -> List[multiprocessing.connection.Connection]:
         """

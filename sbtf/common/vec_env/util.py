@@ -71,3 +71,32 @@ def obs_space_info(obs_space: spaces.Space
         shapes[key] = tuple(box.shape)
         dtypes[key] = np.dtype(box.dtype)
     return keys, shapes, dtypes
+
+
+def unwrap_wrapper(env: Any, wrapper_class: type) -> Optional[Any]:
+    """
+    The first wrapper of class ``wrapper_class`` in the wrapper chain of a single env (stable-baselines3's
+    ``env_util.unwrap_wrapper``), followed through ``.env``; None when there is none.
+
+    :param env: (gymnasium.Env) the env
+    :param wrapper_class: (type) the wrapper class
+    :return: (gymnasium.Wrapper or None)
+    """
+    seen = set()
+    while env is not None and id(env) not in seen:
+        if isinstance(env, wrapper_class):
+            return env
+        seen.add(id(env))
+        env = getattr(env, "env", None)
+    return None
+
+
+def is_wrapped(env: Any, wrapper_class: type) -> bool:
+    """
+    Whether a single env has a ``wrapper_class`` wrapper in its chain (stable-baselines3's ``env_util.is_wrapped``).
+
+    :param env: (gymnasium.Env) the env
+    :param wrapper_class: (type) the wrapper class
+    :return: (bool)
+    """
+    return unwrap_wrapper(env, wrapper_class) is not None

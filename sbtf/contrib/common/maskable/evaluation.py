@@ -5,7 +5,6 @@ current ``action_masks()`` at every step.
 """
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from sbtf.common.evaluation import evaluate_policy as evaluate
@@ -60,9 +59,6 @@ def evaluate_policy(model: Any, env: Any, n_eval_episodes: int = 10, determinist
         if not is_masking_supported(env):
             raise ValueError("Environment does not support action masking. Consider using ActionMasker wrapper")
         model = MaskedPredictor(model, env)
-    with warnings.catch_warnings():
-        if not warn:
-            warnings.filterwarnings("ignore", message=".*not wrapped with a ``Monitor``.*")
-        return evaluate(model, env, n_eval_episodes=n_eval_episodes, deterministic=deterministic, render=render,
-                        callback=callback, reward_threshold=reward_threshold,
-                        return_episode_rewards=return_episode_rewards)
+    return evaluate(model, env, n_eval_episodes=n_eval_episodes, deterministic=deterministic, render=render,
+                    callback=callback, reward_threshold=reward_threshold, return_episode_rewards=return_episode_rewards,
+                    warn=warn)
