@@ -24,6 +24,7 @@ from sbtf.common.vec_env import VecFrameStack, VecNormalize
 from sbtf.zoo.config import (VEC_NORMALIZE_KEYS, check_env_kwargs, check_frame_stack, check_normalize_kwargs,
                              check_wrapper_count, check_wrapper_kwargs)
 from sbtf.zoo.errors import ZooConfigError
+
 #: envs that sbtf itself provides, registered with gymnasium by the command: id -> entry point
 SBTF_ENVS: Dict[str, str] = {
     "BitFlippingEnv-v0": "sbtf.common.bit_flipping_env:BitFlippingEnv",

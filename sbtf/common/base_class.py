@@ -213,7 +213,6 @@ def _accepting_episode_start(method):
     return with_episode_start
 
 
-def _unsupported_space_error(algo: str, space: gym.Space, kind: str, supported: str) -> NotImplementedError:
 @contextlib.contextmanager
 def _logging_to(logger_: Any) -> Iterator[None]:
     """Within the block, ``sbtf.logger``'s functions write to ``logger_`` (a model's ``set_logger``); None: no change."""
@@ -230,6 +229,7 @@ def _logging_to(logger_: Any) -> Iterator[None]:
         sbtf_logger.Logger.CURRENT = previous
 
 
+def _unsupported_space_error(algo: str, space: gym.Space, kind: str, supported: str) -> NotImplementedError:
     return NotImplementedError(f"Error: {algo} does not support {kind} space {space!r} "
                                f"({type(space).__name__}); supported {kind} spaces: {supported}.")
 
@@ -284,7 +284,6 @@ class BaseRLModel(ABC):
         else:
             self.policy_tf = value
 
-    def __init__(self, policy, env, verbose: int = 0, *, requires_vec_env: bool = True, policy_base=None,
     @property
     def ep_info_buffer(self) -> Optional[deque]:
         """stable-baselines3's name of ``ep_info_buf`` (the same deque): the Monitor infos ``{"r", "l", "t"}`` of the
@@ -317,6 +316,7 @@ class BaseRLModel(ABC):
         if success is not None and self.ep_success_buffer is not None:
             self.ep_success_buffer.append(success)
 
+    def __init__(self, policy, env, verbose: int = 0, *, requires_vec_env: bool = True, policy_base=None,
                  policy_kwargs: Optional[dict] = None, seed: Optional[int] = None,
                  n_cpu_tf_sess: Optional[int] = None):
         if isinstance(policy, str) and policy_base is not None:
@@ -435,9 +435,9 @@ class BaseRLModel(ABC):
         Checks the validity of the environment, and if it is coherent, set it as the current environment.
 
         :param env: (gymnasium.Env, VecEnv or str) the new environment
-        """
         :param force_reset: (bool) stable-baselines3's argument: the next ``learn()`` starts with a reset of the env
             (sbtf's ``learn()`` always resets the env it starts with)
+        """
         if env is None and self.env is None:
             if self.verbose >= 1:
                 print("Loading a model without an environment, this model cannot be trained until it has a valid "
@@ -464,8 +464,8 @@ class BaseRLModel(ABC):
         self.n_envs = env.num_envs
         self.episode_reward = None
         self.ep_info_buf = None
-        self._on_env_changed()
         self._ep_success_buf = None
+        self._on_env_changed()
 
     def _requires_same_n_envs(self) -> bool:
         return bool(self.policy_class is not None and isinstance(self.policy_class, type)
@@ -605,11 +605,11 @@ class BaseRLModel(ABC):
         """The TF variables of the model, in SB2 order (names: see ``get_parameters()``)."""
         return list(self._named_parameters().values())
 
-    def get_parameters(self) -> "OrderedDict[str, np.ndarray]":
     def _flat_parameters(self) -> "OrderedDict[str, np.ndarray]":
         """``OrderedDict`` of parameter name -> value (NumPy): what ``save()`` writes."""
         return OrderedDict((name, var.numpy()) for name, var in self._named_parameters().items())
 
+    def get_parameters(self) -> "OrderedDict[str, np.ndarray]":
         """``OrderedDict`` of SB2 parameter name -> value (NumPy)."""
         return self._flat_parameters()
 

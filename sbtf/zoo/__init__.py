@@ -18,12 +18,12 @@ from sbtf.zoo.agent import (ZOO_ALGOS, ZOO_DETERMINISTIC_ALGOS, ZOO_TIME_FEATURE
                             load_zoo_agent, locate_zoo_agent, zoo_deterministic)
 from sbtf.zoo.config import ZooSettings, read_zoo_yaml, zoo_settings
 from sbtf.zoo.convert import convert_zoo_folder, write_run_folder
-from sbtf.zoo.errors import (MissingTimeFeatureError, ObservationMismatchError, UnsafeConfigError, ZooConfigError,
-                             ZooError, ZooFolderError)
+from sbtf.zoo.errors import (ConfigLimitError, MissingTimeFeatureError, ObservationMismatchError, UnsafeConfigError,
+                             ZooConfigError, ZooError, ZooFolderError)
 
 __all__ = [
     "load_zoo_agent", "locate_zoo_agent", "ZooAgent", "ZooPaths", "zoo_deterministic", "convert_zoo_folder",
     "write_run_folder", "read_zoo_yaml", "zoo_settings", "ZooSettings", "ZOO_ALGOS", "ZOO_DETERMINISTIC_ALGOS",
-    "ZOO_TIME_FEATURE_ENVS", "ZooError", "ZooFolderError", "ZooConfigError", "UnsafeConfigError",
+    "ZOO_TIME_FEATURE_ENVS", "ZooError", "ZooFolderError", "ZooConfigError", "UnsafeConfigError", "ConfigLimitError",
     "ObservationMismatchError", "MissingTimeFeatureError",
 ]
