@@ -26,6 +26,7 @@ from sbtf.common.fast_call import TrainStep
 from sbtf.common.math_util import scale_action, unscale_action
 from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, LearnState, OffPolicyAlgorithm
 from sbtf.common.off_policy_train import TrainStepCache
+from sbtf.common.sb3_api import Sb3ModelApi
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.common.tf_util import repeat_steps
 from sbtf.contrib.common.optim import make_optimizer
@@ -64,7 +65,7 @@ def parse_train_freq(train_freq: Union[int, Tuple[int, str]]) -> Tuple[int, str]
     return frequency, str(train_freq[1])
 
 
-class ContribOffPolicyAlgorithm(OffPolicyAlgorithm):
+class ContribOffPolicyAlgorithm(Sb3ModelApi, OffPolicyAlgorithm):
     """
     stable-baselines3's ``OffPolicyAlgorithm`` on sbtf's off-policy loop: what sb3's DQN, SAC, TD3, DDPG and
     sb3-contrib's QR-DQN and TQC share (``replay_buffer_class`` / ``replay_buffer_kwargs`` / ``optimize_memory_usage``
