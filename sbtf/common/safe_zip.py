@@ -315,6 +315,8 @@ class BoundedMember(io.RawIOBase):
 
     def _produce(self, want: int) -> bytes:
         """Between 1 and ``want`` bytes (``want`` <= what is left), or an error: the stream ends too early."""
+        room = self._archive.output_limit - self._archive.bytes_out
+        want = max(1, min(want, room + 1))  # never more than one byte past the archive's budget
         try:
             if self._method == zipfile.ZIP_STORED:
                 out = self._raw_read(want)
