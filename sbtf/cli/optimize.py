@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import socket
 from typing import Any, Dict, List
 
 import yaml
@@ -52,8 +53,15 @@ def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-episodes", type=positive_int, default=5, metavar="N",
                         help="episodes per evaluation (default: 5)")
     parser.add_argument("--storage", default=None, metavar="URL",
-                        help="Optuna storage, e.g. sqlite:///study.db: the study is kept there and resumed by the "
-                             "next call with the same --study-name (default: in memory)")
+                        help="Optuna storage: sqlite:///study.db (one machine), a database URL such as "
+                             "postgresql://user:password@host/db (many machines at once), or journal:PATH (Optuna's "
+                             "journal file, on a file system every machine shares). The study is kept there, shared "
+                             "by every process that names it and resumed by the next call with the same "
+                             "--study-name (default: in memory)")
+    parser.add_argument("--heartbeat", type=positive_int, default=60, metavar="SECONDS",
+                        help="with a database or journal storage: a running trial reports every SECONDS; a trial "
+                             "whose process stopped reporting for 2x that is marked failed and run again by another "
+                             "process (default: 60)")
     parser.add_argument("--study-name", default=None, metavar="NAME",
                         help="study name (default: <algo>_<ENV_ID>)")
     parser.add_argument("-o", "--output-dir", default=None, metavar="DIR",
@@ -61,6 +69,89 @@ def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
                              "optimize_<ENV_ID>)")
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
                         help="0: only the result; 1: one line per trial (default); 2: training output too")
+
+
+#: the prefix of ``--storage`` for Optuna's journal file
+JOURNAL_PREFIX = "journal:"
+#: how often a failed (interrupted, killed) trial's hyperparameters are tried again
+MAX_RETRY = 3
+
+
+def make_storage(optuna: Any, url: Any, heartbeat: int = 60) -> Any:
+    """
+    The Optuna storage of ``--storage``: None (in memory), ``journal:PATH`` (a journal file that processes on many
+    machines may share through a common file system), or a database URL (SQLite for one machine, PostgreSQL /
+    MySQL for many). Journal and database storages get a heartbeat: a trial whose process died is marked failed
+    after ``2 * heartbeat`` seconds and enqueued again (at most :data:`MAX_RETRY` times), so no trial is lost.
+
+    :param optuna: the optuna module
+    :param url: (str or None) the ``--storage`` value
+    :param heartbeat: (int) seconds between a running trial's heartbeats
+    """
+    if url is None:
+        return None
+    retry = optuna.storages.RetryFailedTrialCallback(max_retry=MAX_RETRY)
+    if url.startswith(JOURNAL_PREFIX):
+        path = url[len(JOURNAL_PREFIX):]
+        if not path:
+            raise CLIError("--storage journal:PATH needs a file path, e.g. journal:/shared/studies/ppo.log")
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        backend = optuna.storages.journal.JournalFileBackend(
+            path, lock_obj=optuna.storages.journal.JournalFileOpenLock(path))
+        return optuna.storages.JournalStorage(backend)
+    return optuna.storages.RDBStorage(url, heartbeat_interval=heartbeat, grace_period=2 * heartbeat,
+                                      failed_trial_callback=retry)
+
+
+def requeue_interrupted(optuna: Any, study: Any, trial_numbers: List[int]) -> int:
+    """Enqueue again the hyperparameters of this process's trials that an interruption left failed or running."""
+    states = (optuna.trial.TrialState.FAIL, optuna.trial.TrialState.RUNNING)
+    requeued = 0
+    for trial in study.get_trials(deepcopy=False):
+        if trial.number in trial_numbers and trial.state in states and trial.params:
+            study.enqueue_trial(trial.params, user_attrs={"retried_from": trial.number}, skip_if_exists=False)
+            requeued += 1
+    return requeued
+
+
+def worker_name() -> str:
+    """``host:pid`` of this process, stored with each trial it runs."""
+    return "{}:{}".format(socket.gethostname(), os.getpid())
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def recover_dead_workers(optuna: Any, study: Any) -> int:
+    """
+    Trials left RUNNING by a process of this host that no longer exists (killed, machine rebooted) are marked
+    failed and their hyperparameters enqueued again. Database storages do this through Optuna's heartbeat, for any
+    host; Optuna's journal storage has no heartbeat, so for it this check covers the processes of this host.
+
+    :return: (int) how many trials were enqueued again
+    """
+    host = socket.gethostname()
+    recovered = 0
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        worker = str(trial.user_attrs.get("worker", ""))
+        name, _, pid = worker.rpartition(":")
+        if name != host or not pid.isdigit() or _process_alive(int(pid)):
+            continue
+        study._storage.set_trial_state_values(trial._trial_id, state=optuna.trial.TrialState.FAIL)
+        if trial.params and int(trial.user_attrs.get("retries", 0)) < MAX_RETRY:
+            study.enqueue_trial(trial.params, user_attrs={"retried_from": trial.number,
+                                                          "retries": int(trial.user_attrs.get("retries", 0)) + 1},
+                                skip_if_exists=False)
+            recovered += 1
+    return recovered
 
 
 def _import_optuna() -> Any:
@@ -122,6 +213,13 @@ class _TrialEvalCallbackFactory:
         return TrialEvalCallback()
 
 
+class _StartedTrials:
+    """The numbers of the trials this process started (to requeue them when it is interrupted)."""
+
+    def __init__(self) -> None:
+        self.numbers: List[int] = []
+
+
 def run_optimize(args: argparse.Namespace) -> int:
     """The ``optimize`` subcommand."""
 
@@ -139,7 +237,11 @@ def run_optimize(args: argparse.Namespace) -> int:
     if args.verbose < 2:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
 
+    started = _StartedTrials()
+
     def objective(trial: Any) -> float:
+        started.numbers.append(trial.number)
+        trial.set_user_attr("worker", worker_name())
         sampled = sample_hyperparams(trial, algo, base)
         hyperparams = {**base, **sampled}
         trial.set_user_attr("hyperparams", plain(sampled))
@@ -181,7 +283,8 @@ def run_optimize(args: argparse.Namespace) -> int:
         return value
 
     try:
-        study = optuna.create_study(study_name=study_name, storage=args.storage, load_if_exists=True,
+        storage = make_storage(optuna, args.storage, args.heartbeat)
+        study = optuna.create_study(study_name=study_name, storage=storage, load_if_exists=True,
                                     direction="maximize",
                                     sampler=make_sampler(optuna, args.sampler, args.n_startup_trials, args.seed),
                                     pruner=make_pruner(optuna, args.pruner, args.n_startup_trials,
@@ -189,6 +292,10 @@ def run_optimize(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - a bad storage URL or a study of another direction: one line
         raise CLIError("cannot open the study {!r} in {}: {}".format(study_name, args.storage or "memory",
                                                                     exc_text(exc))) from exc
+    if args.storage is not None and args.storage.startswith(JOURNAL_PREFIX):
+        recovered = recover_dead_workers(optuna, study)
+        if recovered:
+            print("{} trial(s) of a process that died are queued again".format(recovered))
     previous = len(study.trials)
     print("Optimizing {} on {}: {} trial(s) of {} timesteps, sampler {}, pruner {}, study {!r}{}".format(
         algo, env_id, args.n_trials, plan.n_timesteps, args.sampler, args.pruner, study_name,
@@ -196,7 +303,9 @@ def run_optimize(args: argparse.Namespace) -> int:
     try:
         study.optimize(objective, n_trials=args.n_trials, n_jobs=args.n_jobs)
     except KeyboardInterrupt:
-        print("Interrupted: writing the results of the finished trials.")
+        requeued = requeue_interrupted(optuna, study, started.numbers) if args.storage else 0
+        print("Interrupted: writing the results of the finished trials" + (
+            "; the {} interrupted trial(s) are queued again in the study".format(requeued) if requeued else "") + ".")
 
     complete = [trial for trial in study.trials if trial.state == optuna.trial.TrialState.COMPLETE]
     pruned = [trial for trial in study.trials if trial.state == optuna.trial.TrialState.PRUNED]
