@@ -755,6 +755,11 @@ class BaseRLModel(ABC):
         if "n_steps" in checked and rollout > model_schema.MAX_ROLLOUT:
             raise ModelDataError(f"The model file's n_steps * n_envs = {rollout:,} samples per rollout is beyond "
                                  f"{model_schema.MAX_ROLLOUT:,}; the file is corrupted or was edited.")
+        buffer_size = checked.get("buffer_size")
+        if isinstance(buffer_size, int) and buffer_size > _MAX_BUFFER_SIZE:
+            raise ModelDataError(f"The model file's buffer_size {load_budget.count_text(buffer_size)} is beyond "
+                                 f"{_MAX_BUFFER_SIZE:,} transitions (no replay buffer is that large); the file is "
+                                 "corrupted or was edited.")
         missing = [key for key in ("policy", "observation_space", "action_space") if key not in checked]
         if missing:
             raise ModelDataError(f"The model file has no {missing}; it is truncated or not a {cls.__name__} file.")
@@ -1148,6 +1153,9 @@ class OffPolicyRLModel(BaseRLModel):
 
 
 
+
+#: the largest ``buffer_size`` a model file may declare (``sbtf.common.buffers.MAX_BUFFER_SIZE``)
+_MAX_BUFFER_SIZE = 1 << 32
 
 #: exceptions that a model's constructor or ``setup_model`` raise on data they cannot use (when loading a file they
 #: become ModelDataErrors)

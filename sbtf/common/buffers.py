@@ -26,6 +26,7 @@ Indices are drawn with NumPy's global generator, so ``set_global_seeds`` makes s
 from __future__ import annotations
 
 import io
+import math
 import os
 import struct
 import tempfile
@@ -35,6 +36,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, get_load_limits
+from sbtf.common.load_budget import checked_prod, count_text
 from sbtf.common.obs_storage import ObsField, PackedObsArray, obs_fields, row_nbytes, rows_differ, take_rows
 from sbtf.common.packed_normalize import for_packed_rows
 from sbtf.common.registry import register_class, registered_classes
@@ -47,6 +49,8 @@ BUFFER_FORMAT = "sbtf_replay_buffer"
 BUFFER_FORMAT_VERSION = 2
 #: the observation arrays of a saved buffer
 _OBS_MEMBERS = ("obs_t", "obs_tp1", "obs_ahead")
+#: the largest replay buffer (transitions): far beyond any real one (SB2/SB3 zoo buffers hold up to ~10**7)
+MAX_BUFFER_SIZE = 1 << 32
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,9 @@ class ReplayBuffer(object):
 
     def __init__(self, size: int, optimize_memory_usage: bool = False, n_envs: int = 1, observation_space=None):
         size = int(size)
-        if size <= 0:
-            raise ValueError(f"Error: the replay buffer size must be positive, got {size}.")
+        if size <= 0 or size > MAX_BUFFER_SIZE:
+            raise ValueError(f"Error: the replay buffer size must be in [1, {MAX_BUFFER_SIZE:,}], got "
+                             f"{count_text(size)}.")
         if int(n_envs) < 1:
             raise ValueError(f"Error: n_envs must be positive, got {n_envs}.")
         self._maxsize = size
@@ -189,9 +194,10 @@ class ReplayBuffer(object):
             return np.dtype(np.bool_)
         return value.dtype
 
-    def _allocate(self, obs_t: np.ndarray, action: np.ndarray) -> None:
-        """Create the arrays from one (unbatched) transition."""
-        n = self._maxsize
+    def _allocate(self, obs_t: np.ndarray, action: np.ndarray, rows: Optional[int] = None) -> None:
+        """Create the arrays from one (unbatched) transition, with ``rows`` slots (default: the capacity; ``np.zeros``
+        commits memory only as slots are written). Fewer rows grow on demand (``_reserve``)."""
+        n = self._maxsize if rows is None else int(rows)
         obs_dtype = self._storage_dtype(obs_t, "obs")
         self._obs_t = self._new_obs_array(n, obs_t.shape, obs_dtype)
         if self.optimize_memory_usage:
@@ -217,6 +223,7 @@ class ReplayBuffer(object):
         if self._obs_t is None:
             self._allocate(np.asarray(obs_t), np.asarray(action))
         idx = self._next_idx
+        self._reserve(idx + (self.n_envs if self.optimize_memory_usage else 0))
         self._write(idx, obs_t, action, reward, obs_tp1, done, ((idx, obs_t, obs_tp1),))
         self._next_idx = (idx + 1) % self._maxsize
         if self._size < self._maxsize:
@@ -258,9 +265,41 @@ class ReplayBuffer(object):
             obs_t, action, reward, obs_tp1, done = (x[skip:] for x in (obs_t, action, reward, obs_tp1, done))
             n_items = self._maxsize
         idxs = self._extend_indices(n_items)
+        self._reserve(int(idxs.max()) + (self.n_envs if self.optimize_memory_usage else 0))
         self._write(idxs, obs_t, action, reward, obs_tp1, done, zip(idxs, obs_t, obs_tp1))
         self._next_idx = int((self._next_idx + n_items) % self._maxsize)
         self._size = min(self._size + n_items, self._maxsize)
+
+    @property
+    def allocated_slots(self) -> int:
+        """How many slots the arrays hold now (0 before the first transition; a loaded buffer holds what its file
+        carries and grows, doubling, up to ``buffer_size`` as transitions arrive)."""
+        return 0 if self._rewards is None else int(len(self._rewards))
+
+    @staticmethod
+    def _grown(array: Any, rows: int) -> Any:
+        if array is None:
+            return None
+        if isinstance(array, PackedObsArray):
+            grown = PackedObsArray(rows, array.fields)
+            for target, source in zip(grown.arrays, array.arrays):
+                target[:len(source)] = source
+            return grown
+        grown = np.zeros((rows,) + array.shape[1:], dtype=array.dtype)
+        grown[:len(array)] = array
+        return grown
+
+    def _reserve(self, top: int) -> None:
+        """Make slot ``min(top, buffer_size - 1)`` exist: the arrays double (up to ``buffer_size``) when needed."""
+        rows = self.allocated_slots
+        top = min(int(top), self._maxsize - 1)
+        if top < rows or rows == 0:
+            return
+        while rows <= top:
+            rows *= 2
+        rows = min(rows, self._maxsize)
+        for name in ("_obs_t", "_obs_tp1", "_actions", "_rewards", "_dones", "_valid", "_ahead"):
+            setattr(self, name, self._grown(getattr(self, name), rows))
 
     def _write(self, idx, obs_t, action, reward, obs_tp1, done, shared_writes) -> None:
         """Store transitions in slot ``idx`` (one slot, or an array of slots with batches of values); with
@@ -424,15 +463,18 @@ class ReplayBuffer(object):
             action_shape = tuple(int(s) for s in data["action_shape"])
             if isinstance(obs_t, PackedObsArray):
                 self._obs_fields = obs_t.fields
-            self._obs_t = self._new_obs_array(self._maxsize, obs_shape, obs_t.dtype)
-            self._actions = np.zeros((self._maxsize,) + action_shape, dtype=actions.dtype)
-            self._rewards = np.zeros((self._maxsize,), dtype=np.float32)
-            self._dones = np.zeros((self._maxsize,), dtype=np.float32)
+            # the slots the file fills (and those written ahead), not the capacity it announces: more grow on demand
+            rows = min(self._maxsize, max(size, self._next_idx + 1, 1) + (self.n_envs if self.optimize_memory_usage
+                                                                          else 0))
+            self._obs_t = self._new_obs_array(rows, obs_shape, obs_t.dtype)
+            self._actions = np.zeros((rows,) + action_shape, dtype=actions.dtype)
+            self._rewards = np.zeros((rows,), dtype=np.float32)
+            self._dones = np.zeros((rows,), dtype=np.float32)
             self._obs_t[:size] = obs_t
             if self.optimize_memory_usage:
                 self._restore_shared(data, size)
             else:
-                self._obs_tp1 = self._new_obs_array(self._maxsize, obs_shape, obs_t.dtype)
+                self._obs_tp1 = self._new_obs_array(rows, obs_shape, obs_t.dtype)
                 self._obs_tp1[:size] = data["obs_tp1"]
             self._actions[:size] = actions
             self._rewards[:size] = data["rewards"]
@@ -442,9 +484,10 @@ class ReplayBuffer(object):
         """``optimize_memory_usage``: the slots' flags, the observations written ahead and the next observations
         kept aside, from a saved buffer."""
         n = self._maxsize
-        self._valid = np.zeros((n,), dtype=bool)
+        rows = self.allocated_slots
+        self._valid = np.zeros((rows,), dtype=bool)
         self._valid[:size] = np.asarray(data["valid"], dtype=bool)
-        self._ahead = np.zeros((n,), dtype=bool)
+        self._ahead = np.zeros((rows,), dtype=bool)
         ahead = (self._next_idx + np.arange(min(self.n_envs, n))) % n
         if "obs_ahead" in data and len(data["obs_ahead"]) == len(ahead) and n > self.n_envs:
             self._obs_t[ahead] = data["obs_ahead"]
@@ -613,18 +656,15 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     def _state(self) -> dict:
         state = super()._state()
         state.update(alpha=np.array(self._alpha), max_priority=np.array(self._max_priority),
-                     priorities_alpha=self._it_sum.leaves()[:self._size])
+                     priorities_alpha=self._it_sum.leaves(self._size))
         return state
 
     def _restore(self, data: Any) -> None:
         super()._restore(data)
         self._max_priority = float(data["max_priority"])
-        leaves = np.zeros(self._it_sum.capacity)
-        leaves[:self._size] = data["priorities_alpha"]
-        self._it_sum.set_leaves(leaves)
-        min_leaves = np.full(self._it_min.capacity, np.inf)
-        min_leaves[:self._size] = data["priorities_alpha"]
-        self._it_min.set_leaves(min_leaves)
+        # only the leaves of the stored transitions take memory (the trees grow as transitions arrive)
+        self._it_sum.set_leaves(data["priorities_alpha"])
+        self._it_min.set_leaves(data["priorities_alpha"])
 
 
 _BUFFER_CLASSES = {"ReplayBuffer": ReplayBuffer, "PrioritizedReplayBuffer": PrioritizedReplayBuffer}
@@ -711,7 +751,7 @@ def _saved_buffer_class(class_name: str, path: str) -> type:
 def _check_buffer_data(data: dict, path: str, prioritized: bool) -> None:
     """Validate what ``_restore`` will use, and the memory the restored buffer will take, before allocating it."""
     limits = get_load_limits()
-    maxsize = saved_int(data, "maxsize", path, 1, 1 << 62)
+    maxsize = saved_int(data, "maxsize", path, 1, MAX_BUFFER_SIZE)
     size = saved_int(data, "size", path, 0, maxsize)
     saved_int(data, "next_idx", path, 0, maxsize - 1)
     slot_bytes = 8 + (64 if prioritized else 0)  # at least a reward; segment trees
@@ -724,6 +764,9 @@ def _check_buffer_data(data: dict, path: str, prioritized: bool) -> None:
                                      "corrupted.")
         obs_shape = tuple(int(s) for s in data["obs_shape"])
         action_shape = tuple(int(s) for s in data["action_shape"])
+        # products with Python ints (NumPy's wrap around int64), bounded before any row is allocated
+        for key, shape in (("obs_shape", obs_shape), ("action_shape", action_shape)):
+            checked_prod(shape, f"{key!r} of the replay buffer file {path}", limits.max_array_bytes)
         expected = {"obs_t": (size,) + obs_shape, "obs_tp1": (size,) + obs_shape, "actions": (size,) + action_shape,
                     "rewards": (size,), "dones": (size,)}
         for key, shape in expected.items():
@@ -742,7 +785,7 @@ def _check_buffer_data(data: dict, path: str, prioritized: bool) -> None:
                 raise ModelDataError(f"Error: 'obs_ahead' of the replay buffer file {path} does not hold observations "
                                      f"of shape {obs_shape}; the file is corrupted.")
         slot_bytes += 2 * row_nbytes(data["obs_t"]) + 8
-        slot_bytes += data["actions"].itemsize * int(np.prod(action_shape))
+        slot_bytes += data["actions"].itemsize * math.prod(action_shape)
     if prioritized:
         for key in ("alpha", "max_priority"):
             value = data.get(key)
@@ -776,7 +819,7 @@ def _gather_packed_observations(data: dict, path: str) -> None:
     for i, (start, size) in enumerate(places.tolist()):
         part = data.get(f"obs_t__{i}")
         if start != offset or size < 1 or not isinstance(part, np.ndarray) or part.dtype.kind not in "iubf" or \
-                part.ndim < 1 or int(np.prod(part.shape[1:])) != size:
+                part.ndim < 1 or math.prod(part.shape[1:]) != size:
             raise ModelDataError(f"Error: key {i} of the observations in the replay buffer file {path} does not match "
                                  "'obs_fields'; the file is corrupted.")
         fields.append(ObsField(int(start), int(size), tuple(int(s) for s in part.shape[1:]), part.dtype))
@@ -844,4 +887,5 @@ for _cls in (ReplayBuffer, PrioritizedReplayBuffer):
     register_class(_cls, "replay_buffer", _cls.__name__)
 
 __all__ = ["ReplayBatch", "ReplayBuffer", "PrioritizedReplayBuffer", "load_buffer", "saved_int", "saved_flag",
+           "MAX_BUFFER_SIZE",
            "saved_index_array"]

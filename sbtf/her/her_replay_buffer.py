@@ -28,6 +28,7 @@ import numpy as np
 from sbtf.common.buffers import ReplayBatch, ReplayBuffer, saved_flag, saved_index_array, saved_int
 from sbtf.common.dict_obs import layout_of
 from sbtf.common.file_errors import CorruptedFileError, ModelDataError
+from sbtf.common.load_budget import checked_prod
 from sbtf.common.registry import register_class
 from sbtf.her.replay_buffer import GoalSelectionStrategy, goal_selection_strategy_from
 
@@ -140,11 +141,36 @@ class HerReplayBuffer(ReplayBuffer):
         self._full = False
         # per (row, env): the first row of the transition's episode and the episode's length (0: not finished yet,
         # or dropped because the buffer overwrote part of it)
-        self._ep_start = np.zeros((self.n_rows, n_envs), dtype=np.int64)
-        self._ep_length = np.zeros((self.n_rows, n_envs), dtype=np.int64)
+        # (rows are allocated as they are written: a buffer of 2**27 slots costs nothing until it fills)
+        rows = min(self.n_rows, 1024)
+        self._ep_start = np.zeros((rows, n_envs), dtype=np.int64)
+        self._ep_length = np.zeros((rows, n_envs), dtype=np.int64)
         self._current_ep_start = np.zeros(n_envs, dtype=np.int64)
-        self._infos = np.array([[{} for _ in range(n_envs)] for _ in range(self.n_rows)], dtype=object) \
-            if self.copy_info_dict else None
+        self._infos = self._new_infos(rows) if self.copy_info_dict else None
+
+    def _new_infos(self, rows: int) -> np.ndarray:
+        infos = np.empty((rows, self.n_envs), dtype=object)
+        for index in np.ndindex(infos.shape):
+            infos[index] = {}
+        return infos
+
+    def _reserve_rows(self, row: int) -> None:
+        """Make the per-row episode records hold row ``row`` (doubling, up to ``n_rows``)."""
+        rows = len(self._ep_start)
+        if row < rows:
+            return
+        while rows <= row:
+            rows *= 2
+        rows = min(rows, self.n_rows)
+        for name in ("_ep_start", "_ep_length"):
+            old = getattr(self, name)
+            grown = np.zeros((rows, self.n_envs), dtype=np.int64)
+            grown[:len(old)] = old
+            setattr(self, name, grown)
+        if self._infos is not None:
+            grown = self._new_infos(rows)
+            grown[:len(self._infos)] = self._infos
+            self._infos = grown
 
     @property
     def goal_selection_strategy(self) -> GoalSelectionStrategy:
@@ -226,6 +252,7 @@ class HerReplayBuffer(ReplayBuffer):
         if self._obs_t is None:
             self._allocate(obs[0], actions[0])
         row = self._pos
+        self._reserve_rows(row)
         # overwriting the oldest row drops the episodes it belongs to, whole
         for env_idx in range(self.n_envs):
             length = self._ep_length[row, env_idx]
@@ -235,6 +262,7 @@ class HerReplayBuffer(ReplayBuffer):
         self._ep_start[row] = self._current_ep_start
         self._ep_length[row] = 0
         slots = self._slots(row)
+        self._reserve(int(np.max(slots)))  # a loaded buffer holds the slots its file filled: more grow on demand
         self._obs_t[slots] = obs
         self._obs_tp1[slots] = next_obs
         self._actions[slots] = actions.reshape((self.n_envs,) + self._actions.shape[1:])
@@ -398,6 +426,7 @@ class HerReplayBuffer(ReplayBuffer):
                      goal_layout=_saved_goal_layout(data, path))
         buffer._restore(data)
         buffer._pos, buffer._full = pos, full
+        buffer._reserve_rows(max(rows, pos) - 1 if max(rows, pos) else 0)
         buffer._ep_start[:rows], buffer._ep_length[:rows] = ep_start, ep_length
         buffer._current_ep_start[:] = current_ep_start
         return buffer
@@ -409,7 +438,8 @@ def _saved_goal_layout(data: dict, path: str) -> Optional[GoalLayout]:
     if "goal_slices" not in data:
         return None
     slices, goal_shape = data["goal_slices"], data.get("goal_shape")
-    obs_size = int(np.prod(data["obs_shape"])) if "obs_shape" in data else 1 << 30
+    obs_size = checked_prod(data["obs_shape"].tolist(), f"'obs_shape' of the HerReplayBuffer file {path}",
+                            1 << 40) if isinstance(data.get("obs_shape"), np.ndarray) else 1 << 30
     if not isinstance(slices, np.ndarray) or slices.shape != (2, 2) or slices.dtype.kind not in "iu" or \
             not isinstance(goal_shape, np.ndarray) or goal_shape.ndim != 1 or goal_shape.dtype.kind not in "iu" or \
             len(goal_shape) > 32 or np.any(goal_shape < 1) or np.any(slices < 0) or np.any(slices > obs_size):
@@ -417,7 +447,8 @@ def _saved_goal_layout(data: dict, path: str) -> Optional[GoalLayout]:
                              "corrupted.")
     (a_start, a_stop), (d_start, d_stop) = (tuple(int(v) for v in row) for row in slices)
     length = a_stop - a_start
-    if length < 1 or d_stop - d_start != length or int(np.prod(goal_shape)) != length:
+    goal_size = checked_prod(goal_shape.tolist(), f"'goal_shape' of the HerReplayBuffer file {path}", 1 << 40)
+    if length < 1 or d_stop - d_start != length or goal_size != length:
         raise ModelDataError(f"Error: the goals of the HerReplayBuffer file {path} differ in size from each other or "
                              "from their shape; the file is corrupted.")
     return GoalLayout(slice(a_start, a_stop), slice(d_start, d_stop), tuple(int(v) for v in goal_shape))
