@@ -246,6 +246,29 @@ _add(Case(
     ),
 ))
 
+_DQN_SB3_DEFAULTS = dict(
+    learning_rate=1e-4, buffer_size=1_000_000, learning_starts=1000, batch_size=32, tau=1.0, gamma=0.99,
+    train_freq=4, gradient_steps=1, target_update_interval=10_000, exploration_fraction=0.1,
+    exploration_initial_eps=1.0, exploration_final_eps=0.05, max_grad_norm=10,
+)
+_add(Case(
+    name="dqn_sb3_cartpole",
+    description="stable-baselines3's DQN as sbtf.sb3.DQN against SB3's: the work of `dqn_cartpole` (SB3's defaults "
+                "except `learning_starts=1000`, one env, MLP 64x64 ReLU Q-network), with SB3's class and arguments on "
+                "both sides.",
+    env_id="CartPole-v1",
+    n_envs=1,
+    total_timesteps=50_000,
+    sb3=Side("DQN", dict(_DQN_SB3_DEFAULTS)),
+    sbtf=Side("DQN", dict(_DQN_SB3_DEFAULTS), module="sbtf.sb3"),
+    notes=(
+        "Same class name, arguments and defaults on both sides (sbtf.sb3 takes SB3's); both train with PyTorch's "
+        "Adam maths, PyTorch's default initialisation and `clip_grad_norm_`'s clipping.",
+        "`dqn_cartpole` runs the same work with stable-baselines 2's `sbtf.DQN` (double-Q and dueling switched "
+        "off): the two sbtf rows compare SB2's class and SB3's on one workload.",
+    ),
+))
+
 # --------------------------------------------------------------------------- SAC
 _add(Case(
     name="sac_pendulum",
