@@ -94,13 +94,24 @@ def preprocess_obs_tf(obs, ob_space: gym.Space, scale: bool = False) -> tf.Tenso
     return processed
 
 
+def _one_hot_np(indices: np.ndarray, depth: int) -> np.ndarray:
+    """Rows of ``np.eye(depth)`` for ``indices`` (batch x depth values; ``np.eye`` itself would take depth**2,
+    i.e. 16 TB for Discrete(2000000))."""
+    indices = np.asarray(indices).reshape(-1)
+    if indices.size and (indices.max() >= depth or indices.min() < -depth):
+        raise IndexError(f"index {int(indices.max())} is out of bounds for one-hot vectors of size {depth}")
+    out = np.zeros((indices.shape[0], depth), dtype=np.float32)
+    out[np.arange(indices.shape[0]), indices] = 1.0
+    return out
+
+
 def preprocess_obs_np(obs: np.ndarray, ob_space: gym.Space, scale: bool = False) -> np.ndarray:
     """NumPy pre-processing of a batch of observations (same maths as ``preprocess_obs_tf``)."""
     if isinstance(ob_space, gym.spaces.Discrete):
-        return np.eye(int(ob_space.n), dtype=np.float32)[np.asarray(obs, dtype=np.int64).reshape(-1)]
+        return _one_hot_np(np.asarray(obs, dtype=np.int64).reshape(-1), int(ob_space.n))
     if isinstance(ob_space, gym.spaces.MultiDiscrete):
         obs = np.asarray(obs, dtype=np.int64)
-        return np.concatenate([np.eye(int(n), dtype=np.float32)[obs[:, i]]
+        return np.concatenate([_one_hot_np(obs[:, i], int(n))
                                for i, n in enumerate(np.asarray(ob_space.nvec).ravel())], axis=-1)
     processed = np.asarray(obs, dtype=np.float32)
     bounds = _scale_bounds(ob_space, scale)

@@ -33,10 +33,19 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, get_load_limits
+from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
+                                     describe_value, get_load_limits)
+from sbtf.common.load_budget import exception_text
 from sbtf.common.safe_zip import NUMERIC_KINDS, open_zip, read_npz
 
 REQUIRED_KEYS = ("obs", "actions", "episode_returns", "episode_starts")
+
+
+class MissingDatasetKeyError(ModelDataError, KeyError):
+    """An expert dataset file lacks an array it needs (also a ``KeyError``, as sbtf raised before)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return ModelDataError.__str__(self)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,6 +306,24 @@ class ExpertDataset(object):
             raise TypeError(f"traj_data must be a dict, got {type(traj_data).__name__}")
         self.expert_path = expert_path
 
+        if expert_path is None:
+            self._set_data(traj_data, None, base_dir, train_fraction, traj_limitation, verbose, randomize,
+                           sequential_preprocessing, batch_size)
+            return
+        try:
+            self._set_data(traj_data, expert_path, base_dir, train_fraction, traj_limitation, verbose, randomize,
+                           sequential_preprocessing, batch_size)
+        except ModelFileError:
+            raise
+        except (ValueError, TypeError, IndexError, KeyError, OverflowError) as exc:  # the file's arrays do not fit
+            if isinstance(exc, KeyError) and exc.args and isinstance(exc.args[0], str):
+                raise MissingDatasetKeyError(exc.args[0][:500]) from exc
+            raise ModelDataError(f"Expert dataset {describe_value(os.fspath(expert_path), 200)} does not hold a valid "
+                                 f"dataset ({exception_text(exc)}).") from exc
+
+    def _set_data(self, traj_data, expert_path, base_dir, train_fraction, traj_limitation, verbose, randomize,
+                  sequential_preprocessing, batch_size) -> None:
+        """Check the arrays of a dataset against each other and keep them (split into training/validation)."""
         missing = [key for key in REQUIRED_KEYS if key not in traj_data]
         if missing:
             source = repr(expert_path) if expert_path is not None else "traj_data"
