@@ -23,6 +23,50 @@ SHARED_ZOO = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sb2_
 Case = Tuple[str, str, str, str]
 
 
+# ------------------------------------------------------------------------------------------------ work bounds
+def _high_water_mark() -> int:
+    with open("/proc/self/status", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise OSError("no VmHWM")
+
+
+def _reset_high_water_mark() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+            handle.write("5")
+        _high_water_mark()
+        return True
+    except OSError:
+        return False
+
+
+def peak_memory_growth(action: Callable[[], object]) -> int:
+    """
+    How far the process's memory peak rose while ``action()`` ran (bytes), exceptions included: the resident-set
+    high-water mark (reset first through ``/proc/self/clear_refs``: C allocations count too, at no cost), or the
+    ``tracemalloc`` peak where that is not available. The work bound of the crafted-file tests: never seconds.
+    """
+    import tracemalloc
+
+    if _reset_high_water_mark():
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            start = int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        try:
+            action()
+        finally:
+            growth = _high_water_mark() - start
+        return max(growth, 0)
+    tracemalloc.start()
+    try:
+        action()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
 # ------------------------------------------------------------------------------------------------ good files
 def make_good_files(folder: Path) -> Dict[str, Path]:
     """A small trained PPO2 zip, a VecNormalize file, an obs_rms/ret_rms pair, an expert npz and a replay buffer."""
