@@ -364,7 +364,7 @@ def test_cli_trains_and_plays_with_the_zoo_hyperparameters(tmp_path):
     from sbtf.cli import hyperparams, main
 
     table = hyperparams.load_default_hyperparams("dqn_sb3")
-    assert {"CartPole-v1", "MountainCar-v0", "Acrobot-v1", "LunarLander-v3"} <= set(table)
+    assert {"atari", "CartPole-v1", "MountainCar-v0", "Acrobot-v1", "LunarLander-v3"} <= set(table)
     for entry in table.values():  # every shipped entry names arguments DQN takes
         hyperparams.check_hyperparameter_names("dqn_sb3", entry, hyperparams.valid_hyperparameters("dqn_sb3", DQN))
     with warnings.catch_warnings():
