@@ -14,6 +14,7 @@ import argparse
 import math
 import os
 import socket
+import warnings
 from typing import Any, Dict, List
 
 import yaml
@@ -90,7 +91,6 @@ def make_storage(optuna: Any, url: Any, heartbeat: int = 60) -> Any:
     """
     if url is None:
         return None
-    retry = optuna.storages.RetryFailedTrialCallback(max_retry=MAX_RETRY)
     if url.startswith(JOURNAL_PREFIX):
         path = url[len(JOURNAL_PREFIX):]
         if not path:
@@ -100,6 +100,12 @@ def make_storage(optuna: Any, url: Any, heartbeat: int = 60) -> Any:
         backend = optuna.storages.journal.JournalFileBackend(
             path, lock_obj=optuna.storages.journal.JournalFileOpenLock(path))
         return optuna.storages.JournalStorage(backend)
+    # Optuna >= 4.9 names it RetryHeartbeatStaleTrialCallback (RetryFailedTrialCallback before); "experimental"
+    retry_class = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or \
+        optuna.storages.RetryFailedTrialCallback
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        retry = retry_class(max_retry=MAX_RETRY)
     return optuna.storages.RDBStorage(url, heartbeat_interval=heartbeat, grace_period=2 * heartbeat,
                                       failed_trial_callback=retry)
 
