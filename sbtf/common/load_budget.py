@@ -177,7 +177,7 @@ def charge_weight(shape: Any, name: str = "a weight") -> None:
         return  # an unknown dimension: Keras reports it itself
     budget.remaining -= count
     if budget.remaining < 0:
-        raise FileLimitError(f"Building the model of {budget.what} would create the weight {name!s:.80} of shape "
+        raise FileLimitError(f"The model built from {budget.what} would create the weight {name!s:.80} of shape "
                              f"{describe_value(tuple(shape), 80)}, beyond what the file's {budget.stored:,} stored "
                              "parameter values allow; its spaces or policy_kwargs do not match its parameters (the "
                              "file is corrupted or hostile).")
