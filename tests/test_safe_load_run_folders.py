@@ -483,3 +483,65 @@ def test_malformed_settings_only_raise_typed_errors():
                 typed += 1
                 assert len(str(exc)) < 2000, str(exc)[:300]
     assert typed > 400  # most samples are malformed
+
+
+ZOO_CONFIG = """\
+!!python/object/apply:collections.OrderedDict
+- - [env_wrapper, {gymnasium.wrappers.TimeLimit: {max_episode_steps: 200}}]
+  - [frame_stack, 4]
+  - [n_envs, 8]
+  - [n_timesteps, 1000000.0]
+  - [normalize, '{"norm_obs": True, "norm_reward": False}']
+  - [env_kwargs, {g: 9.8}]
+  - [policy, MlpPolicy]
+  - [policy_kwargs, 'dict(net_arch=[64, 64])']
+"""
+#: fragments a mutation inserts: YAML syntax that builds structure, aliases, tags, deep nests
+FRAGMENTS = ["&a ", "*a", "[", "]", "{", "}", ": ", "- ", "\n  ", "!!python/object/apply:os.system ", "!!binary ",
+             "<<: *a\n", "? ", "'", '"', "\\", "\xff", "&b [*a, *a, *a, *a]", "!!set ", "0x" + "f" * 40, "[" * 100,
+             "~", ".nan", "1e400", "2001-01-01"]
+
+
+@pytest.mark.usefixtures("both_parsers")
+def test_fuzzed_configs_only_raise_typed_errors():
+    """300 seeded mutants of a zoo config.yml (byte flips, deletions, inserted YAML syntax), read and turned into env
+    settings as ``sbtf enjoy`` and the zoo loader do: each one loads or raises a typed error, in bounded memory."""
+    import random
+
+    from sbtf.cli import CLIError, env_settings
+    from sbtf.zoo.config import zoo_settings
+
+    rng = random.Random(34)
+    base = ZOO_CONFIG.encode()
+    outcomes = {"loaded": 0, "typed": 0}
+    worst_peak = 0
+    for _ in range(300):
+        data = bytearray(base)
+        for _ in range(rng.randint(1, 6)):
+            position = rng.randrange(len(data))
+            action = rng.random()
+            if action < 0.3:
+                data[position] = rng.randrange(256)
+            elif action < 0.5:
+                del data[position:position + rng.randint(1, 8)]
+            else:
+                fragment = rng.choice(FRAGMENTS)
+                data[position:position] = fragment.encode("utf-8", "surrogateescape") if fragment != "\xff" \
+                    else b"\xff"
+
+        def read_and_apply(text=bytes(data)):
+            config = load_yaml(text, "config.yml")
+            env_settings(config, (), "config.yml")
+            zoo_settings(config, None, "config.yml")
+            return config
+
+        outcome, peak = _peak_bytes(read_and_apply)
+        worst_peak = max(worst_peak, peak)
+        if isinstance(outcome, (CLIError, ModelFileError)):
+            outcomes["typed"] += 1
+            assert len(str(outcome)) < 2000
+        else:
+            assert not isinstance(outcome, Exception), repr(outcome)[:500]
+            outcomes["loaded"] += 1
+    assert outcomes["typed"] > 50 and outcomes["loaded"] > 10, outcomes
+    assert worst_peak < 8 << 20, worst_peak

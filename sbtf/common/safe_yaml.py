@@ -255,9 +255,11 @@ def load_yaml(text: Union[str, bytes], source: str = "the YAML document", *, map
             raise CorruptedFileError("{} is not UTF-8 text (byte {} is {!r}); a YAML file is text".format(
                 source, exc.start, text[exc.start:exc.start + 1])) from None
     max_nodes = min(limits.max_items, NODE_SLACK + NODES_PER_BYTE * len(text))
-    loader = SafeYamlLoader(text, max_nodes=max_nodes, max_depth=limits.max_depth,
-                            max_nonstring_keys=min(limits.max_nonstring_keys, MAX_NONSTRING_KEYS))
+    loader = None
     try:
+        # the pure-Python reader checks the characters when it is made: inside the try
+        loader = SafeYamlLoader(text, max_nodes=max_nodes, max_depth=limits.max_depth,
+                                max_nonstring_keys=min(limits.max_nonstring_keys, MAX_NONSTRING_KEYS))
         data = loader.get_single_data()
     except ModelFileError as exc:
         raise _with_source(exc, source) from None
@@ -268,7 +270,8 @@ def load_yaml(text: Union[str, bytes], source: str = "the YAML document", *, map
         detail = " ".join(str(exc).split())
         raise CorruptedFileError("{} is not a valid YAML file: {}".format(source, detail[:300])) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if mapping:
         if data is None:
             return {}

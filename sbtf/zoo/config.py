@@ -26,14 +26,16 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from sbtf.common.file_errors import FileLimitError, ModelFileError, UnsafeFileError, describe_value
-from sbtf.common.safe_yaml import MAX_YAML_BYTES, ORDERED_DICT_TAG, read_yaml
+from sbtf.common.safe_yaml import MAX_YAML_BYTES, ORDERED_DICT_TAG, SafeYamlLoader, read_yaml
 from sbtf.zoo.errors import ConfigLimitError, UnsafeConfigError, ZooConfigError
 
-__all__ = ["ORDERED_DICT_TAG", "read_zoo_yaml", "ZooSettings", "zoo_settings", "parse_env_wrappers",
+__all__ = ["ORDERED_DICT_TAG", "ZooConfigLoader", "read_zoo_yaml", "ZooSettings", "zoo_settings", "parse_env_wrappers",
            "is_time_feature_wrapper", "plain_config", "VEC_NORMALIZE_KEYS", "MAX_CONFIG_BYTES", "MAX_FRAME_STACK",
            "MAX_N_ENVS", "MAX_SEED", "MAX_WRAPPERS", "check_frame_stack", "check_wrapper_count", "check_seed", "check_n_envs", "check_normalize_kwargs",
            "check_wrapper_kwargs", "check_env_kwargs"]
 
+#: the loader of :func:`read_zoo_yaml` (sbtf's one YAML loader; the name earlier versions gave it)
+ZooConfigLoader = SafeYamlLoader
 #: largest config.yml read (real ones are well under 4 kB)
 MAX_CONFIG_BYTES = MAX_YAML_BYTES
 #: VecNormalize keyword arguments a ``normalize`` entry may give
