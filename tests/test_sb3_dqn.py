@@ -19,7 +19,7 @@ from sbtf.common.multi_input_envs import SimpleMultiObsEnv
 from sbtf.common.vec_env import DummyVecEnv
 from sbtf.sb3.dqn.q_learning import clip_grad_norm, exploration_rate
 from sbtf.sb3 import DQN
-from sbtf.sb3.dqn import CnnPolicy, DQNPolicy, MlpPolicy, MultiInputPolicy, QNetwork
+from sbtf.sb3.dqn import CnnPolicy, MlpPolicy, MultiInputPolicy, QNetwork
 from test_dqn import SmallImageEnv
 
 #: rl-baselines3-zoo's tuned CartPole-v1 hyperparameters (hyperparams/dqn.yml)
@@ -196,7 +196,7 @@ def test_one_gradient_step_is_sb3s_update():
     assert norm > 0.5  # the clipping matters
     grads = [g * min(1.0, 0.5 / (norm + 1e-6)) for g in grads]
     lr = 0.01
-    # Adam's first step: m = (1 - b1) g, v = (1 - b2) g^2, update lr * m_hat / (sqrt(v_hat) + eps) = lr * g / (|g| + eps)
+    # Adam's first step: m = (1 - b1) g, v = (1 - b2) g^2; lr * m_hat / (sqrt(v_hat) + eps) = lr * g / (|g| + eps)
     expected_weights = [w - lr * g / (np.abs(g) + 1e-8) for w, g in zip(online, grads)]
     step = model._train_steps.get(1, None)
     out = step(obs=obs, next_obs=next_obs, actions=actions, rewards=rewards, dones=dones, learning_rate=lr)
