@@ -237,6 +237,7 @@ class ACER(NStepActorCriticRLModel):
     #: compile the feed-forward train step with XLA (about twice as fast per call, a few seconds to compile;
     #: recurrent policies are never XLA-compiled)
     _jit_compile = True
+    _not_saved_arguments = {"num_procs": "stable-baselines 2's deprecated name of n_cpu_tf_sess, which is stored"}
     _save_schema = dict(
         gamma=ms.Real(), n_steps=ms.Integer(1, ms.MAX_ROLLOUT), q_coef=ms.Real(), ent_coef=ms.Real(),
         max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(), lr_schedule=ms.AnyOf(ms.Text(), ms.Schedule()),

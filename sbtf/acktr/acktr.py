@@ -59,6 +59,7 @@ class ACKTR(NStepActorCriticRLModel):
     :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process)
     """
 
+    _not_saved_arguments = {"nprocs": "stable-baselines 2's deprecated name of n_cpu_tf_sess, which is stored"}
     _save_schema = dict(
         gamma=ms.Real(), gae_lambda=ms.Nullable(ms.Real()), n_steps=ms.Integer(1, ms.MAX_ROLLOUT), vf_coef=ms.Real(), ent_coef=ms.Real(),
         vf_fisher_coef=ms.Real(), max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(),

@@ -15,7 +15,7 @@ import os
 import warnings
 from abc import ABC, abstractmethod
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -251,6 +251,27 @@ class BaseRLModel(ABC):
     #: hyperparameters written by save() (in addition to the common ones), name -> declared type
     #: (``sbtf.common.model_schema``); a file is read against it
     _save_schema: dict = {}
+
+    #: constructor arguments that model files deliberately do not store, each with the reason (merged along the
+    #: class hierarchy by :meth:`_unsaved_arguments`); every other constructor argument must be in the data schema
+    #: (``tests/test_save_schema_roundtrip.py`` checks every registered algorithm, so a new argument cannot be lost on
+    #: ``load`` silently)
+    _not_saved_arguments: Dict[str, str] = {
+        "env": "the environment is given again to load(path, env=...) or set_env()",
+        "_init_setup_model": "load() builds the networks itself",
+        "tensorboard_log": "a folder of the machine that trained (stable-baselines 2 did not store it); pass "
+                           "tensorboard_log= to load()",
+        "full_tensorboard_log": "a logging option of the training run (stable-baselines 2 did not store it)",
+        "device": "TensorFlow places the variables (no device to restore)",
+    }
+
+    @classmethod
+    def _unsaved_arguments(cls) -> Dict[str, str]:
+        """The constructor arguments the class's files do not store, with the reasons (``_not_saved_arguments``)."""
+        merged: Dict[str, str] = {}
+        for klass in reversed(cls.__mro__):
+            merged.update(klass.__dict__.get("_not_saved_arguments", {}))
+        return merged
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

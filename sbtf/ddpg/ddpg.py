@@ -111,6 +111,13 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
     :param optimize_memory_usage: (bool) Enable a memory efficient variant of the replay buffer
     """
 
+    _not_saved_arguments = {
+        "memory_policy": "ignored since stable-baselines 2.x (a warning says so)",
+        "eval_env": "an environment: give it again after load() (model.eval_env = ...), as in stable-baselines 2",
+        "render": "a display option of the training run (stable-baselines 2 did not store it)",
+        "render_eval": "a display option of the training run (stable-baselines 2 did not store it)",
+        "use_sde": "only False is accepted (stable-baselines3 has no gSDE for DDPG)",
+    }
     _save_schema = dict(
         nb_eval_steps=ms.Integer(0), param_noise_adaption_interval=ms.Integer(1), nb_train_steps=ms.Integer(0),
         nb_rollout_steps=ms.Integer(1), param_noise=ms.Noise(), action_noise=ms.Noise(), gamma=ms.Real(),

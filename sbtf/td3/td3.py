@@ -70,6 +70,7 @@ class TD3(ActorCriticOffPolicyAlgorithm):
         stored once)
     """
 
+    _not_saved_arguments = {"use_sde": "only False is accepted (stable-baselines3 has no gSDE for TD3)"}
     _save_schema = dict(
         learning_rate=ms.Schedule(), buffer_size=ms.Integer(1), learning_starts=ms.Integer(0),
         train_freq=ms.Integer(1), batch_size=ms.Integer(1), tau=ms.Real(), policy_delay=ms.Integer(1),

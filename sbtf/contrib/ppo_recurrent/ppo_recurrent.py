@@ -116,6 +116,8 @@ class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
     :param _init_setup_model: (bool) Whether or not to build the network at the creation of the instance
     """
 
+    _not_saved_arguments = {"use_sde": "only False is accepted (gSDE is not implemented for RecurrentPPO)",
+                            "sde_sample_freq": "used by gSDE only, which RecurrentPPO does not implement"}
     _save_schema = dict(
         learning_rate=ms.Schedule(), n_steps=ms.Integer(1), batch_size=ms.Integer(1), n_epochs=ms.Integer(1),
         gamma=ms.Real(), gae_lambda=ms.Real(), clip_range=ms.Schedule(), clip_range_vf=ms.Nullable(ms.Schedule()),

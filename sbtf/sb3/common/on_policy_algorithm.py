@@ -154,6 +154,11 @@ class OnPolicyAlgorithm(OnPolicySDEMixin, Sb3OnPolicyAlgorithm):
     #: SB3's ``policy_aliases``: the policy names the algorithm takes
     policy_aliases: Dict[str, type] = {}
 
+    _not_saved_arguments = {
+        "rollout_buffer_class": "only sbtf's RolloutBuffer is accepted (None or RolloutBuffer): nothing to restore",
+        "rollout_buffer_kwargs": "only None or {} is accepted: nothing to restore",
+    }
+
     def __init__(self, policy, env, learning_rate, n_steps: int, gamma: float, gae_lambda: float, ent_coef: float,
                  vf_coef: float, max_grad_norm: float, use_sde: bool, sde_sample_freq: int,
                  rollout_buffer_class: Optional[type] = None, rollout_buffer_kwargs: Optional[Dict[str, Any]] = None,
