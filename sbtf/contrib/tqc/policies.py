@@ -20,9 +20,9 @@ import gymnasium as gym
 import tensorflow as tf
 
 from sbtf.common.policies import register_policy_base
-from sbtf.contrib.common.actor_critic import (LOG_STD_MAX, LOG_STD_MIN, ContinuousCritic,
+from sbtf.sb3.common.actor_critic import (LOG_STD_MAX, LOG_STD_MIN, ContinuousCritic,
                                               OffPolicyActorCriticPolicy)
-from sbtf.contrib.common.actor_critic import SquashedGaussianActor as Actor
+from sbtf.sb3.common.actor_critic import SquashedGaussianActor as Actor
 
 
 class Critic(ContinuousCritic):
@@ -45,7 +45,7 @@ class Critic(ContinuousCritic):
 class TQCPolicy(OffPolicyActorCriticPolicy):
     """
     Policy class (with both actor and critic) for TQC (sb3-contrib's arguments; the learning-rate schedule is the
-    model's ``learning_rate``): SAC's squashed Gaussian actor (``sbtf.contrib.common.actor_critic``) and quantile
+    model's ``learning_rate``): SAC's squashed Gaussian actor (``sbtf.sb3.common.actor_critic``) and quantile
     critics.
 
     :param observation_space: (gymnasium.Space) Observation space

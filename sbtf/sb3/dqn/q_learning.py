@@ -31,8 +31,8 @@ from sbtf.common.input import check_obs_space
 from sbtf.common.network_ops import TF_OPS
 from sbtf.common.off_policy_ops import polyak_update
 from sbtf.common.policies import BasePolicy
-from sbtf.contrib.common.networks import FeaturesExtractor, Mlp, resolve_extractor_class
-from sbtf.contrib.common.off_policy import ContribOffPolicyAlgorithm, contrib_save_schema
+from sbtf.sb3.common.networks import FeaturesExtractor, Mlp, resolve_extractor_class
+from sbtf.sb3.common.off_policy_algorithm import ContribOffPolicyAlgorithm, contrib_save_schema
 from sbtf.sb3.common.policies import make_policy_optimizer
 
 

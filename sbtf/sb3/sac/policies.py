@@ -4,7 +4,7 @@
 A ``SACPolicy`` holds ``actor`` (squashed Gaussian: features, hidden layers ``actor/fc{i}``, heads ``actor/mu`` and
 ``actor/log_std``, log-std clipped to [-20, 2]; with gSDE the ``actor/log_std`` matrix), ``critic`` (``n_critics``
 Q-networks ``critic/qf{i}`` on ``concat[features, action]``) and ``critic_target``; they are the networks of
-``sbtf.contrib.common.actor_critic`` that sb3-contrib's TQC uses too. Actions are in [-1, 1]; the model rescales them to
+``sbtf.sb3.common.actor_critic`` that sb3-contrib's TQC uses too. Actions are in [-1, 1]; the model rescales them to
 the action space. Acting runs in NumPy for Mlp actors.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ import gymnasium as gym
 import tensorflow as tf
 
 from sbtf.common.policies import register_policy_base
-from sbtf.contrib.common.actor_critic import LOG_STD_MAX, LOG_STD_MIN, OffPolicyActorCriticPolicy
-from sbtf.contrib.common.actor_critic import SquashedGaussianActor as Actor
+from sbtf.sb3.common.actor_critic import LOG_STD_MAX, LOG_STD_MIN, OffPolicyActorCriticPolicy
+from sbtf.sb3.common.actor_critic import SquashedGaussianActor as Actor
 
 
 class SACPolicy(OffPolicyActorCriticPolicy):

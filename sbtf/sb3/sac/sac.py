@@ -18,7 +18,7 @@ import tensorflow as tf
 from sbtf.common import model_schema as ms
 from sbtf.common.fast_call import TrainStep
 from sbtf.common.off_policy_algorithm import learn_doc
-from sbtf.contrib.common.off_policy import EntropyRegularisedAlgorithm, contrib_save_schema
+from sbtf.sb3.common.off_policy_algorithm import EntropyRegularisedAlgorithm, contrib_save_schema
 from sbtf.sb3.sac.policies import SACPolicy
 
 

@@ -3,7 +3,7 @@
 
 A ``TD3Policy`` holds ``actor`` (features, hidden layers ``actor/fc{i}``, output ``actor/out`` then tanh),
 ``actor_target``, ``critic`` (``n_critics`` Q-networks ``critic/qf{i}`` on ``concat[features, action]``) and
-``critic_target`` (the networks of ``sbtf.contrib.common.actor_critic``). Actions are in [-1, 1]; the model rescales
+``critic_target`` (the networks of ``sbtf.sb3.common.actor_critic``). Actions are in [-1, 1]; the model rescales
 them to the action space. Acting runs in NumPy for Mlp actors.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ import gymnasium as gym
 import tensorflow as tf
 
 from sbtf.common.policies import register_policy_base
-from sbtf.contrib.common.actor_critic import DeterministicActor as Actor
-from sbtf.contrib.common.actor_critic import OffPolicyActorCriticPolicy
+from sbtf.sb3.common.actor_critic import DeterministicActor as Actor
+from sbtf.sb3.common.actor_critic import OffPolicyActorCriticPolicy
 
 
 class TD3Policy(OffPolicyActorCriticPolicy):

@@ -18,7 +18,7 @@ from sbtf.common import model_schema as ms
 from sbtf.common.fast_call import TrainStep
 from sbtf.common.off_policy_algorithm import learn_doc
 from sbtf.common.off_policy_ops import polyak_update
-from sbtf.contrib.common.off_policy import ActorCriticOffPolicyAlgorithm, contrib_save_schema
+from sbtf.sb3.common.off_policy_algorithm import ActorCriticOffPolicyAlgorithm, contrib_save_schema
 from sbtf.sb3.sac.sac import q_regression_loss
 from sbtf.sb3.td3.policies import TD3Policy
 

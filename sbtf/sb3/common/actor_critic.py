@@ -26,11 +26,11 @@ import tensorflow as tf
 
 from sbtf.common.input import check_obs_space
 from sbtf.common.network_ops import TF_OPS
+from sbtf.common.optimizers import TorchAdam
 from sbtf.common.policies import BasePolicy
 from sbtf.common.sde import SDE_EPSILON, ExplorationNoise, SDELogStd, gaussian_log_prob, sde_log_std, sde_std
-from sbtf.contrib.common.networks import (FeaturesExtractor, Mlp, TorchLinear, actor_critic_arch,
+from sbtf.sb3.common.networks import (FeaturesExtractor, Mlp, TorchLinear, actor_critic_arch,
                                           resolve_extractor_class)
-from sbtf.contrib.common.optim import TorchAdam
 
 # CAP the standard deviation of the actor
 LOG_STD_MAX = 2
