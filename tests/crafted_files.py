@@ -7,12 +7,15 @@ the good file). The canary command of the hostile cases would create :data:`CANA
 from __future__ import annotations
 
 import base64
+import bz2
 import io
 import json
+import lzma
 import os
 import pickle
 import struct
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
@@ -162,6 +165,77 @@ def cloudpickle_blob(command: str) -> str:
             return (os.system, (command,))
 
     return base64.b64encode(pickle.dumps(Boom())).decode()
+
+
+# ------------------------------------------------------------------------------------------------ raw zips
+# 1.2 GB (1,200,000,000 zero bytes) as one bzip2 stream: 881 bytes.
+BZIP2_1200MB = base64.b64decode(
+    "QlpoOTFBWSZTWQ4J4t8BX45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACCAAMIBNRkKgJakKgJcxQVkmU1kOCeLfAV+OQA"
+    "DAAAAIIAAwgE1GQqAlqQqAlzFBWSZTWQ4J4t8BX45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACCAAMIBNRkKgJakKgJcx"
+    "QVkmU1kOCeLfAV+OQADAAAAIIAAwgE1GQqAlqQqAlzFBWSZTWQ4J4t8BX45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACC"
+    "AAMIBNRkKgJakKgJcxQVkmU1kOCeLfAV+OQADAAAAIIAAwgE1GQqAlqQqAlzFBWSZTWQ4J4t8BX45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZ"
+    "Dgni3wFfjkAAwAAACCAAMIBNRkKgJakKgJcxQVkmU1kOCeLfAV+OQADAAAAIIAAwgE1GQqAlqQqAlzFBWSZTWQ4J4t8BX45AAMAAAAggADCATU"
+    "ZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACCAAMIBNRkKgJakKgJcxQVkmU1kOCeLfAV+OQADAAAAIIAAwgE1GQqAlqQqAlzFBWSZTWQ4J4t8B"
+    "X45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACCAAMIBNRkKgJakKgJcxQVkmU1kOCeLfAV+OQADAAAAIIAAwgE1GQqAlqQ"
+    "qAlzFBWSZTWQ4J4t8BX45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACCAAMIBNRkKgJakKgJcxQVkmU1kOCeLfAV+OQADA"
+    "AAAIIAAwgE1GQqAlqQqAlzFBWSZTWQ4J4t8BX45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACCAAMIBNRkKgJakKgJcxQV"
+    "kmU1kOCeLfAV+OQADAAAAIIAAwgE1GQqAlqQqAlzFBWSZTWQ4J4t8BX45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACCAA"
+    "MIBNRkKgJakKgJcxQVkmU1mA48rwADK0QgDAAAEAAAggACClNBmMJSRbESki8XckU4UJAjPUyXA=")
+
+
+Member = Tuple[str, int, bytes, int, int]   # (name, method, compressed bytes, declared size, crc)
+
+
+def zip_member(name: str, payload: bytes, method: int = zipfile.ZIP_DEFLATED) -> Member:
+    """A well-formed member holding ``payload``."""
+    if method == zipfile.ZIP_STORED:
+        comp = payload
+    elif method == zipfile.ZIP_DEFLATED:
+        comp = zlib.compress(payload, 6)[2:-4]
+    elif method == zipfile.ZIP_BZIP2:
+        comp = bz2.compress(payload)
+    else:
+        comp = lzma_member_stream(payload)
+    return name, method, comp, len(payload), zlib.crc32(payload)
+
+
+def lzma_member_stream(payload: bytes) -> bytes:
+    """zip's LZMA layout: version, properties size, 5 property bytes (lc=3 lp=0 pb=2, 8 MiB window), raw LZMA1."""
+    props = bytes([(2 * 5 + 0) * 9 + 3]) + (8 << 20).to_bytes(4, "little")
+    raw = lzma.compress(payload, format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA1, "preset": 0}])
+    return b"\x09\x14" + struct.pack("<H", 5) + props + raw
+
+
+def build_zip(members: List[Member]) -> bytes:
+    """A zip archive written byte by byte, so that sizes and CRCs can lie."""
+    body, central = b"", b""
+    for name, method, comp, size, crc in members:
+        raw_name = name.encode()
+        header = struct.pack("<4s5H3L2H", b"PK\x03\x04", 63, 0, method, 0, 0, crc, len(comp), size, len(raw_name), 0)
+        central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 63, 63, 0, method, 0, 0, crc, len(comp), size,
+                               len(raw_name), 0, 0, 0, 0, 0, len(body)) + raw_name
+        body += header + raw_name + comp
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(members), len(members), len(central), len(body), 0)
+    return body + central + end
+
+
+def bomb(name: str, method: int, declared: int = 1000, inflated: int = 4 << 20, prefix: bytes = b"") -> Member:
+    """A member declaring ``declared`` bytes whose stream inflates to ``prefix`` + ``inflated`` zero bytes."""
+    if method == zipfile.ZIP_BZIP2 and not prefix and inflated >= 1_000_000_000:
+        comp = BZIP2_1200MB
+    else:
+        _, _, comp, _, _ = zip_member(name, prefix + bytes(inflated), method)
+    return name, method, comp, declared, zlib.crc32((prefix + bytes(inflated))[:declared])
+
+
+def corrupt(name: str, method: int, size: int = 200_000) -> Member:
+    """A member whose compressed stream is damaged in its middle (a valid start, then garbage)."""
+    payload = np.random.default_rng(0).integers(0, 4, size, dtype=np.uint8).tobytes()
+    _, _, comp, _, crc = zip_member(name, payload, method)
+    damaged = bytearray(comp)
+    for pos in range(len(damaged) // 3, len(damaged) // 3 + 64):
+        damaged[pos] ^= 0xA5
+    return name, method, bytes(damaged), size, crc
 
 
 # ------------------------------------------------------------------------------------------------ pickle helpers
@@ -343,6 +417,67 @@ def make_cases(good: Dict[str, Path], folder: Path) -> List[Case]:
         for name in zipfile.ZipFile(good["buffer"]).namelist():
             archive.writestr(name, npy_bytes("<f8", (400_000_000,)))
     add("buffer_huge", "buffer", folder / "buffer_huge.npz")
+    # --- the shared readers' budgets (issue #34) ----------------------------------------------------------------
+    def raw_model(name: str, replace: Dict[str, Member]) -> Path:
+        members = [replace.get(n, zip_member(n, p)) for n, p in zip_members(model).items()]
+        path = folder / f"{name}.zip"
+        path.write_bytes(build_zip(members))
+        return path
+
+    for target in ("data", "parameters"):
+        add(f"bzip2_bomb_{target}", "model", raw_model(f"bzip2_bomb_{target}", {
+            target: bomb(target, zipfile.ZIP_BZIP2, 1000, 1_200_000_000)}))
+        add(f"bzip2_bomb_{target}_params", "params", raw_model(f"bzip2_bomb_{target}", {
+            target: bomb(target, zipfile.ZIP_BZIP2, 1000, 1_200_000_000)}), "error" if target == "parameters" else "load")
+    for method, label in ((zipfile.ZIP_DEFLATED, "deflate"), (zipfile.ZIP_LZMA, "lzma"), (zipfile.ZIP_BZIP2, "bzip2")):
+        add(f"{label}_corrupt_parameters", "model", raw_model(f"{label}_corrupt_parameters", {
+            "parameters": corrupt("parameters", method)}))
+        add(f"{label}_corrupt_data", "model", raw_model(f"{label}_corrupt_data", {"data": corrupt("data", method)}))
+        add(f"{label}_short_declared_data", "model", raw_model(f"{label}_short_declared_data", {
+            "data": bomb("data", method, 1000, 1 << 20)}))
+    for label, (descr, shape) in {"descr_empty_tuple": ((), (3,)), "shape_true": ("<f4", (True,)),
+                                  "shape_40_dims": ("<f4", (1,) * 40), "shape_70_dims": ("<f4", (1,) * 70)}.items():
+        add(f"npy_{label}", "model", with_param(model, folder / f"npy_{label}.zip", npy_bytes(descr, shape, bytes(12))))
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            archive.writestr("obs.npy", npy_bytes(descr, shape, bytes(12)))
+        (folder / f"expert_npy_{label}.npz").write_bytes(buffer.getvalue())
+        add(f"expert_npy_{label}", "expert", folder / f"expert_npy_{label}.npz")
+    header = npy_bytes("<f4", (218,))
+    (folder / "expert_bzip2_bomb.npz").write_bytes(build_zip([bomb("obs.npy", zipfile.ZIP_BZIP2, len(header) + 872,
+                                                                   16 << 20, prefix=header)]))
+    add("expert_bzip2_bomb", "expert", folder / "expert_bzip2_bomb.npz")
+    (folder / "expert_lzma_corrupt.npz").write_bytes(build_zip([corrupt("obs.npy", zipfile.ZIP_LZMA)]))
+    add("expert_lzma_corrupt", "expert", folder / "expert_lzma_corrupt.npz")
+    budget_pickles = {
+        "empty_sets_3M": b"\x80\x04" + b"\x8f" * 3_000_000 + b".",
+        "marks_3M": b"\x80\x04" + b"(" * 3_000_000 + b"N.",
+        "memo_colliding_puts": b"\x80\x02N" + b"".join(b"p%d\n" % (k * (2 ** 61 - 1)) for k in range(1, 30_001)) + b".",
+    }
+    for name, payload in budget_pickles.items():
+        for loader in ("vecnorm", "model"):
+            path = folder / f"budget_{name}_{loader}.pkl"
+            path.write_bytes(payload)
+            add(f"budget_{name}_{loader}", loader, path)
+    add("json_empty_objects_1M", "model", with_data(model, folder / "json_braces.zip",
+                                                    lambda d: d.update(gamma=[{}] * 1_000_000)))
+    add("json_colliding_dicts_80x4096", "model", with_data(model, folder / "json_collide_80.zip", lambda d: d.update(
+        policy_kwargs={"__dict_items__": [[i, {"__dict_items__": [[k * (2 ** 61 - 1), 0] for k in range(1, 4097)]}]
+                                          for i in range(80)]})))
+    sb2_zip = SHARED_ZOO / "acktr" / "Pendulum-v0.zip"
+    if sb2_zip.exists():
+        members = zip_members(sb2_zip)
+        data = json.loads(members["data"])
+        data["observation_space"][":serialized:"] = base64.b64encode(
+            b"\x80\x04" + b"\x8f" * 3_000_000 + b".").decode()
+        path = folder / "sb2_zip_serialized_empty_sets.zip"
+        path.write_bytes(build_zip([zip_member(n, json.dumps(data).encode() if n == "data" else p)
+                                    for n, p in members.items()]))
+        add("sb2_zip_serialized_empty_sets", "any:ACKTR", path)
+        path = folder / "sb2_zip_bzip2_bomb.zip"
+        path.write_bytes(build_zip([bomb(n, zipfile.ZIP_BZIP2, 1000, 1_200_000_000) if n == "parameters"
+                                    else zip_member(n, p) for n, p in members.items()]))
+        add("sb2_zip_bzip2_bomb", "any:ACKTR", path)
     # --- real SB2 files with hostile edits (when the shared fixtures are there) --------------------------
     zoo_ppo2 = SHARED_ZOO / "ppo2" / "CartPole-v1.pkl"
     if zoo_ppo2.exists():

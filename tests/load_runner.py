@@ -1,10 +1,12 @@
 """Open files with sbtf's loaders in this (child) process and report one JSON line per file.
 
 ``python tests/load_runner.py SPEC.json`` where SPEC holds ``{"good": {...}, "cases": [[name, loader, path,
-expect], ...]}``. For each case: the outcome (``loaded`` / ``typed:<ErrorClass>`` / ``untyped:<ErrorClass>``), the
-seconds the load call took, and the growth of the peak RSS (MB). The process guards itself with an address-space
-limit (a runaway allocation fails instead of taking the machine). At the end a good model is loaded again and
-must act exactly as before: ``{"final": "ok"}``.
+expect], ...]}``. For each case: the outcome (``loaded`` / ``typed:<ErrorClass>`` / ``untyped:<ErrorClass>``), how
+far the process's memory peak rose during the load call (``peak_growth_mb``: the resident high-water mark, reset
+before each case, so every case is measured on its own; C allocations included), the file's size, and (for
+information only, never judged) the seconds it took. The process guards itself with an address-space limit (a
+runaway allocation fails instead of taking the machine). At the end a good model is loaded again and must act
+exactly as before: ``{"final": "ok"}``.
 """
 from __future__ import annotations
 
@@ -25,8 +27,10 @@ class LoadedButCannotAct(Exception):
     """A file loaded without error but the model it gave cannot predict on its own observation space."""
 
 
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+def _file_bytes(path: str) -> int:
+    if os.path.isdir(path):
+        return sum(os.path.getsize(os.path.join(path, name)) for name in os.listdir(path))
+    return os.path.getsize(path) if os.path.exists(path) else 0
 
 
 def main(spec_path: str) -> None:
@@ -41,6 +45,9 @@ def main(spec_path: str) -> None:
     from sbtf.common.file_errors import ModelFileError
     from sbtf.common.vec_env import DummyVecEnv, VecNormalize
     from sbtf.gail import ExpertDataset
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from crafted_files import peak_memory_growth
 
     with open(spec_path, encoding="utf-8") as handle:
         spec = json.load(handle)
@@ -81,22 +88,26 @@ def main(spec_path: str) -> None:
             raise ValueError(f"unknown loader {loader}")
 
     for name, loader, path, _expect in spec["cases"]:
-        before = _peak_mb()
+        result = {}
+
+        def run(loader: str = loader, path: str = path, result: dict = result) -> None:
+            try:
+                open_case(loader, path)
+                result["outcome"], result["detail"] = "loaded", ""
+            except ModelFileError as exc:
+                result["outcome"], result["detail"] = f"typed:{type(exc).__name__}", str(exc)[:300]
+                result["message_chars"] = len(str(exc))
+            except BaseException as exc:  # noqa: BLE001 - reported, the test decides
+                result["outcome"] = f"untyped:{type(exc).__name__}"
+                result["detail"] = "".join(traceback.format_exception_only(type(exc), exc))[-400:]
+
         start = time.perf_counter()
-        try:
-            open_case(loader, path)
-            outcome = "loaded"
-        except ModelFileError as exc:
-            outcome = f"typed:{type(exc).__name__}"
-            detail = str(exc)[:300]
-        except BaseException as exc:  # noqa: BLE001 - reported, the test decides
-            outcome = f"untyped:{type(exc).__name__}"
-            detail = "".join(traceback.format_exception_only(type(exc), exc))[-400:]
-        else:
-            detail = ""
+        growth = peak_memory_growth(run)
         seconds = time.perf_counter() - start
-        print(json.dumps({"name": name, "outcome": outcome, "seconds": round(seconds, 3),
-                          "rss_growth_mb": round(_peak_mb() - before, 1), "detail": detail}), flush=True)
+        print(json.dumps({"name": name, "outcome": result["outcome"], "seconds": round(seconds, 3),
+                          "peak_growth_mb": round(growth / 2 ** 20, 1), "file_bytes": _file_bytes(path),
+                          "message_chars": result.get("message_chars", 0), "detail": result["detail"]}),
+              flush=True)
     model = PPO2.load(good["model"])
     final = "ok" if np.array_equal(model.predict(obs, deterministic=True)[0], expected) else "changed"
     print(json.dumps({"final": final}), flush=True)

@@ -1,8 +1,10 @@
-"""Crafted hostile and broken files, opened in a child process with time and memory guards.
+"""Crafted hostile and broken files, opened in a child process with a memory guard.
 
-Every file must raise a typed ``ModelFileError`` (or load correctly where that is the right outcome) in under a
-second or so, without growing the process by more than a few hundred MB, without running the canary command, and
-a good file must still load and act identically afterwards in the same process.
+Every file must raise a typed ``ModelFileError`` (or load correctly where that is the right outcome) with a message
+of bounded length, without raising the process's memory peak by more than a small bound (measured per case from
+the resident high-water mark, see ``load_runner``), without running the canary command, and a good file must still
+load and act identically afterwards in the same process. Work is bounded by memory and by the readers' own counters
+(``tests/test_safe_load_budgets.py``), never by seconds: a hang shows up as the child's overall timeout.
 """
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ import pytest
 from crafted_files import CANARY, make_cases, make_good_files
 
 RUNNER = Path(__file__).resolve().parent / "load_runner.py"
-MAX_SECONDS = 2.0       # per load call (typically < 0.1 s; slack for a loaded 2-core machine)
-MAX_RSS_GROWTH_MB = 300.0
+MAX_PEAK_GROWTH_MB = 300.0   # how far one load may raise the process's memory peak (a benign model load: ~10 MB)
+MAX_MESSAGE_CHARS = 3000     # an error message never formats a hostile value in full
 
 
 def run_cases(good: dict, cases: list, folder: Path, timeout: float = 600) -> tuple:
@@ -45,10 +47,10 @@ def run_cases(good: dict, cases: list, folder: Path, timeout: float = 600) -> tu
             if case[0] not in results:
                 sub_results, _ = run_cases(good, [case], folder, timeout=120)
                 results.update(sub_results or {case[0]: {"name": case[0], "outcome": f"crash:{code}",
-                                                         "seconds": None, "rss_growth_mb": None, "detail": ""}})
+                                                         "peak_growth_mb": None, "detail": ""}})
     elif code != 0:
-        results.setdefault(cases[0][0], {"name": cases[0][0], "outcome": f"crash:{code}", "seconds": None,
-                                         "rss_growth_mb": None, "detail": ""})
+        results.setdefault(cases[0][0], {"name": cases[0][0], "outcome": f"crash:{code}", "peak_growth_mb": None,
+                                         "detail": ""})
     return results, final
 
 
@@ -64,10 +66,10 @@ def judge(cases: list, results: dict) -> list:
         ok = outcome.startswith("typed:") if expect == "error" else outcome == "loaded"
         if not ok:
             bad.append(f"{name}: expected {expect}, got {outcome} {result['detail']}")
-        elif result["seconds"] is not None and result["seconds"] > MAX_SECONDS:
-            bad.append(f"{name}: took {result['seconds']} s")
-        elif result["rss_growth_mb"] is not None and result["rss_growth_mb"] > MAX_RSS_GROWTH_MB:
-            bad.append(f"{name}: grew the process by {result['rss_growth_mb']} MB")
+        elif result["peak_growth_mb"] is not None and result["peak_growth_mb"] > MAX_PEAK_GROWTH_MB:
+            bad.append(f"{name}: raised the memory peak by {result['peak_growth_mb']} MB")
+        elif result.get("message_chars", 0) > MAX_MESSAGE_CHARS:
+            bad.append(f"{name}: a message of {result['message_chars']:,} characters")
     return bad
 
 
@@ -78,7 +80,7 @@ def crafted(tmp_path_factory):
     return good, make_cases(good, folder / "cases"), folder
 
 
-def test_every_crafted_file_gets_a_typed_error_fast_and_small(crafted):
+def test_every_crafted_file_gets_a_typed_error_in_bounded_memory(crafted):
     good, cases, folder = crafted
     if os.path.exists(CANARY):
         os.remove(CANARY)

@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from crafted_files import SHARED_ZOO, make_good_files  # noqa: E402
-from test_crafted_files import MAX_RSS_GROWTH_MB, MAX_SECONDS, run_cases  # noqa: E402
+from test_crafted_files import MAX_MESSAGE_CHARS, MAX_PEAK_GROWTH_MB, run_cases  # noqa: E402
 
 JSON_VALUES = [None, True, -1, 0, 2 ** 63, 1e308, float("inf"), "", "x" * 1000, [], {}, [[[[1]]]],
                {"__class__": "os:system"}, {"__enum__": "builtins:eval", "value": "1"},
@@ -183,14 +183,14 @@ def classify(results: dict, cases: list) -> Tuple[collections.Counter, list]:
     table: collections.Counter = collections.Counter()
     bad = []
     for name, *_ in cases:
-        result = results.get(name, {"outcome": "missing", "seconds": None, "rss_growth_mb": None, "detail": ""})
+        result = results.get(name, {"outcome": "missing", "peak_growth_mb": None, "detail": ""})
         outcome = result["outcome"]
         if outcome == "loaded" or outcome.startswith("typed:"):
             label = "loaded" if outcome == "loaded" else "typed error"
-            if result["seconds"] is not None and result["seconds"] > MAX_SECONDS:
-                label = "slow (hang)"
-            elif result["rss_growth_mb"] is not None and result["rss_growth_mb"] > MAX_RSS_GROWTH_MB:
+            if result["peak_growth_mb"] is not None and result["peak_growth_mb"] > MAX_PEAK_GROWTH_MB:
                 label = "memory"
+            elif result.get("message_chars", 0) > MAX_MESSAGE_CHARS:
+                label = "unbounded message"
         elif outcome.startswith("crash") or outcome == "missing":
             label = "crash/timeout"
         elif outcome == "untyped:LoadedButCannotAct":
@@ -199,7 +199,7 @@ def classify(results: dict, cases: list) -> Tuple[collections.Counter, list]:
             label = "untyped error"
         table[label] += 1
         if label not in ("loaded", "typed error"):
-            bad.append(f"{name}: {label} ({outcome} {result['detail'][:200]}) {result['seconds']} s")
+            bad.append(f"{name}: {label} ({outcome} {result['detail'][:200]}) {result['peak_growth_mb']} MB")
     return table, bad
 
 

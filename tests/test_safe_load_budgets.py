@@ -36,22 +36,9 @@ from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDa
                                      describe_value, load_limits)
 from sbtf.common.safe_zip import open_zip, output_budget, read_member, read_npz
 
+from crafted_files import BZIP2_1200MB, Member, bomb, build_zip, corrupt, peak_memory_growth, zip_member
+
 SB2_ACKTR = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sb2_zoo" / "acktr" / "Pendulum-v0.zip"
-
-# 1.2 GB (1,200,000,000 zero bytes) as one bzip2 stream: 881 bytes.
-BZIP2_1200MB = base64.b64decode(
-    "QlpoOTFBWSZTWQ4J4t8BX45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACCAAMIBNRkKgJakKgJcxQVkmU1kOCeLfAV+OQA"
-    "DAAAAIIAAwgE1GQqAlqQqAlzFBWSZTWQ4J4t8BX45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACCAAMIBNRkKgJakKgJcx"
-    "QVkmU1kOCeLfAV+OQADAAAAIIAAwgE1GQqAlqQqAlzFBWSZTWQ4J4t8BX45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACC"
-    "AAMIBNRkKgJakKgJcxQVkmU1kOCeLfAV+OQADAAAAIIAAwgE1GQqAlqQqAlzFBWSZTWQ4J4t8BX45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZ"
-    "Dgni3wFfjkAAwAAACCAAMIBNRkKgJakKgJcxQVkmU1kOCeLfAV+OQADAAAAIIAAwgE1GQqAlqQqAlzFBWSZTWQ4J4t8BX45AAMAAAAggADCATU"
-    "ZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACCAAMIBNRkKgJakKgJcxQVkmU1kOCeLfAV+OQADAAAAIIAAwgE1GQqAlqQqAlzFBWSZTWQ4J4t8B"
-    "X45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACCAAMIBNRkKgJakKgJcxQVkmU1kOCeLfAV+OQADAAAAIIAAwgE1GQqAlqQ"
-    "qAlzFBWSZTWQ4J4t8BX45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACCAAMIBNRkKgJakKgJcxQVkmU1kOCeLfAV+OQADA"
-    "AAAIIAAwgE1GQqAlqQqAlzFBWSZTWQ4J4t8BX45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACCAAMIBNRkKgJakKgJcxQV"
-    "kmU1kOCeLfAV+OQADAAAAIIAAwgE1GQqAlqQqAlzFBWSZTWQ4J4t8BX45AAMAAAAggADCATUZCoCWpCoCXMUFZJlNZDgni3wFfjkAAwAAACCAA"
-    "MIBNRkKgJakKgJcxQVkmU1mA48rwADK0QgDAAAEAAAggACClNBmMJSRbESki8XckU4UJAjPUyXA=")
-
 
 # ------------------------------------------------------------------------------------------------ helpers
 def peak_bytes(action: Callable[[], object]) -> int:
@@ -65,9 +52,10 @@ def peak_bytes(action: Callable[[], object]) -> int:
     return peak
 
 
-def raises_within(error: type, action: Callable[[], object], max_peak: int, match: str = "") -> ModelFileError:
+def raises_within(error: type, action: Callable[[], object], max_peak: int, match: str = "",
+                  measure: Callable[[Callable[[], object]], int] = peak_bytes) -> ModelFileError:
     """``action`` raises ``error`` (a ModelFileError) whose message matches ``match``, allocating at most ``max_peak``
-    bytes of Python memory on the way."""
+    bytes on the way (``measure``: Python memory by default; ``peak_memory_growth`` for the process's peak)."""
     caught: List[BaseException] = []
 
     def run() -> None:
@@ -76,7 +64,7 @@ def raises_within(error: type, action: Callable[[], object], max_peak: int, matc
         except BaseException as exc:  # noqa: BLE001 - checked below
             caught.append(exc)
 
-    peak = peak_bytes(run)
+    peak = measure(run)
     assert caught, f"no error raised (expected {error.__name__})"
     exc = caught[0]
     assert isinstance(exc, error), f"{type(exc).__name__}: {exc}"
@@ -85,61 +73,6 @@ def raises_within(error: type, action: Callable[[], object], max_peak: int, matc
     assert len(str(exc)) < 1500, "the message formats an untrusted value without bound"
     assert peak <= max_peak, f"allocated {peak:,} bytes (bound {max_peak:,})"
     return exc
-
-
-Member = Tuple[str, int, bytes, int, int]   # (name, method, compressed bytes, declared size, crc)
-
-
-def member(name: str, payload: bytes, method: int = zipfile.ZIP_DEFLATED) -> Member:
-    """A well-formed member holding ``payload``."""
-    if method == zipfile.ZIP_STORED:
-        comp = payload
-    elif method == zipfile.ZIP_DEFLATED:
-        comp = zlib.compress(payload, 6)[2:-4]
-    elif method == zipfile.ZIP_BZIP2:
-        comp = bz2.compress(payload)
-    else:
-        comp = lzma_member_stream(payload)
-    return name, method, comp, len(payload), zlib.crc32(payload)
-
-
-def lzma_member_stream(payload: bytes) -> bytes:
-    """zip's LZMA layout: version, properties size, 5 property bytes (lc=3 lp=0 pb=2, 8 MiB window), raw LZMA1."""
-    props = bytes([(2 * 5 + 0) * 9 + 3]) + (8 << 20).to_bytes(4, "little")
-    raw = lzma.compress(payload, format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA1, "preset": 0}])
-    return b"\x09\x14" + struct.pack("<H", 5) + props + raw
-
-
-def build_zip(members: List[Member]) -> bytes:
-    """A zip archive written byte by byte, so that sizes and CRCs can lie."""
-    body, central = b"", b""
-    for name, method, comp, size, crc in members:
-        raw_name = name.encode()
-        header = struct.pack("<4s5H3L2H", b"PK\x03\x04", 63, 0, method, 0, 0, crc, len(comp), size, len(raw_name), 0)
-        central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 63, 63, 0, method, 0, 0, crc, len(comp), size,
-                               len(raw_name), 0, 0, 0, 0, 0, len(body)) + raw_name
-        body += header + raw_name + comp
-    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(members), len(members), len(central), len(body), 0)
-    return body + central + end
-
-
-def bomb(name: str, method: int, declared: int = 1000, inflated: int = 4 << 20, prefix: bytes = b"") -> Member:
-    """A member declaring ``declared`` bytes whose stream inflates to ``prefix`` + ``inflated`` zero bytes."""
-    if method == zipfile.ZIP_BZIP2 and not prefix and inflated >= 1_000_000_000:
-        comp = BZIP2_1200MB
-    else:
-        _, _, comp, _, _ = member(name, prefix + bytes(inflated), method)
-    return name, method, comp, declared, zlib.crc32((prefix + bytes(inflated))[:declared])
-
-
-def corrupt(name: str, method: int, size: int = 200_000) -> Member:
-    """A member whose compressed stream is damaged in its middle (a valid start, then garbage)."""
-    payload = np.random.default_rng(0).integers(0, 4, size, dtype=np.uint8).tobytes()
-    _, _, comp, _, crc = member(name, payload, method)
-    damaged = bytearray(comp)
-    for pos in range(len(damaged) // 3, len(damaged) // 3 + 64):
-        damaged[pos] ^= 0xA5
-    return name, method, bytes(damaged), size, crc
 
 
 def npy(descr: str, shape: str, data: bytes = b"", fortran: str = "False") -> bytes:
@@ -177,7 +110,7 @@ def model_with(good: Path, target: Path, replace: dict) -> Path:
     members = []
     for name, payload in model_members(good).items():
         value = replace.get(name, payload)
-        members.append(value if isinstance(value, tuple) else member(name, value))
+        members.append(value if isinstance(value, tuple) else zip_member(name, value))
     target.write_bytes(build_zip(members))
     return target
 
@@ -199,7 +132,7 @@ def params_with(good: Path, first: Member) -> bytes:
         if name == names[0] + ".npy":
             out.append((name,) + first[1:])
         else:
-            out.append(member(name, payload, zipfile.ZIP_STORED))
+            out.append(zip_member(name, payload, zipfile.ZIP_STORED))
     return build_zip(out)
 
 
@@ -213,7 +146,7 @@ def test_a_member_stops_at_its_declared_size(method):
                       max_peak=400_000, match="inflates to more than its declared size of 1,000 bytes")
         assert archive.bytes_out == 1000  # the 4 MiB behind it were never produced
     # the same member with its true size loads, and reading it twice costs the same
-    good = build_zip([member("data", b"abc" * 1000, METHODS[method])])
+    good = build_zip([zip_member("data", b"abc" * 1000, METHODS[method])])
     with open_zip(good, "model file") as archive:
         assert read_member(archive, "data", 1 << 20) == b"abc" * 1000
         assert read_member(archive, "data", 1 << 20) == b"abc" * 1000
@@ -249,13 +182,13 @@ def test_an_array_member_inflating_past_its_size_is_refused_by_every_npz_reader(
     header = npy(repr(first.dtype.str), repr(first.shape))
     declared = len(header) + first.nbytes
     params = params_with(good_model, bomb("p.npy", METHODS[method], declared, 4 << 20, prefix=header))
-    path = model_with(good_model, tmp_path / f"npy_{method}.zip", {"parameters": member("parameters", params)})
+    path = model_with(good_model, tmp_path / f"npy_{method}.zip", {"parameters": zip_member("parameters", params)})
     raises_within(CorruptedFileError, lambda: PPO2.load(path), max_peak=2 << 20, match="declared size")
     # read_npz directly
     raises_within(CorruptedFileError, lambda: read_npz(build_zip([stream])), max_peak=400_000, match="declared size")
     # an expert dataset
     expert = tmp_path / f"expert_{method}.npz"
-    expert.write_bytes(build_zip([stream] + [member(f"{k}.npy", npy_of(np.zeros(3)))
+    expert.write_bytes(build_zip([stream] + [zip_member(f"{k}.npy", npy_of(np.zeros(3)))
                                              for k in ("actions", "episode_returns", "rewards", "episode_starts")]))
     raises_within(ModelFileError, lambda: ExpertDataset(expert_path=str(expert), verbose=0), max_peak=2 << 20,
                   match="declared size")
@@ -277,7 +210,7 @@ def test_corrupt_compressed_data_is_a_corrupted_file_error(good_model, tmp_path,
 
 
 def test_lzma_properties_and_truncated_streams_are_corrupted_file_errors():
-    good = member("data", b"x" * 5000, zipfile.ZIP_LZMA)
+    good = zip_member("data", b"x" * 5000, zipfile.ZIP_LZMA)
     name, method, comp, size, crc = good
     cases = {
         "bad properties": comp[:4] + b"\xff" + comp[5:],
@@ -300,7 +233,7 @@ def test_lzma_properties_and_truncated_streams_are_corrupted_file_errors():
 
 def test_the_members_of_one_archive_share_one_output_budget():
     # 12 members of 4 MiB of zeros each: every one is small and honest, together they inflate 48 MiB from 50 kB
-    members = [member(f"m{i}", bytes(4 << 20)) for i in range(12)]
+    members = [zip_member(f"m{i}", bytes(4 << 20)) for i in range(12)]
     payload = build_zip(members)
     limit = output_budget(len(payload))
     assert limit < 24 << 20
@@ -335,13 +268,13 @@ def test_npy_headers_numpy_cannot_read_are_corrupted_file_errors(good_model, tmp
 
     descr, shape, words = NPY_HEADERS[case]
     payload = npy(descr, shape, bytes(12))
-    raises_within(CorruptedFileError, lambda: read_npz(build_zip([member("x.npy", payload)])), max_peak=1 << 20,
+    raises_within(CorruptedFileError, lambda: read_npz(build_zip([zip_member("x.npy", payload)])), max_peak=1 << 20,
                   match=words)
     path = model_with(good_model, tmp_path / "npy.zip",
-                      {"parameters": member("parameters", params_with(good_model, member("x.npy", payload)))})
+                      {"parameters": zip_member("parameters", params_with(good_model, zip_member("x.npy", payload)))})
     raises_within(CorruptedFileError, lambda: PPO2.load(path), max_peak=4 << 20, match=words)
     expert = tmp_path / "expert.npz"
-    expert.write_bytes(build_zip([member("obs.npy", payload)]))
+    expert.write_bytes(build_zip([zip_member("obs.npy", payload)]))
     raises_within(CorruptedFileError, lambda: ExpertDataset(expert_path=str(expert), verbose=0), max_peak=4 << 20,
                   match=words)
 
@@ -367,10 +300,9 @@ def test_every_pushed_object_is_charged(opcode):
 def test_six_million_empty_sets_stop_early_at_the_default_limits():
     payload = b"\x80\x04" + b"\x8f" * 6_000_000 + b"."
     reader = sp.SafeUnpickler(payload, None)
-    caught = []
-    peak = peak_bytes(lambda: caught.append(pytest.raises(FileLimitError, reader.load)))
+    raises_within(FileLimitError, reader.load, max_peak=200 << 20, match="builds more than 2,000,000 items",
+                  measure=peak_memory_growth)  # was 1.37 GiB: every set built, none counted
     assert reader.pos < 600_000             # an empty set is charged 4 items: 500,000 of them at most
-    assert peak < 200 << 20                 # was 1.37 GiB (every set built, none counted)
 
 
 def test_a_real_pickle_with_many_objects_still_loads():
@@ -436,12 +368,12 @@ def test_an_sb2_zip_serialized_field_full_of_empty_sets_stops_early(tmp_path):
     data["observation_space"][":serialized:"] = base64.b64encode(b"\x80\x04" + b"\x8f" * 300_000 + b".").decode()
     members["data"] = json.dumps(data).encode()
     path = tmp_path / "sb2_sets.zip"
-    path.write_bytes(build_zip([member(name, payload) for name, payload in members.items()]))
+    path.write_bytes(build_zip([zip_member(name, payload) for name, payload in members.items()]))
     with load_limits(max_items=50_000):
         raises_within(FileLimitError, lambda: ACKTR.load(str(path)), max_peak=16 << 20, match="more than 50,000")
     # and a bzip2 bomb as its parameters
     members = model_members(SB2_ACKTR)
-    raw = [member(n, p) for n, p in members.items() if n != "parameters"]
+    raw = [zip_member(n, p) for n, p in members.items() if n != "parameters"]
     path.write_bytes(build_zip(raw + [bomb("parameters", zipfile.ZIP_BZIP2, 1000, 1_200_000_000)]))
     raises_within(ModelFileError, lambda: ACKTR.load(str(path)), max_peak=4 << 20, match="declared size")
 
@@ -476,7 +408,7 @@ def test_dict_items_with_keys_sharing_a_hash_are_refused_with_bounded_work():
     # through a whole model file's data
     text = json.dumps({"policy_kwargs": value}).encode()
     raises_within(FileLimitError, lambda: save_util.json_to_data(text), max_peak=40 * len(text),
-                  match="share one hash value")
+                  match="share one hash value", measure=peak_memory_growth)
 
 
 def test_the_item_budget_is_shared_by_every_key_of_the_data(monkeypatch):

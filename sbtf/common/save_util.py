@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import gc
 import io
 import json
 import math
@@ -564,7 +565,13 @@ def parse_json(text: Union[str, bytes], what: str) -> Any:
         check_json_size(text, what)
         if isinstance(text, (bytes, bytearray)):
             text = bytes(text).decode("utf-8")
-        return json.loads(text)
+        collecting = gc.isenabled()
+        gc.disable()  # JSON builds a tree (no cycles); collections while it builds would make it quadratic
+        try:
+            return json.loads(text)
+        finally:
+            if collecting:
+                gc.enable()
     except RecursionError as exc:
         raise FileLimitError(f"The {what} nests JSON values too deeply; the file is damaged or hostile.") from exc
     except ModelFileError:
@@ -585,8 +592,15 @@ def json_to_data(text: Union[str, bytes], custom_objects: Optional[dict] = None,
                                  "object; the file is corrupted.")
     data = {}
     decoder = _Decoder("?", allow_pickle)  # one item budget for every key of the file
-    for key, value in raw.items():
-        data[key] = custom_objects[key] if key in custom_objects else decode_value(value, key, allow_pickle, decoder)
+    collecting = gc.isenabled()
+    gc.disable()  # decoding builds a tree, as parsing did
+    try:
+        for key, value in raw.items():
+            data[key] = (custom_objects[key] if key in custom_objects
+                         else decode_value(value, key, allow_pickle, decoder))
+    finally:
+        if collecting:
+            gc.enable()
     for key, value in custom_objects.items():
         data.setdefault(key, value)
     return data
