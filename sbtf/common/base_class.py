@@ -390,16 +390,23 @@ class BaseRLModel(ABC):
 
     def _attach_env(self, env) -> None:
         env = self._make_vec_env(env)
-        self._check_spaces(env.observation_space, env.action_space)
+        observation_space = _model_observation_space(env.observation_space)
+        self._check_spaces(observation_space, env.action_space)
         self.env = self._internal_env(env)
-        self.observation_space = env.observation_space
+        self.observation_space = observation_space
         self.action_space = env.action_space
         self.n_envs = env.num_envs
 
     @staticmethod
     def _internal_env(env):
-        """The VecEnv the algorithm steps: a Dict-observation env behind ``VecPackDictObs`` (flat float32 rows, see
+        """The VecEnv the algorithm steps: channel-first images (stable-baselines3's layout, see
+        ``sbtf.common.vec_env.vec_transpose.channels_last_space``) behind ``VecChannelsLast`` (sbtf's policies are
+        channel-last), a Dict-observation env behind ``VecPackDictObs`` (flat float32 rows, see
         ``sbtf.common.dict_obs``), any other env as it is. ``get_env()`` returns the user's env."""
+        from sbtf.common.vec_env.vec_transpose import VecChannelsLast, channels_last_space
+
+        if channels_last_space(env.observation_space) is not None:
+            env = VecChannelsLast(env)
         if isinstance(env.observation_space, gym.spaces.Dict):
             from sbtf.common.vec_env.vec_pack_dict_obs import VecPackDictObs
 
@@ -443,8 +450,12 @@ class BaseRLModel(ABC):
     def get_env(self):
         """Returns the current environment (can be None if not defined)."""
         from sbtf.common.vec_env.vec_pack_dict_obs import VecPackDictObs
+        from sbtf.common.vec_env.vec_transpose import VecChannelsLast
 
-        return self.env.venv if isinstance(self.env, VecPackDictObs) else self.env
+        env = self.env
+        while isinstance(env, (VecPackDictObs, VecChannelsLast)):  # the model's own wrappers (_internal_env)
+            env = env.venv
+        return env
 
     def get_vec_normalize_env(self):
         """The ``VecNormalize`` wrapper of the training env, if any."""
@@ -467,7 +478,8 @@ class BaseRLModel(ABC):
         if env is None:
             raise ValueError("Error: trying to replace the current environment with None")
         env = self._make_vec_env(env)
-        if self.observation_space is not None and not _spaces_equal(env.observation_space, self.observation_space):
+        observation_space = _model_observation_space(env.observation_space)
+        if self.observation_space is not None and not _spaces_equal(observation_space, self.observation_space):
             raise ValueError(f"Error: the environment passed must have the same observation space as the model was "
                              f"trained on: expected {self.observation_space}, got {env.observation_space}."
                              + time_feature_hint(getattr(self.observation_space, "shape", None) or (),
@@ -480,7 +492,7 @@ class BaseRLModel(ABC):
                              f"was trained on ({self.n_envs}, got {env.num_envs}); this is required by recurrent "
                              "policies.")
         self.env = self._internal_env(env)
-        self.observation_space = env.observation_space
+        self.observation_space = observation_space
         self.action_space = env.action_space
         self.n_envs = env.num_envs
         self.episode_reward = None
@@ -942,6 +954,9 @@ class BaseRLModel(ABC):
     def _check_obs(self, observation) -> tuple[np.ndarray, bool]:
         if self.observation_space is None:
             raise ValueError("Error: the model has no observation space; it was not built.")
+        from sbtf.common.vec_env.vec_transpose import observation_to_channels_last
+
+        observation = observation_to_channels_last(observation, self.observation_space)  # SB3's channel-first images
         if isinstance(self.observation_space, gym.spaces.Dict):
             from sbtf.common.dict_obs import layout_of
 
@@ -953,6 +968,14 @@ class BaseRLModel(ABC):
         observation = np.asarray(observation)
         vectorized = _is_vectorized_observation(observation, self.observation_space)
         return observation.reshape((-1,) + self.observation_space.shape), vectorized
+
+
+def _model_observation_space(space: gym.Space) -> gym.Space:
+    """The observation space a model and its policy use for an env's ``space``: channel-last when the env's images
+    are channel-first (stable-baselines3's layout, ``VecTransposeImage``'s output), else ``space`` itself."""
+    from sbtf.common.vec_env.vec_transpose import channels_last_space
+
+    return channels_last_space(space) or space
 
 
 def _spaces_equal(a: gym.Space, b: gym.Space) -> bool:

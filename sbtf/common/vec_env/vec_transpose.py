@@ -1,14 +1,16 @@
-"""``VecTransposeImage``: channel-last images to channel-first (stable-baselines3)."""
+"""``VecTransposeImage``: channel-last images to channel-first (stable-baselines3); ``VecChannelsLast``: the way back,
+which sbtf's models put themselves around an env with channel-first images (their policies are channel-last)."""
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 from gymnasium import spaces
 
 from sbtf.common.vec_env.base_vec_env import VecEnv, VecEnvWrapper
 
-__all__ = ["VecTransposeImage", "is_image_space", "is_image_space_channels_first"]
+__all__ = ["VecTransposeImage", "VecChannelsLast", "is_image_space", "is_image_space_channels_first",
+           "channels_last_space", "observation_to_channels_last"]
 
 
 def is_image_space(space: spaces.Space) -> bool:
@@ -108,3 +110,97 @@ class VecTransposeImage(VecEnvWrapper):
 
     def reset(self) -> Any:
         return self.transpose_observations(self.venv.reset())
+
+
+def _is_channels_first_image(space: spaces.Space) -> bool:
+    return is_image_space(space) and is_image_space_channels_first(space)
+
+
+def _box_channels_last(space: spaces.Box) -> spaces.Box:
+    channels, height, width = space.shape
+    return spaces.Box(low=0, high=255, shape=(height, width, channels), dtype=space.dtype)
+
+
+def channels_last_space(space: spaces.Space) -> Optional[spaces.Space]:
+    """
+    The channel-last form of ``space`` when it is a channel-first image (detected as stable-baselines3 detects them:
+    a uint8 Box (C, H, W) in [0, 255] whose smallest dimension comes first, e.g. what ``VecTransposeImage`` makes),
+    or a Dict space with such images among its keys; None when there is nothing to transpose.
+
+    :param space: (gymnasium.Space) an observation space
+    :return: (gymnasium.Space or None)
+    """
+    if _is_channels_first_image(space):
+        return _box_channels_last(space)
+    if isinstance(space, spaces.Dict) and any(_is_channels_first_image(sub) for sub in space.spaces.values()):
+        return spaces.Dict({key: _box_channels_last(sub) if _is_channels_first_image(sub) else sub
+                            for key, sub in space.spaces.items()})
+    return None
+
+
+def _image_to_channels_last(image: np.ndarray) -> np.ndarray:
+    return np.moveaxis(np.asarray(image), -3, -1)
+
+
+def observation_to_channels_last(observation: Any, space: spaces.Space) -> Any:
+    """
+    ``observation`` (one or a batch) with the images of the channel-last ``space`` given channel-first (as SB3's
+    ``VecTransposeImage`` makes them) moved to channel-last; anything else unchanged. What ``predict`` applies.
+
+    :param observation: (np.ndarray or dict) observation(s)
+    :param space: (gymnasium.Space) the model's (channel-last) observation space
+    :return: the observation(s), channel-last
+    """
+    def fix(obs: Any, sub: spaces.Space) -> Any:
+        if not is_image_space(sub) or not hasattr(obs, "shape") or len(obs.shape) not in (3, 4):
+            return obs
+        height, width, channels = sub.shape
+        first = (channels, height, width)
+        if tuple(obs.shape[-3:]) == first and first != tuple(sub.shape):
+            return _image_to_channels_last(obs)
+        return obs
+
+    if isinstance(space, spaces.Dict) and isinstance(observation, dict):
+        return {key: fix(np.asarray(value), space.spaces[key]) if key in space.spaces else value
+                for key, value in observation.items()}
+    if isinstance(space, spaces.Box):
+        return fix(np.asarray(observation), space)
+    return observation
+
+
+class VecChannelsLast(VecEnvWrapper):
+    """
+    Re-order channel-first images (C, H, W) to channel-last (H, W, C), for an image observation space or the image
+    entries of a Dict one (``terminal_observation`` too): the inverse of :class:`VecTransposeImage`. sbtf's models put
+    it around an env whose images are channel-first (stable-baselines3's layout), so that their channel-last
+    policies see the images the right way; ``model.get_env()`` still returns the env that was given.
+
+    :param venv: (VecEnv) an env with channel-first images (see :func:`channels_last_space`)
+    """
+
+    def __init__(self, venv: VecEnv):
+        observation_space = channels_last_space(venv.observation_space)
+        if observation_space is None:
+            raise ValueError(f"VecChannelsLast needs channel-first images (C, H, W), got {venv.observation_space}")
+        self.image_space_keys = ([key for key, sub in venv.observation_space.spaces.items()
+                                  if _is_channels_first_image(sub)]
+                                 if isinstance(venv.observation_space, spaces.Dict) else [])
+        super().__init__(venv, observation_space=observation_space)
+
+    def _to_channels_last(self, observations: Any) -> Any:
+        if isinstance(observations, dict):
+            observations = dict(observations)
+            for key in self.image_space_keys:
+                observations[key] = _image_to_channels_last(observations[key])
+            return observations
+        return _image_to_channels_last(observations)
+
+    def step_wait(self) -> Any:
+        observations, rewards, dones, infos = self.venv.step_wait()
+        for idx in np.flatnonzero(dones):
+            if "terminal_observation" in infos[idx]:
+                infos[idx]["terminal_observation"] = self._to_channels_last(infos[idx]["terminal_observation"])
+        return self._to_channels_last(observations), rewards, dones, infos
+
+    def reset(self) -> Any:
+        return self._to_channels_last(self.venv.reset())
