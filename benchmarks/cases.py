@@ -316,6 +316,41 @@ _add(Case(
     ),
 ))
 
+_SAC_SB3_DEFAULTS = dict(learning_rate=3e-4, buffer_size=1_000_000, learning_starts=1000, batch_size=256, tau=0.005,
+                         gamma=0.99, train_freq=1, gradient_steps=1, ent_coef="auto", target_update_interval=1,
+                         target_entropy="auto")
+_add(Case(
+    name="sac_sb3_pendulum",
+    description="stable-baselines3's SAC as sbtf.sb3.SAC against SB3's: the work of `sac_pendulum` (SB3's defaults "
+                "except `learning_starts=1000`, one env, MLP 256x256 ReLU), with SB3's class and arguments on both "
+                "sides.",
+    env_id="Pendulum-v1",
+    n_envs=1,
+    total_timesteps=10_000,
+    sb3=Side("SAC", dict(_SAC_SB3_DEFAULTS)),
+    sbtf=Side("SAC", dict(_SAC_SB3_DEFAULTS), module="sbtf.sb3"),
+    notes=(
+        "Same maths on both sides (twin Q-critics and their targets, no value network); `sac_pendulum` runs the "
+        "same work with stable-baselines 2's `sbtf.SAC`, which also trains a value network.",
+    ),
+))
+
+_TD3_SB3_DEFAULTS = dict(learning_rate=1e-3, buffer_size=1_000_000, learning_starts=100, batch_size=256, tau=0.005,
+                         gamma=0.99, train_freq=1, gradient_steps=1, policy_delay=2, target_policy_noise=0.2,
+                         target_noise_clip=0.5)
+_add(Case(
+    name="td3_sb3_pendulum",
+    description="stable-baselines3's TD3 as sbtf.sb3.TD3 against SB3's: the work of `td3_pendulum` (SB3's defaults, "
+                "Gaussian action noise sigma 0.1, one env, MLP 400x300 ReLU), with SB3's class and arguments on both "
+                "sides.",
+    env_id="Pendulum-v1",
+    n_envs=1,
+    total_timesteps=10_000,
+    sb3=Side("TD3", dict(_TD3_SB3_DEFAULTS), action_noise=("normal", 0.1)),
+    sbtf=Side("TD3", dict(_TD3_SB3_DEFAULTS), module="sbtf.sb3", action_noise=("normal", 0.1)),
+    notes=("Same class name, arguments and defaults on both sides; `td3_pendulum` runs it with SB2's `sbtf.TD3`.",),
+))
+
 # --------------------------------------------------------------------------- DDPG
 _add(Case(
     name="ddpg_pendulum",
