@@ -16,10 +16,10 @@ import tensorflow as tf
 from sbtf.common import model_schema as ms
 from sbtf.common.fast_call import TrainStep
 from sbtf.common.off_policy_algorithm import learn_doc
-from sbtf.sb3.common.actor_critic import squashed_gaussian_sample, squashed_sde_sample
-from sbtf.contrib.common.off_policy import EntropyRegularisedAlgorithm, contrib_save_schema
 from sbtf.contrib.common.quantiles import quantile_huber_loss, truncated_quantile_target
 from sbtf.contrib.tqc.policies import TQCPolicy
+from sbtf.sb3.common.actor_critic import squashed_gaussian_sample, squashed_sde_sample
+from sbtf.sb3.common.off_policy_algorithm import EntropyRegularisedAlgorithm, contrib_save_schema
 
 
 class TQC(EntropyRegularisedAlgorithm):
