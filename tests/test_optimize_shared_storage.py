@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -89,32 +90,35 @@ def _free_port() -> int:
 @pytest.fixture
 def postgres(tmp_path):
     """A PostgreSQL server on 127.0.0.1 in a fresh data folder, for one test."""
-    pytest.importorskip("psycopg2", reason="PostgreSQL storage needs psycopg2 (pip install 'sbtf[optimize]')")
+    pytest.importorskip("psycopg", reason="PostgreSQL storage needs psycopg (pip install 'sbtf[optimize]')")
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb")) or ([shutil.which("initdb")]
                                                                       if shutil.which("initdb") else [])
     if not found:
         pytest.skip("no PostgreSQL server on this machine (apt-get install postgresql)")
     bindir = os.path.dirname(found[-1])
-    data = tmp_path / "pgdata"
-    data.mkdir()
+    # a folder of its own: pytest's tmp_path sits below a folder only its owner may enter
+    home = tempfile.mkdtemp(prefix="sbtf-pg-")
+    data = os.path.join(home, "pgdata")
+    os.mkdir(data)
     prefix = []
     if os.geteuid() == 0:  # PostgreSQL refuses to run as root: run it as the postgres user
         if subprocess.run(["id", "postgres"], capture_output=True).returncode != 0:
             pytest.skip("running as root without a postgres user to start PostgreSQL as")
-        shutil.chown(tmp_path, "postgres")
+        shutil.chown(home, "postgres")
         shutil.chown(data, "postgres")
         prefix = ["runuser", "-u", "postgres", "--"]
     port = _free_port()
-    subprocess.run(prefix + [f"{bindir}/initdb", "-D", str(data), "-A", "trust", "-U", "postgres"], check=True,
-                   capture_output=True)
-    subprocess.run(prefix + [f"{bindir}/pg_ctl", "-D", str(data), "-w", "-l", str(data / "log"), "-o",
-                             f"-p {port} -k {data} -c listen_addresses=127.0.0.1", "start"], check=True,
-                   capture_output=True)
     try:
+        subprocess.run(prefix + [f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres"], check=True,
+                       capture_output=True)
+        subprocess.run(prefix + [f"{bindir}/pg_ctl", "-D", data, "-w", "-l", os.path.join(home, "log"), "-o",
+                                 f"-p {port} -k {home} -c listen_addresses=127.0.0.1", "start"], check=True,
+                       capture_output=True)
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
-        subprocess.run(prefix + [f"{bindir}/pg_ctl", "-D", str(data), "-w", "-m", "immediate", "stop"],
+        subprocess.run(prefix + [f"{bindir}/pg_ctl", "-D", data, "-w", "-m", "immediate", "stop"],
                        capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_two_processes_share_a_postgresql_study(postgres, tmp_path):

@@ -11,6 +11,7 @@ hyperparameters are written as a YAML file that ``sbtf train --hyperparams FILE`
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 import os
 import socket
@@ -103,11 +104,13 @@ def make_storage(optuna: Any, url: Any, heartbeat: int = 60) -> Any:
     # Optuna >= 4.9 names it RetryHeartbeatStaleTrialCallback (RetryFailedTrialCallback before); "experimental"
     retry_class = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or \
         optuna.storages.RetryFailedTrialCallback
+    callback_name = ("heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback"
+                     in inspect.signature(optuna.storages.RDBStorage).parameters else "failed_trial_callback")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         retry = retry_class(max_retry=MAX_RETRY)
-    return optuna.storages.RDBStorage(url, heartbeat_interval=heartbeat, grace_period=2 * heartbeat,
-                                      failed_trial_callback=retry)
+        return optuna.storages.RDBStorage(url, heartbeat_interval=heartbeat, grace_period=2 * heartbeat,
+                                          **{callback_name: retry})
 
 
 def requeue_interrupted(optuna: Any, study: Any, trial_numbers: List[int]) -> int:
