@@ -161,6 +161,13 @@ def test_a_bzip2_member_of_1000_bytes_inflating_to_1_2_gb_stops_after_1000_bytes
         path = model_with(good_model, tmp_path / f"bomb_{name}.zip",
                           {name: bomb(name, zipfile.ZIP_BZIP2, 1000, 1_200_000_000)})
         raises_within(CorruptedFileError, lambda: PPO2.load(path), max_peak=2 << 20, match="declared size")
+    # sbtf export's detection of the algorithm reads sbtf_format the same way
+    from sbtf_converters.export import detect_algorithm
+
+    assert detect_algorithm(str(good_model)) == "PPO2"
+    path = model_with(good_model, tmp_path / "bomb_format.zip",
+                      {"sbtf_format": bomb("sbtf_format", zipfile.ZIP_BZIP2, 1000, 1_200_000_000)})
+    raises_within(CorruptedFileError, lambda: detect_algorithm(str(path)), max_peak=2 << 20, match="declared size")
     # load_parameters reads the same member
     path = model_with(good_model, tmp_path / "bomb_params2.zip",
                       {"parameters": bomb("parameters", zipfile.ZIP_BZIP2, 1000, 1_200_000_000)})

@@ -1080,11 +1080,14 @@ def detect_algorithm(model_path: str) -> str:
     payload = save_util.read_file_bytes(model_path)
     kind = save_util.inspect_model_bytes(payload)
     if kind == "sbtf":
-        import io  # pylint: disable=import-outside-toplevel
-        import zipfile  # pylint: disable=import-outside-toplevel
-        with zipfile.ZipFile(io.BytesIO(payload)) as archive:
-            info = json.loads(archive.read(save_util.FORMAT_MEMBER))
-        algo = info.get("algo")
+        from sbtf.common.file_errors import get_load_limits  # pylint: disable=import-outside-toplevel
+        from sbtf.common.safe_zip import open_zip, read_member  # pylint: disable=import-outside-toplevel
+
+        with open_zip(payload, "model file") as archive:  # bounded, like every zip sbtf reads
+            info = save_util.parse_json(read_member(archive, save_util.FORMAT_MEMBER,
+                                                    get_load_limits().max_json_bytes, "model file"),
+                                        f"'{save_util.FORMAT_MEMBER}' member of the model file")
+        algo = info.get("algo") if isinstance(info, dict) else None
         if not algo:
             raise ExportError(f"{model_path} does not record its algorithm; pass --algo")
         return str(algo)
