@@ -236,14 +236,11 @@ def _unpickle(payload: bytes, allow_pickle: bool, what: str, carried: Optional[i
 
 
 def _parse_json(payload: bytes, what: str) -> Any:
-    """JSON from a zip member: every failure is a ModelFileError, nesting is bounded."""
-    try:
-        value = json.loads(payload.decode("utf-8"))
-    except RecursionError as exc:
-        raise FileLimitError(f"The {what} nests values too deeply to be a model file (damaged or hostile).") from exc
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise CorruptedFileError(f"The {what} is not valid JSON ({type(exc).__name__}: {exc}); the file is "
-                                 "corrupted.") from exc
+    """JSON from a zip member: every failure is a ModelFileError; values, containers and nesting are bounded
+    (``save_util.parse_json``: counted before ``json.loads`` builds them)."""
+    from sbtf.common.save_util import parse_json
+
+    value = parse_json(payload, what)
     check_tree(value, f"the {what}")
     return value
 
