@@ -193,6 +193,28 @@ _add(Case(
     ),
 ))
 
+_PPO_ZOO_CARTPOLE = dict(
+    n_steps=32, batch_size=256, n_epochs=20, gae_lambda=0.8, gamma=0.98, learning_rate=1e-3,
+    clip_range=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
+)
+_add(Case(
+    name="ppo_sb3_cartpole_zoo",
+    description="stable-baselines3's PPO as sbtf.sb3.PPO against SB3's: the work of `ppo_cartpole_zoo` (the RL-zoo "
+                "hyperparameters with a constant learning rate and clip range, 8 envs, MLP 64x64 tanh), with SB3's "
+                "class and arguments on both sides.",
+    env_id="CartPole-v1",
+    n_envs=8,
+    total_timesteps=100_000,
+    sb3=Side("PPO", dict(_PPO_ZOO_CARTPOLE)),
+    sbtf=Side("PPO", dict(_PPO_ZOO_CARTPOLE), module="sbtf.sb3"),
+    notes=(
+        "Same class name, arguments and defaults on both sides (sbtf.sb3 takes SB3's): per-minibatch advantage "
+        "normalisation, no value clipping, PyTorch's Adam (eps 1e-5).",
+        "`ppo_cartpole_zoo` runs the same work with stable-baselines 2's `sbtf.PPO2`: the two sbtf rows compare "
+        "SB2's class and SB3's on one workload.",
+    ),
+))
+
 # --------------------------------------------------------------------------- A2C
 _add(Case(
     name="a2c_cartpole",
@@ -216,6 +238,27 @@ _add(Case(
         "optimizer) A2C learns more slowly on this budget: mean deterministic eval 311 over 6 seeds at 100k steps "
         "vs 477 with `'torch'` (measured 2026-11-22).",
         "SB3's `gae_lambda=1.0` gives plain n-step returns, which is what SB2's A2C computes (it has no GAE).",
+    ),
+))
+
+_add(Case(
+    name="a2c_sb3_cartpole",
+    description="stable-baselines3's A2C as sbtf.sb3.A2C against SB3's: the work of `a2c_cartpole` (SB3's defaults, "
+                "8 envs, MLP 64x64 tanh), with SB3's class and arguments on both sides.",
+    env_id="CartPole-v1",
+    n_envs=8,
+    total_timesteps=100_000,
+    sb3=Side("A2C", dict(
+        n_steps=5, learning_rate=7e-4, gamma=0.99, gae_lambda=1.0, ent_coef=0.0, vf_coef=0.5,
+        max_grad_norm=0.5, rms_prop_eps=1e-5, use_rms_prop=True, normalize_advantage=False,
+    )),
+    sbtf=Side("A2C", dict(
+        n_steps=5, learning_rate=7e-4, gamma=0.99, gae_lambda=1.0, ent_coef=0.0, vf_coef=0.5,
+        max_grad_norm=0.5, rms_prop_eps=1e-5, use_rms_prop=True, normalize_advantage=False,
+    ), module="sbtf.sb3"),
+    notes=(
+        "Same class name and arguments on both sides; both train with PyTorch's RMSprop maths.",
+        "`a2c_cartpole` runs the same work with stable-baselines 2's `sbtf.A2C` (`rms_prop_style='torch'`).",
     ),
 ))
 
