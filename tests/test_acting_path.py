@@ -196,7 +196,7 @@ def test_weights_changed_refreshes_with_one_read_and_set_weights_marks():
     assert policy.n_weight_reads == reads + 1
     policy.set_weights([w * 0.5 for w in policy.get_weights()])
     np.testing.assert_allclose(policy.value(obs), policy(tf.constant(obs))[1].numpy(), rtol=1e-5, atol=1e-5)
-    policy.mark_weights_changed()  # the old name still works
+    policy.weights_changed()  # what a raw assign outside sbtf's tracked writes calls
     policy.value(obs)
     assert policy.n_weight_reads == reads + 3
 

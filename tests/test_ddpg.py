@@ -254,8 +254,7 @@ def test_param_noise_adaptation():
             assert np.std(diff) == pytest.approx(0.3, rel=0.1) and abs(np.mean(diff)) < 0.05
     # the distance: RMS of the action differences on the minibatch
     nobs = model.policy_tf.normalize_obs_np(obs)
-    adaptive = model.adaptive_param_noise_actor
-    adaptive.mark_weights_changed()
+    adaptive = model.adaptive_param_noise_actor  # written by a train step: its acting copies know
     expected = np.sqrt(np.mean((model.policy_tf.actor_np(nobs) - adaptive.actor_np(nobs)) ** 2))
     assert distance == pytest.approx(expected, rel=1e-4)
     assert distance > 0.1 and model.param_noise.current_stddev == pytest.approx(0.3 / 1.01)

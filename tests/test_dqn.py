@@ -134,10 +134,10 @@ def test_param_noise_with_numpy_path_is_saved(tmp_path):
                                            (MlpPolicy, dict(act_fun=tf.nn.tanh))])
 def test_numpy_fast_path_matches_keras(policy, kwargs):
     net = policy(None, gym.spaces.Box(-2, 2, (5,), np.float32), gym.spaces.Discrete(4), **kwargs)
-    assert net.has_numpy_path
+    assert net.acts_in_numpy
     for var in net.trainable_variables:  # non-trivial LayerNorm parameters and biases
         var.assign(var + tf.random.normal(var.shape, stddev=0.1))
-    net.mark_weights_changed()
+    net.weights_changed()  # raw assigns above: not a tracked write
     obs = np.random.default_rng(0).normal(size=(7, 5)).astype(np.float32)
     np.testing.assert_allclose(net.q_values_np(obs), net.q_values(obs).numpy(), atol=1e-5, rtol=1e-5)
     discrete_obs = DQN("MlpPolicy", gym.make("FrozenLake-v1"), seed=0)
@@ -181,7 +181,7 @@ def test_predict_rules_and_action_probability():
     model = DQN("MlpPolicy", "CartPole-v1", seed=2, learning_starts=0)
     for var in model.q_net.trainable_variables:
         var.assign(var * 5.0)
-    model.q_net.mark_weights_changed()
+    model.q_net.weights_changed()  # raw assigns above: not a tracked write
     obs = np.random.default_rng(3).normal(size=(4, 4)).astype(np.float32)
     q_values = model.q_net.q_values(obs).numpy()
     actions, state = model.predict(obs)

@@ -74,9 +74,11 @@ def test_weights_changed_after_direct_assignment(kind):
         var.assign(rng.normal(0.0, 0.5, var.shape).astype(np.float32))
     clf.weights_changed()
     np.testing.assert_allclose(clf.get_reward(obs, actions), clf.reward_tf(obs, actions), rtol=1e-5, atol=1e-5)
-    for var in clf.get_trainable_variables():
-        var.assign(rng.normal(0.0, 0.5, var.shape).astype(np.float32))
-    clf.mark_weights_changed()  # the old name still works
+    # a tracked write needs no call: assign_variables (what load / MPI syncs use)
+    from sbtf.common.weight_tracking import assign_variables
+
+    assign_variables([(var, rng.normal(0.0, 0.5, var.shape).astype(np.float32))
+                      for var in clf.get_trainable_variables()])
     np.testing.assert_allclose(clf.get_reward(obs, actions), clf.reward_tf(obs, actions), rtol=1e-5, atol=1e-5)
 
 

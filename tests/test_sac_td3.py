@@ -102,8 +102,8 @@ def test_numpy_fast_paths_match_keras():
         policy.make_actor()
         for var in policy.trainable_variables:
             var.assign(var + tf.random.normal(var.shape, stddev=0.3))
-        policy.mark_weights_changed()
-        assert policy.has_numpy_path
+        policy.weights_changed()  # raw assigns above: not a tracked write
+        assert policy.acts_in_numpy
         mu_, log_std = policy.actor_mu_log_std(obs)
         np.testing.assert_allclose(policy.step(obs, deterministic=True), np.tanh(mu_.numpy()), atol=1e-5)
         mean, std = policy.proba_step(obs)
@@ -114,7 +114,7 @@ def test_numpy_fast_paths_match_keras():
         policy.make_actor()
         for var in policy.trainable_variables:
             var.assign(var + tf.random.normal(var.shape, stddev=0.3))
-        policy.mark_weights_changed()
+        policy.weights_changed()  # raw assigns above: not a tracked write
         np.testing.assert_allclose(policy.step(obs), policy.actor(obs).numpy(), atol=1e-5)
 
 

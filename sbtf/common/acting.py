@@ -8,9 +8,12 @@ NumPy on copies of the weights (one TF call per environment step costs more than
 (a user's Keras layer, a CNN), each function is one compiled TF call with a fixed signature (``FastFunction``), which
 reads the variables directly.
 
-The copies carry the version of the policy's weights (:class:`WeightVersion`): the policy bumps it when its weights
-change (``policy.weights_changed()``); stale copies are refreshed by one compiled read of the path's variables, and a
-compiled train step (``sbtf.common.fast_call.TrainStep``) installs fresh copies it returns with its outputs.
+The copies carry the version of the policy's weights (:class:`WeightVersion`). Nobody bumps it by hand: a path that
+acts in NumPy registers the variables it copies (``sbtf.common.weight_tracking.watch``), and every tracked write of
+them bumps it -- a compiled train step (``sbtf.common.fast_call.TrainStep``, which finds what it writes in its traced
+graph, bumps before its call and returns fresh copies with its outputs), ``load`` / ``load_parameters``,
+``policy.set_weights``, MPI broadcasts, ``assign_from_flat`` (see ``docs/architecture.md``, "Acting weights").
+Stale copies are refreshed by one compiled read of the path's variables when next used.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import tensorflow as tf
 
 from sbtf.common.fast_call import FastFunction, FlatLayout
 from sbtf.common.network_ops import TF_OPS, NoNumpyForm, NumpyOps, TFOps  # noqa: F401 (TFOps re-exported)
+from sbtf.common.weight_tracking import WeightVersion, add_candidate, watch
 
 
 class _DiscoveringOps(NumpyOps):
@@ -52,19 +56,6 @@ def _short_names(layer) -> List[str]:
     return [v.name.split("/")[-1].split(":")[0] for v in layer.weights]
 
 
-class WeightVersion:
-    """The version of a policy's weights, shared by its acting paths (a plain object: no Keras tracking)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self):
-        self.value = 0
-
-    def bump(self) -> int:
-        self.value += 1
-        return self.value
-
-
 #: an acting function: ``fn(ops, *inputs)`` and the ``tf.TensorSpec`` of each input (for the compiled TF call)
 ActingFunction = Tuple[Callable[..., Any], Sequence[tf.TensorSpec]]
 
@@ -78,8 +69,8 @@ class ActingPath:
     :param version: the policy's weight version
     :param parameter_order: the policy's variables in their saved order (the path's variables follow it)
     :param numpy_allowed: False forces the TF call (e.g. a subclass replaced the TF maths by its own)
-    :param install_from_train_steps: whether train steps that update the policy return this path's weights (else
-        the path refreshes itself with one compiled read when it is next used)
+    :param install_from_train_steps: whether train steps that write this path's variables return fresh copies of
+        them with their outputs (else the path refreshes itself with one compiled read when it is next used)
     """
 
     def __init__(self, functions: Mapping[str, ActingFunction], version: WeightVersion,
@@ -105,6 +96,20 @@ class ActingPath:
         self._arrays: List[np.ndarray] = []
         self._copy_version = -1
         self.n_reads = 0  # compiled reads of the variables (refreshes of stale copies)
+        add_candidate(self)  # a train step traced before the first act can still return fresh copies
+
+    @property
+    def version(self) -> WeightVersion:
+        """The version of the weights this path copies (shared with the other paths of its policy)."""
+        return self._version
+
+    def candidate_variables(self) -> list:
+        """The variables this path may copy (before it decided: the policy's parameters)."""
+        return list(self.variables) if self._resolved else list(self._parameter_order())
+
+    def start_watching(self) -> None:
+        """Decide NumPy or TF now (the dry run); a NumPy path then registers the variables it copies."""
+        self._resolve()
 
     # ------------------------------------------------------------------ resolution (one dry run)
     def _resolve(self) -> None:
@@ -112,12 +117,14 @@ class ActingPath:
             return
         self._resolved = True
         if not self._numpy_allowed:
+            watch((), self)  # no copies: nothing to watch (and no longer a candidate)
             return
         ops = _DiscoveringOps()
         try:
             for fn, specs in self._functions.values():
                 fn(ops, *[_zeros(spec) for spec in specs])
         except NoNumpyForm:
+            watch((), self)
             return
         by_id: Dict[int, Any] = {}
         for layer in ops.leaves:
@@ -134,6 +141,7 @@ class ActingPath:
         self._leaf_names = [_short_names(layer) for layer in self._leaves]
         self._layout = FlatLayout([tuple(int(d) for d in var.shape) for var in ordered])
         self._uses_numpy = True
+        watch(ordered, self)  # every tracked write of these variables bumps this path's version
 
     @property
     def uses_numpy(self) -> bool:
@@ -150,6 +158,7 @@ class ActingPath:
 
     def _refresh(self) -> None:
         self._resolve()
+        version = self._version.value  # the copies read below are of this version (a write bumps it first)
         if self._uses_numpy:
             if self._reader is None:
                 variables = self.variables
@@ -162,7 +171,7 @@ class ActingPath:
                                             .get_concrete_function())
             self.n_reads += 1
             self._bind(self._layout.unpack_np(self._reader().numpy()))
-        self._copy_version = self._version.value
+        self._copy_version = version
 
     def _bind(self, arrays: Sequence[np.ndarray]) -> None:
         self._arrays = list(arrays)
@@ -187,11 +196,17 @@ class ActingPath:
         self.numpy_ops()
         return list(self._arrays)
 
-    def install(self, arrays: Sequence[np.ndarray]) -> None:
-        """Install fresh copies of ``variables`` computed elsewhere (a train step) at the current weight version."""
+    def install(self, arrays: Sequence[np.ndarray], version: Optional[int] = None) -> None:
+        """
+        Install fresh copies of ``variables`` computed elsewhere (a train step).
+
+        :param arrays: the values, in ``variables`` order
+        :param version: the weight version they are of (default: the current one); copies of an older version than
+            the current one are installed but stay stale (re-read when used)
+        """
         if self.uses_numpy:
             self._bind(arrays)
-        self._copy_version = self._version.value
+        self._copy_version = self._version.value if version is None else int(version)
 
     def weights_tf(self) -> list:
         """Inside a compiled step: the values of ``variables`` (after the step's updates), to pass to ``install``."""

@@ -28,6 +28,7 @@ from sbtf.common.file_errors import (MissingParametersError, ModelDataError, Mod
 from sbtf.common.model_schema import check_network_size
 from sbtf.common.policies import ActorCriticPolicy, BasePolicy, get_policy_from_name
 from sbtf.common.sde import squashed_neglogp_np
+from sbtf.common.weight_tracking import assign_variables, track_writes
 
 if TYPE_CHECKING:
     from sbtf.common.callbacks import BaseCallback
@@ -694,7 +695,8 @@ class BaseRLModel(ABC):
                     raise ParameterShapeError(f"Error: parameter {name} has shape {tuple(value.shape)} in the given "
                                               f"parameters but {tuple(var.shape)} in the model.", name,
                                               tuple(value.shape), tuple(var.shape))
-            var.assign(value.astype(target))
+            pairs.append((var, value.astype(target)))
+        assign_variables(pairs)  # a tracked write: the acting copies of these variables are re-read when used
         self._on_parameters_loaded()
 
     def _on_parameters_loaded(self) -> None:
@@ -911,6 +913,7 @@ class BaseRLModel(ABC):
             return loss
 
         val_step = tf.function(_loss, input_signature=[obs_spec, act_spec], autograph=False)
+        train_step = track_writes(train_step)  # each call marks the acting copies of what it trains stale
 
         def _prepare(obs, actions):
             obs = np.asarray(obs).astype(self.policy_tf.obs_dtype).reshape((-1,) + self.policy_tf.obs_shape)

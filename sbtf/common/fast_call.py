@@ -15,6 +15,8 @@ from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence, Un
 import numpy as np
 import tensorflow as tf
 
+from sbtf.common.weight_tracking import TrackedFunction, mirrors_of, variables_written_by
+
 try:  # the cheap constructor of eager tensors (what tf.constant calls after several layers of checks)
     from tensorflow.python.eager import context as _tf_context
     from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
@@ -307,19 +309,20 @@ class TrainStep:
     graph (other inputs cross as their own tensors); float outputs of static shape come back as one flat float32
     vector, viewed per name in NumPy; the flat call of ``FastFunction`` is used.
 
-    ``updates`` names the policies whose weights ``fn`` changes. Their acting weights
-    (``policy.acting_weights_tf()``) are read in the graph after ``fn`` and appended to the outputs, then installed
-    into each policy's acting path (``policy.install_acting_weights(arrays)``), so acting after a train step needs
-    no second TF call.
+    Nobody declares which weights ``fn`` changes: the step finds the variables its traced graph writes
+    (``sbtf.common.weight_tracking.variables_written_by``) and, before every call, marks the acting copies of those
+    variables stale (``written`` lists them). As an optimisation, the copies of the acting paths that mirror them
+    ride along: they are read in the graph after ``fn`` and appended to the outputs, then installed at the version
+    bumped before the call, so acting after a train step needs no second TF call. Correctness does not depend on
+    it: a call interrupted anywhere (Ctrl-C) leaves the copies stale, and acting re-reads them.
 
     :param fn: the train maths, ``fn(**tensors) -> dict[str, tf.Tensor]``
     :param inputs: ``{name: tf.TensorSpec}``, the inputs ``fn`` takes
-    :param updates: the policies whose acting weights ``fn`` changes
-    :param jit_compile: compile with XLA: ``True``/``"auto"`` where it pays (:func:`xla_pays_off` on ``updates`` and
-        ``networks``: not for convolutions on CPU; and only in ``learn()`` calls that plan enough gradient steps,
+    :param jit_compile: compile with XLA: ``True``/``"auto"`` where it pays (:func:`xla_pays_off` on ``networks``:
+        not for convolutions on CPU; and only in ``learn()`` calls that plan enough gradient steps,
         :func:`gradient_step_plan`), ``False`` never; ``self.xla_allowed`` is the first decision, ``self.jit_compile``
         the one for the current plan
-    :param networks: further networks the step computes with but does not update (for the XLA decision)
+    :param networks: the networks the step computes with (only for the XLA decision: a convolution on CPU says no)
     :param xla_min_gradient_steps: the shortest ``learn()`` plan for which the step uses XLA (default
         :data:`XLA_MIN_GRADIENT_STEPS`; 0: whatever the plan, for steps measured to gain much more than an MLP step)
     :param name: name of the compiled function (shows in traces and profiles)
@@ -341,11 +344,9 @@ class TrainStep:
             if not isinstance(spec, tf.TensorSpec):
                 raise TypeError(f"TrainStep input {key!r}: expected a tf.TensorSpec, got {spec!r}")
             self.input_specs[key] = spec
-        unique: dict = {}
-        for policy in updates:
-            unique.setdefault(id(policy), policy)
-        self.updates = list(unique.values())
-        self.xla_allowed = decide_jit_compile(jit_compile, list(self.updates) + list(networks))
+        # ``updates`` (the policies whose weights fn writes) is no longer needed: the written variables are found in
+        # the traced graph. Still accepted (and counted as networks for the XLA decision) while callers move off it.
+        self.xla_allowed = decide_jit_compile(jit_compile, list(updates) + list(networks))
         self.xla_min_gradient_steps = int(xla_min_gradient_steps)
         self.n_traces = 0
         packed = [k for k, s in self.input_specs.items() if s.dtype == tf.float32 and s.shape.is_fully_defined()]
@@ -358,8 +359,9 @@ class TrainStep:
         self._flat_outputs: list = []  # [(name, shape)] laid out in the flat output vector
         self._flat_layout: Optional[FlatLayout] = None
         self._separate_outputs: list = []  # names of outputs returned as their own tensors
-        self._update_layouts: list = []  # per policy in `updates`: FlatLayout of its acting weights
+        self._riders: list = []  # [(acting path, FlatLayout of its weights)] whose fresh copies ride along
         self._update_offset = 0
+        self._tracked: Optional[TrackedFunction] = None  # marks the copies of the written variables stale
 
     # ------------------------------------------------------------------ tracing
     def _graph_fn(self, *tensors):
@@ -381,15 +383,22 @@ class TrainStep:
                 separate_names.append(key)
                 separate_tensors.append(value)
         layout = FlatLayout([shape for _, shape in flat_names])
-        weight_tensors, update_layouts = [], []
-        for policy in self.updates:
-            weights = list(policy.acting_weights_tf())
-            update_layouts.append(FlatLayout([w.shape.as_list() for w in weights]))
+        # what fn writes, from the graph traced so far (the reads below come after the writes: automatic control
+        # dependencies order the ops on one variable as written)
+        written = variables_written_by(tf.compat.v1.get_default_graph())
+        weight_tensors, riders = [], []
+        with tf.init_scope():  # acting paths decide NumPy or TF with a NumPy dry run (eager)
+            mirrors = [m for m in mirrors_of(written, resolve_candidates=True)
+                       if getattr(m, "install_from_train_steps", False) and m.n_weights]
+        for path in mirrors:
+            weights = list(path.weights_tf())
+            riders.append((path, FlatLayout([w.shape.as_list() for w in weights])))
             weight_tensors.extend(weights)
+        self._tracked = TrackedFunction(None, written)
         self._flat_outputs = flat_names
         self._flat_layout = layout
         self._separate_outputs = separate_names
-        self._update_layouts = update_layouts
+        self._riders = riders
         self._update_offset = layout.size
         all_flat = flat_tensors + weight_tensors
         flat_out = layout.flatten_tf(all_flat) if all_flat else tf.zeros((0,), tf.float32)
@@ -425,17 +434,26 @@ class TrainStep:
         if function is None:
             function = self._functions[jit] = self._build(jit)
         packed = self._packed_layout.pack([_as_numpy(values[k]) for k in self._packed_names])
-        results = function(packed, *[values[k] for k in self._separate_names])
+        separate = [values[k] for k in self._separate_names]
+        # before the call: the acting copies of what the step writes are stale from here on, whatever happens
+        self._tracked.bump()
+        versions = [path.version.value for path, _ in self._riders]
+        results = function(packed, *separate)
         flat = results[0].numpy()
         out: "dict[str, np.ndarray]" = dict(zip((n for n, _ in self._flat_outputs),
                                                 self._flat_layout.unpack_np(flat)))
         for key, tensor in zip(self._separate_outputs, results[1:]):
             out[key] = tensor.numpy()
         offset = self._update_offset
-        for policy, layout in zip(self.updates, self._update_layouts):
-            policy.install_acting_weights(layout.unpack_np(flat, offset))
+        for (path, layout), version in zip(self._riders, versions):
+            path.install(layout.unpack_np(flat, offset), version=version)
             offset += layout.size
         return out
+
+    @property
+    def written(self) -> list:
+        """The variables the traced step writes (empty before its first call)."""
+        return [] if self._tracked is None else self._tracked.written
 
 
 def _as_numpy(value):

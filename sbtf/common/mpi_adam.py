@@ -19,6 +19,7 @@ import tensorflow as tf
 from sbtf.common.mpi_util import allreduce_sum, allreduce_tf, get_comm, sync_check
 from sbtf.common.optimizers import Adam
 from sbtf.common.tf_util import GetFlat, SetFromFlat, flat_size
+from sbtf.common.weight_tracking import track_writes
 
 
 class MpiAdam:
@@ -50,8 +51,9 @@ class MpiAdam:
                          fused=False)
         self.getflat = GetFlat(self.var_list)
         self.setfromflat = SetFromFlat(self.var_list)
-        self._apply_fn = tf.function(self.apply_flat_grad, input_signature=[
-            tf.TensorSpec((self.size,), tf.float32), tf.TensorSpec((), tf.float32)], autograph=False)
+        # a tracked write: each update marks the acting copies of ``var_list`` stale first
+        self._apply_fn = track_writes(tf.function(self.apply_flat_grad, input_signature=[
+            tf.TensorSpec((self.size,), tf.float32), tf.TensorSpec((), tf.float32)], autograph=False))
 
     # ------------------------------------------------------------------ state (SB2 attribute names)
     @property

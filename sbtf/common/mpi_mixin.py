@@ -98,10 +98,14 @@ class MpiDataParallelMixin:
         theta = np.ascontiguousarray(getflat(), dtype=np.float32)
         self.comm.Bcast(theta, root=0)
         setfromflat(theta)
+        from sbtf.common.weight_tracking import assign_variables
+
+        pairs = []
         for var in other_vars:
             value = np.ascontiguousarray(np.array(var.numpy(), np.float64).reshape(-1))
             self.comm.Bcast(value, root=0)
-            var.assign(value.reshape(var.shape))
+            pairs.append((var, value.reshape(var.shape)))
+        assign_variables(pairs)  # tracked writes (setfromflat's too): acting re-reads what the broadcast wrote
         self._on_parameters_loaded()  # type: ignore[attr-defined]
 
     def check_parameters_synced(self) -> None:

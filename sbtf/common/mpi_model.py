@@ -97,8 +97,7 @@ class MpiActorCriticRLModel(MpiDataParallelMixin, OnPolicyAlgorithm):
 
     def assign_old_eq_new(self) -> None:
         """Copy the current policy's parameters into the old policy (``oldpi``)."""
-        self._assign_old_eq_new_fn()
-        self.old_policy.weights_changed()
+        self._assign_old_eq_new_fn()  # a tracked write (tf_util.make_assign_fn)
 
     def _policies(self) -> list:
         return [p for p in (self.policy_pi, self.old_policy) if p is not None]

@@ -426,7 +426,6 @@ class ActorCriticNetworks(ActorCriticLayers):
         for head in self.actor_heads:
             head(latent)
         self._acting = self._new_acting_path(self._acting_functions())
-        self.weights_changed()
 
     def _acting_functions(self) -> dict:
         """``{name: (fn(ops, *inputs), input specs)}`` of the actor, for the acting path."""
@@ -456,7 +455,6 @@ class ActorCriticNetworks(ActorCriticLayers):
             head(mlp(inputs))
             self.critic_mlps[name] = mlp
             self.critic_heads[name] = head
-        self.weights_changed()
 
     def critic(self, name: str, features, action=None):
         """Output (batch, 1) of critic ``name`` on critic features (and an action in [-1, 1] for Q critics)."""

@@ -24,7 +24,7 @@ import tensorflow as tf
 from sbtf.common.acting import ActingPath, WeightVersion
 from sbtf.common.dict_obs import DictObsLayout, layout_of, preprocess_dict
 from sbtf.common.distributions import make_proba_dist_type, softmax_np
-from sbtf.common.fast_call import FastFunction, FlatLayout
+from sbtf.common.fast_call import FastFunction
 from sbtf.common.input import (check_obs_space, obs_input_dtype, obs_input_shape, preprocess_obs_np,
                                preprocess_obs_tf)
 from sbtf.common.network_ops import TF_OPS
@@ -172,16 +172,19 @@ class BasePolicy(PolicyApi, keras.Model):
                           numpy_allowed=numpy_allowed, install_from_train_steps=install_from_train_steps)
 
     def weights_changed(self) -> None:
-        """The weights were changed from outside (load, ``assign``, ...): the acting path re-reads them when used."""
-        self._weight_version.value += 1
+        """
+        The weights were written by a route sbtf does not track (a raw ``variable.assign`` in your own code or your
+        own ``tf.function``): the acting copies are re-read when next used. Train steps, ``load``,
+        ``load_parameters`` / ``set_parameters``, ``set_weights`` and MPI broadcasts need no such call.
+        """
+        self._weight_version.bump()
 
-    def mark_weights_changed(self) -> None:
-        """Alias of ``weights_changed`` (kept for callers written before it)."""
-        self._weight_version.value += 1
-
-    def set_weights(self, weights):  # keep the acting copies honest when users set weights directly
-        super().set_weights(weights)
+    def set_weights(self, weights):  # a tracked write: the acting copies are re-read when next used
         self.weights_changed()
+        try:
+            super().set_weights(weights)
+        finally:
+            self.weights_changed()
 
     @property
     def acts_in_numpy(self) -> bool:
@@ -189,30 +192,9 @@ class BasePolicy(PolicyApi, keras.Model):
         return any(path.uses_numpy for path in self.acting_paths())
 
     @property
-    def has_numpy_path(self) -> bool:
-        """Alias of ``acts_in_numpy``."""
-        return self.acts_in_numpy
-
-    @property
     def n_weight_reads(self) -> int:
         """How many times the acting paths read the weights from the TF variables (installs not counted)."""
         return sum(path.n_reads for path in self.acting_paths())
-
-    def acting_weights_tf(self) -> list:
-        """Inside a compiled step: the tensors the NumPy acting copies mirror (none when the policy acts in TF)."""
-        return [t for path in self.acting_paths() if path.install_from_train_steps for t in path.weights_tf()]
-
-    def install_acting_weights(self, arrays) -> None:
-        """Install NumPy values of ``acting_weights_tf()`` computed by a compiled step (see ``TrainStep``)."""
-        self._weight_version.value += 1
-        offset = 0
-        for path in self.acting_paths():
-            if path.install_from_train_steps:
-                n = path.n_weights
-                path.install(arrays[offset:offset + n])
-                offset += n
-        if offset != len(arrays):
-            raise ValueError(f"expected {offset} acting weight arrays, got {len(arrays)}")
 
     def preprocess(self, obs):
         """TF pre-processing of a batch of observations (a dict of pre-processed keys for a Dict space)."""
@@ -291,7 +273,6 @@ class ActorCriticPolicy(BasePolicy):
             self((dummy, tf.zeros((1,) + tuple(self.initial_state.shape[1:])), tf.zeros((1,))))
         else:
             self(dummy)
-        self.mark_weights_changed()
 
     # --- acting ---------------------------------------------------------------------------
     def _tf_step_fn(self, deterministic: bool):
@@ -333,20 +314,6 @@ class ActorCriticPolicy(BasePolicy):
         """The NumPy backend of the acting path on fresh weights, or None when the policy acts through TF."""
         acting = self._acting
         return None if acting is None else acting.numpy_ops()
-
-    def flat_weights_tf(self) -> tf.Tensor:
-        """All weights (``named_parameters`` order) as one flat float32 tensor, inside a compiled step (for
-        ``install_flat_weights``; new code passes the policy to ``TrainStep(updates=...)`` instead)."""
-        return tf.concat([tf.reshape(v, [-1]) for v in self.parameter_list()], axis=0)
-
-    def install_flat_weights(self, flat: np.ndarray) -> None:
-        """Install the acting copies from a vector laid out as ``flat_weights_tf`` (after a train step)."""
-        params = self.parameter_list()
-        arrays = FlatLayout([tuple(int(d) for d in v.shape) for v in params]).unpack_np(flat)
-        by_id = {id(var): array for var, array in zip(params, arrays)}
-        self._weight_version.value += 1
-        for path in self.acting_paths():
-            path.install([by_id[id(var)] for var in path.variables])
 
     def step(self, obs, state=None, mask=None, deterministic=False):
         """

@@ -12,6 +12,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from sbtf.common.weight_tracking import track_writes, variables_changed
+
 
 def intprod(shape: Sequence[int]) -> int:
     """Product of a shape's entries (1 for a scalar)."""
@@ -68,15 +70,28 @@ def unflatten_tensor(flat: tf.Tensor, var_list: Sequence) -> list:
 
 
 def assign_from_flat(var_list: Sequence, flat: tf.Tensor) -> None:
-    """``var.assign(...)`` every variable from its slice of ``flat`` (TF ops; usable inside ``tf.function``)."""
-    for var, value in zip(var_list, unflatten_tensor(flat, var_list)):
-        var.assign(tf.cast(value, var.dtype))
+    """``var.assign(...)`` every variable from its slice of ``flat`` (TF ops; usable inside ``tf.function``). Eagerly,
+    a tracked write (the acting copies of the variables are re-read when used); in a graph, the step's own tracking
+    sees it."""
+    _tracked_eager_write(var_list, lambda: [var.assign(tf.cast(value, var.dtype))
+                                            for var, value in zip(var_list, unflatten_tensor(flat, var_list))])
 
 
 def assign_add_from_flat(var_list: Sequence, flat: tf.Tensor) -> None:
-    """``var.assign_add(...)`` every variable from its slice of ``flat``."""
-    for var, value in zip(var_list, unflatten_tensor(flat, var_list)):
-        var.assign_add(tf.cast(value, var.dtype))
+    """``var.assign_add(...)`` every variable from its slice of ``flat`` (tracked like ``assign_from_flat``)."""
+    _tracked_eager_write(var_list, lambda: [var.assign_add(tf.cast(value, var.dtype))
+                                            for var, value in zip(var_list, unflatten_tensor(flat, var_list))])
+
+
+def _tracked_eager_write(var_list: Sequence, write) -> None:
+    if not tf.executing_eagerly():
+        write()
+        return
+    variables_changed(var_list)
+    try:
+        write()
+    finally:
+        variables_changed(var_list)
 
 
 def minibatch_loop(n_steps, step_fn) -> None:
@@ -144,7 +159,7 @@ class SetFromFlat:
             assign_from_flat(self.var_list, theta)
             return tf.constant(True)
 
-        self._fn = _set
+        self._fn = track_writes(_set)
 
     def __call__(self, theta) -> None:
         theta = np.asarray(theta, dtype=self.dtype.as_numpy_dtype).reshape(-1)
@@ -168,7 +183,7 @@ def make_assign_fn(targets: Sequence, sources: Sequence):
             target.assign(source)
         return tf.constant(True)
 
-    return _assign
+    return track_writes(_assign)
 
 
 __all__ = ["intprod", "numel", "flat_size", "flatten_tensors", "flatgrad", "unflatten_tensor", "assign_from_flat",

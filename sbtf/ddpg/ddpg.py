@@ -48,6 +48,7 @@ from sbtf.ddpg.reporting import DDPGReporting, EpochStats
 from sbtf.ddpg.running_stats import RunningStats, denormalize, normalize
 from sbtf.ddpg.train_step import DDPGTraining
 from sbtf.common.tf_util import flatgrad
+from sbtf.common.weight_tracking import assign_variables
 
 
 class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, OffPolicyAlgorithm):
@@ -288,9 +289,7 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
         self._critic_vars = self.policy_tf.critic_variables()
         self._source_vars = self._actor_vars + self._critic_vars
         self._target_vars = self.target_policy.actor_variables() + self.target_policy.critic_variables()
-        for target, source in zip(self._target_vars, self._source_vars):
-            target.assign(source)
-        self.target_policy.weights_changed()
+        assign_variables(zip(self._target_vars, self._source_vars))
         critic_names = list(self.policy_tf.named_parameters("model").keys())[len(self._actor_vars):]
         # SB2 regularises the critic variables whose names contain neither 'bias', 'output' nor 'b'
         self._critic_reg_vars = [var for name, var in zip(critic_names, self._critic_vars)

@@ -81,7 +81,7 @@ class DDPGExploration:
         obs = policy._prepare_obs(obs)
         use_perturbed = self.param_noise is not None and apply_noise
         q_value = None
-        if policy.has_numpy_path:
+        if policy.acts_in_numpy:
             nobs = policy.normalize_obs_np(obs)
             action = self.param_noise_actor.actor_np(nobs) if use_perturbed else policy.actor_np(nobs)
             if compute_q:

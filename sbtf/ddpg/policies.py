@@ -184,7 +184,6 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
             self._actor_named.append(self.actor_out)
             self.actor(self._dummy_input())
             self._make_acting_paths()
-            self.weights_changed()
         if obs is None:
             return None
         self.policy = self.actor(obs)
@@ -199,7 +198,6 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
             self._critic_named.append(self.critic_out)
             self.critic(self._dummy_input(), tf.zeros((1, self.n_act), tf.float32))
             self._make_acting_paths()
-            self.weights_changed()
         if obs is None or action is None:
             return None
         self.qvalue_fn = self.critic(obs, action)

@@ -25,6 +25,7 @@ from sbtf.common.off_policy_train import TrainStepCache
 from sbtf.common.optimizers import Adam
 from sbtf.common.schedules import LinearSchedule, get_schedule_fn
 from sbtf.common.tf_util import repeat_steps
+from sbtf.common.weight_tracking import assign_variables
 from sbtf.deepq.policies import DQNPolicy
 from sbtf.common import model_schema as ms
 
@@ -168,9 +169,7 @@ class DQN(OffPolicyAlgorithm):
         # the networks start as copies of the Q-network (eager assignments: nothing is traced before learn())
         for net in (self.target_q_net, self.perturbed_q_net, self.adaptive_q_net):
             if net is not None:
-                for target, source in zip(net.named_parameters().values(), self._q_vars):
-                    target.assign(source)
-                net.weights_changed()
+                assign_variables(zip(net.named_parameters().values(), self._q_vars))
         self.policy_tf = self.q_net
         self.step_model = self.q_net
         self.proba_step = self.q_net.proba_step
@@ -228,18 +227,16 @@ class DQN(OffPolicyAlgorithm):
         if self.q_net is None:
             return
         self.eps_var.assign(float(self._current_eps))
-        if self.param_noise and self.q_net.has_numpy_path:
+        if self.param_noise and self.q_net.acts_in_numpy:
             for weights, net in ((self._perturbed_weights, self.perturbed_q_net),
                                  (self._adaptive_weights, self.adaptive_q_net)):
                 if weights is not None:
-                    for var, value in zip(net.named_parameters().values(), weights.values()):
-                        var.assign(value)
-                    net.weights_changed()
+                    assign_variables(zip(net.named_parameters().values(), weights.values()))
 
     def _on_parameters_loaded(self) -> None:
         super()._on_parameters_loaded()
         self._current_eps = float(self.eps_var.numpy())
-        if self.param_noise and self.q_net.has_numpy_path:
+        if self.param_noise and self.q_net.acts_in_numpy:
             self._perturbed_weights = OrderedDict(zip(self.q_net.numpy_weights().keys(),
                                                       self.perturbed_q_net.numpy_weights().values()))
             self._adaptive_weights = OrderedDict(zip(self.q_net.numpy_weights().keys(),
@@ -383,13 +380,13 @@ class DQN(OffPolicyAlgorithm):
 
     def _perturb(self) -> None:
         """Re-sample the perturbed network: Q-network weights + N(0, param_noise_scale) on fully connected layers."""
-        if self.q_net.has_numpy_path:
+        if self.q_net.acts_in_numpy:
             self._perturbed_weights = self._noisy_copy(self.param_noise_scale)
         else:
             self._param_noise_steps()[0](scale=self.param_noise_scale, seed=stateless_seed())
 
     def _perturbed_q_values(self, obs: np.ndarray) -> np.ndarray:
-        if self.q_net.has_numpy_path:
+        if self.q_net.acts_in_numpy:
             return self.q_net.q_values_np(obs, weights=self._perturbed_weights)
         return self.perturbed_q_net.q_values_np(obs)
 
@@ -440,7 +437,7 @@ class DQN(OffPolicyAlgorithm):
 
     def _adapt_param_noise(self, obs: np.ndarray) -> None:
         """SB2's scale adaptation: perturb another copy, compare softmax(Q) by KL, scale the noise by 1.01."""
-        if self.q_net.has_numpy_path:
+        if self.q_net.acts_in_numpy:
             weights = self._noisy_copy(self.param_noise_scale)
             mean_kl = self._mean_kl_np(self.q_net.q_values_np(obs), self.q_net.q_values_np(obs, weights=weights))
             self._adaptive_weights = weights

@@ -231,7 +231,6 @@ class FeedForwardPolicy(DQNPolicy):
         # NumPy acting runs ``q_network``; a subclass that replaces the TF maths (``q_values``) acts through TF
         self._acting = self._new_acting_path({"q": (self.q_network, [self.obs_signature()])},
                                              numpy_allowed=type(self).q_values is FeedForwardPolicy.q_values)
-        self.weights_changed()
 
     # ------------------------------------------------------------------ TF
     def q_network(self, ops, obs):

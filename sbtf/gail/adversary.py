@@ -10,9 +10,10 @@ Variables carry SB2's names: ``adversary/fully_connected/weights:0`` (obs_dim + 
 ``adversary/fully_connected_1/...`` (H, H), ``adversary/fully_connected_2/...`` (H, 1).
 The network is written once, as a function of a backend ``ops`` (:meth:`TransitionClassifier.logits`): in TF for the
 losses, and through an ``ActingPath`` (``sbtf.common.acting``) for the reward used during rollouts, which then runs in
-NumPy on copies of the weights (no TensorFlow call per step). The copies carry the classifier's weight version:
-``apply_gradient`` and ``weights_changed()`` mark them stale, and the next ``get_reward`` refreshes them with one
-compiled read. The observation statistics are read by the backend itself (``ops.standardize``), so they need no
+NumPy on copies of the weights (no TensorFlow call per step). The copies carry the classifier's weight version: every
+tracked write of the weights (``apply_gradient``'s ``MpiAdam`` step, ``load``, MPI syncs; see
+``sbtf.common.weight_tracking``) marks them stale, and the next ``get_reward`` refreshes them with one compiled read.
+The observation statistics are read by the backend itself (``ops.standardize``), so they need no
 version of their own.
 """
 from __future__ import annotations
@@ -120,12 +121,9 @@ class TransitionClassifier(tf.Module):
                            for name, var in layer.named_variables())
 
     def weights_changed(self) -> None:
-        """The weights were changed from outside (load, MPI sync, ``assign``): ``get_reward`` re-reads them."""
+        """The weights were written by a route sbtf does not track (a raw ``assign`` in your code): ``get_reward``
+        re-reads them. ``apply_gradient``, ``load`` and MPI syncs are tracked writes and need no such call."""
         self._weight_version.bump()
-
-    def mark_weights_changed(self) -> None:
-        """Alias of ``weights_changed`` (kept for callers written before it)."""
-        self.weights_changed()
 
     def apply_gradient(self, optimizer, flat_grad: np.ndarray, learning_rate: float) -> None:
         """
@@ -133,8 +131,7 @@ class TransitionClassifier(tf.Module):
         over the MPI ranks) with this rank's flat gradient; the next ``get_reward`` reads the new weights (once,
         however many steps were applied since).
         """
-        optimizer.update(flat_grad, learning_rate)
-        self.weights_changed()
+        optimizer.update(flat_grad, learning_rate)  # a tracked write (``MpiAdam.update``)
 
     # ------------------------------------------------------------------ maths (written once, backend ``ops``)
     def logits(self, ops, obs, actions):

@@ -184,7 +184,6 @@ class FeedForwardPolicy(ActorCriticNetworks, SACPolicy):
                                                self.sde_settings["full_std"])
             self.sde_log_std_layer.build(self.actor_latent(self._dummy_obs).shape)
             self._actor_named.append(self.sde_log_std_layer)
-            self.weights_changed()
         if self.actor_mlp is None:
             self._build_actor(scope, [("dense", None), ("dense_1", None)])
         if obs is None:

@@ -35,6 +35,7 @@ from sbtf.common.mpi_util import allreduce_mean, allreduce_tf
 from sbtf.common.rollout import RolloutBatch
 from sbtf.common.tf_util import (GetFlat, SetFromFlat, assign_from_flat, flat_size, flatgrad, minibatch_loop,
                                   unflatten_tensor)
+from sbtf.common.weight_tracking import track_writes
 from sbtf.common import model_schema as ms
 
 LOSS_NAMES = ["optimgain", "meankl", "entloss", "surrgain", "entropy"]
@@ -151,11 +152,6 @@ class TRPO(MpiActorCriticRLModel):
             params.update(self.reward_giver.named_parameters())
         return params
 
-    def _on_parameters_loaded(self) -> None:
-        super()._on_parameters_loaded()
-        if self.reward_giver is not None:
-            self.reward_giver.weights_changed()
-
     @contextmanager
     def _timed(self, msg: str):
         if self._log_verbose():
@@ -233,8 +229,9 @@ class TRPO(MpiActorCriticRLModel):
             assign_from_flat(self._pi_vars, thnew)
             return self._losses(obs, actions, atarg)[1]
 
-        self._set_and_compute_losses = compile_fn(set_and_compute_losses,
-                                                  input_signature=[theta, obs_spec, act_spec, vec])
+        # a tracked write: each trial marks the acting copies of the policy's variables stale first
+        self._set_and_compute_losses = track_writes(compile_fn(set_and_compute_losses,
+                                                               input_signature=[theta, obs_spec, act_spec, vec]))
 
         def natural_step(grad, obs_sub, damping):
             """The whole CG solve of (F + damping I) s = g, and s^T (F + damping I) s / 2 (products averaged over
@@ -317,7 +314,6 @@ class TRPO(MpiActorCriticRLModel):
         else:
             logger.log("couldn't compute a good step")
             self.set_from_flat(thbefore)
-        self.policy_pi.weights_changed()  # the line search assigned the policy's variables
         return mean_losses
 
     def _update_vf(self, observation, tdlamret) -> None:

@@ -22,6 +22,7 @@ from sbtf.common.math_util import unscale_action
 from sbtf.common.network_ops import TF_OPS, numpy_activation
 from sbtf.common.policies import BasePolicy, register_policy_base
 from sbtf.common.tf_layers import SB2Layer
+from sbtf.common.weight_tracking import assign_variables
 
 __all__ = ["ARSPolicy", "ARSLinearPolicy", "MlpPolicy", "LinearPolicy"]
 
@@ -92,7 +93,6 @@ class ARSPolicy(BasePolicy):
             raise ValueError(f"ARS evaluates its candidates in NumPy: the activation {activation_fn!r} has no NumPy "
                              "form; use 'relu', 'tanh', 'elu', 'sigmoid', 'softplus', 'selu' or 'leaky_relu'")
         self._acting = self._new_acting_path({"outputs": (self.outputs, [self.obs_signature()])})
-        self.weights_changed()
 
     # ------------------------------------------------------------------ the network, written once
     def outputs(self, ops, obs):
@@ -144,12 +144,12 @@ class ARSPolicy(BasePolicy):
 
     def set_flat_weights(self, flat: np.ndarray) -> None:
         """Assign the weights from one vector laid out as ``get_flat_weights``."""
-        offset = 0
+        pairs, offset = [], 0
         for var in self.parameter_list():
             size = int(np.prod(var.shape))
-            var.assign(np.asarray(flat[offset:offset + size], np.float32).reshape(var.shape))
+            pairs.append((var, np.asarray(flat[offset:offset + size], np.float32).reshape(var.shape)))
             offset += size
-        self.weights_changed()
+        assign_variables(pairs)  # a tracked write: acting re-reads the new weights
 
     def batched_outputs(self, flat_weights: np.ndarray, obs: np.ndarray) -> np.ndarray:
         """

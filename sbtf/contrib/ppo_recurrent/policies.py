@@ -261,7 +261,6 @@ class RecurrentActorCriticPolicy(BasePolicy):
             "step": (self.forward_step, [self.obs_signature(), spec_state, spec_start]),
             "value": (self.value_step, [self.obs_signature(), spec_state, spec_start]),
         })
-        self.weights_changed()
 
     # ------------------------------------------------------------------ structure
     @property
