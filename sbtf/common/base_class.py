@@ -679,6 +679,7 @@ class BaseRLModel(ABC):
             raise MissingParametersError(f"Error: the parameters to load do not contain {missing[:5]}"
                                          f"{' ...' if len(missing) > 5 else ''} (set exact_match=False to load a "
                                          f"subset).", missing)
+        pairs = []
         for name, var in named.items():
             if name not in params:
                 continue
@@ -700,8 +701,7 @@ class BaseRLModel(ABC):
         self._on_parameters_loaded()
 
     def _on_parameters_loaded(self) -> None:
-        for policy in self._policies():
-            policy.weights_changed()
+        """Hook: the parameters were replaced (``load_parameters``, ``pretrain``); the acting copies already know."""
 
     # ------------------------------------------------------------------ save / load
     def _get_save_data(self) -> dict:
