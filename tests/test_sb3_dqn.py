@@ -271,6 +271,7 @@ def test_reaches_the_zoo_score_on_cartpole():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 1e5 gradient steps of 128 samples through a 256x256 network
 def test_learns_lunar_lander_with_the_zoo_hyperparameters():
     pytest.importorskip("Box2D", reason="LunarLander needs box2d: pip install 'sbtf[box2d]'")
     from sbtf.cli import hyperparams
@@ -284,7 +285,8 @@ def test_learns_lunar_lander_with_the_zoo_hyperparameters():
     eval_env = gym.make("LunarLander-v3")
     eval_env.reset(seed=0)
     mean_reward, _ = evaluate_policy(model, eval_env, n_eval_episodes=20, deterministic=True)
-    assert mean_reward >= 100, mean_reward  # a random policy scores about -180; rl-zoo's DQN: 100 to 200 at 1e5
+    # a random policy scores about -180; rl-baselines3-zoo's benchmark: 154 +/- 79 (LunarLander-v2, 1e5 steps)
+    assert mean_reward >= 100, mean_reward
 
 
 # ------------------------------------------------------------------------------------------------ files
