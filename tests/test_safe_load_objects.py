@@ -444,3 +444,22 @@ def test_discrete_observations_are_one_hot_encoded_in_batch_times_n_values():
     assert peak < 3 * 2_000_000 * 4 + MB  # np.eye(n) took n**2 values
     multi = preprocess_obs_np(np.array([[1, 2]]), gym.spaces.MultiDiscrete([3, 4]))
     np.testing.assert_array_equal(multi, [[0, 1, 0, 0, 0, 1, 0]])
+
+
+@pytest.mark.parametrize("seed", [-1, -2 ** 62, 2 ** 32])
+def test_seeds_outside_numpys_range_are_model_data_errors(ppo2_file, tmp_path, seed):
+    outcome, _ = peak_bytes(PPO2.load, with_data(ppo2_file, tmp_path / "m.zip", lambda d: d.update(seed=seed)))
+    assert_refused(outcome, ModelDataError, "'seed'")
+
+
+def test_sb2_data_keys_that_are_not_names_are_dropped_without_being_formatted(sb2_warm, tmp_path):
+    s = b"a" * 200_000
+    key = (b"X" + struct.pack("<I", len(s)) + s + b"q\x00" + b"0" + b"(" + b"h\x00" * 1000 + b"tq\x01" + b"0"
+           + b"(" + b"h\x01" * 1900 + b"t")
+    data = sb2_data()
+    data[_Raw(key)] = 1  # a dict key: the writer emits the raw opcodes
+    path = tmp_path / "m.pkl"
+    path.write_bytes(sb2_pickle((data, list(SB2_PARAMS.values()))))
+    model, peak = peak_bytes(PPO2.load, path)
+    assert isinstance(model, PPO2), model
+    assert peak < 4 * path.stat().st_size + 8 * MB

@@ -449,6 +449,9 @@ def _map_data(spec: AlgoSpec, raw: dict, custom_objects: dict, report: Conversio
         defaults = {**inner.defaults, **defaults}
     out: dict = {}
     for key, value in raw.items():
+        if not isinstance(key, str):  # SB2 writes attribute names; anything else is dropped (and never formatted)
+            report.dropped_keys.append((describe_value(key, 80), "not an attribute name"))
+            continue
         if key in custom_objects:
             out[key] = custom_objects[key]
             continue

@@ -785,7 +785,8 @@ class BaseRLModel(ABC):
         checked, unknown = model_schema.check_data(cls._data_schema(), data, trusted)
         if unknown:
             warnings.warn(f"The model file has keys that {cls.__name__} does not store: "
-                          f"{sorted(map(str, unknown))[:10]}; they were ignored (not set on the model).")
+                          f"{sorted(k[:60] if isinstance(k, str) else describe_value(k, 60) for k in unknown[:10])}"
+                          f"{' ...' if len(unknown) > 10 else ''}; they were ignored (not set on the model).")
         rollout = int(checked.get("n_steps", 1)) * int(checked.get("n_envs", 1))
         if "n_steps" in checked and rollout > model_schema.MAX_ROLLOUT:
             raise ModelDataError(f"The model file's n_steps * n_envs = {rollout:,} samples per rollout is beyond "

@@ -285,8 +285,8 @@ COMMON_SCHEMA: Dict[str, Field] = {
     "observation_space": Space(),
     "action_space": Space(),
     "n_envs": Integer(minimum=1, maximum=2 ** 16),
-    "n_cpu_tf_sess": Nullable(Integer(minimum=0)),
-    "seed": Nullable(Integer()),
+    "n_cpu_tf_sess": Nullable(Integer(minimum=0, maximum=2 ** 16)),
+    "seed": Nullable(Integer(minimum=0, maximum=2 ** 32 - 1)),  # NumPy's seeds
     "_vectorize_action": Flag(),
     "policy_kwargs": PlainData(mapping=True),
     "num_timesteps": Integer(minimum=0),
