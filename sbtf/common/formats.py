@@ -117,7 +117,8 @@ def model_reader(kind: str, source: str = "This file") -> ModelReader:
         with _LOCK:
             reader = _READERS.get(kind)
     if reader is None:
-        what = f"a stable-baselines 2.x file ({kind})" if kind.startswith("sb2-") else f"a {kind} model file"
+        what = f"a stable-baselines 2.x file ({kind})" if kind.startswith("sb2-") else \
+            "a stable-baselines3 model file" if kind == "sb3-zip" else f"a {kind} model file"
         raise MissingReaderError(f"{source} is {what}; reading it needs {CONVERTERS_INSTALL_HINT}, which is not "
                                  "installed (or it registered no reader for this kind of file).")
     return reader

@@ -744,7 +744,7 @@ def read_file_bytes(load_path: PathOrFile) -> bytes:
 
 
 def inspect_model_bytes(payload: bytes) -> str:
-    """'sbtf', 'sb2-zip', 'sb2-pkl' or raise ModelFileError."""
+    """'sbtf', 'sb2-zip', 'sb3-zip', 'sb2-pkl' or raise ModelFileError."""
     if payload[:2] == b"PK":
         with open_zip(payload, "model file") as archive:
             names = set(archive.namelist())
@@ -752,6 +752,8 @@ def inspect_model_bytes(payload: bytes) -> str:
             return "sbtf"
         if "data" in names and ("parameters" in names or "parameter_list" in names):
             return "sb2-zip"
+        if "data" in names and "policy.pth" in names:
+            return "sb3-zip"  # a stable-baselines3 / sb3-contrib model (read by sbtf_converters.sb3_reader)
         raise CorruptedFileError(f"This zip archive is not a model file (members: {sorted(names)[:6]}); expected "
                                  "'data', 'parameters' and 'parameter_list'.")
     if payload[:1] == b"\x80":

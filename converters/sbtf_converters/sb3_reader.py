@@ -1,0 +1,459 @@
+"""Load stable-baselines3 / sb3-contrib model zips into sbtf's SB3 classes, without PyTorch and without running code.
+
+An SB3 zip holds:
+
+* ``data``: JSON; simple hyperparameters are plain values, others (spaces, ``policy_kwargs`` naming classes,
+  schedules, ``train_freq``, buffers, the policy class) are ``{":type:": ..., ":serialized:": <base64 cloudpickle>}``.
+  Only the entries sbtf needs are decoded, each by :mod:`sbtf.common.safe_pickle` with an allow-list
+  (:func:`data_resolver`): gym / gymnasium spaces (rebuilt through ``save_util.space_from_dict``'s checks), numpy
+  arrays / dtypes / scalars, SB3's ``TrainFreq``, schedule objects (``ConstantSchedule``, ``LinearSchedule``,
+  ``FloatSchedule``) and action noises, torch's optimizer / activation classes by name. The policy class is read as a
+  *name* (never resolved); the policy is the sbtf class's ``MlpPolicy`` / ``CnnPolicy`` / ``MultiInputPolicy``.
+  Schedules that are cloudpickled functions (older SB3) are code: they are not run, the sbtf default is used and a
+  warning says so (pass ``custom_objects={"learning_rate": ...}`` to set one). The rest (rollout / replay buffer
+  classes, last observations, episode buffers, ``lr_schedule``...) is ignored.
+* ``policy.pth`` (the policy's state dict) and ``pytorch_variables.pth`` (SAC / TQC's ``log_ent_coef``; ``tensors.pth``
+  in the oldest files): read by :mod:`sbtf_converters.torch_pickle`, mapped by :mod:`sbtf_converters.sb3_layouts`.
+* ``*.optimizer.pth``: ignored (the optimizer starts fresh); ``_stable_baselines3_version`` and ``system_info.txt``:
+  read as text (``print_system_info=True`` prints them).
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import collections
+import inspect
+import warnings
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+
+from sbtf.common import safe_pickle, save_util
+from sbtf.common.file_errors import (CorruptedFileError, ModelDataError, ModelFileError, UnsafeFileError,
+                                     WrongAlgorithmError, describe_value, get_load_limits)
+from sbtf.common.safe_zip import open_zip, read_member
+from sbtf_converters.sb3_layouts import family_of, map_state_dict
+from sbtf_converters.torch_pickle import read_torch_file, state_dict_arrays
+
+__all__ = ["SB3_FILE_KIND", "is_sb3_zip", "read_sb3_zip", "load_sb3_model", "data_resolver", "Sb3File"]
+
+#: what ``sbtf.common.save_util.inspect_model_bytes`` calls an SB3 zip
+SB3_FILE_KIND = "sb3-zip"
+
+_SPACES = {"Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"}
+_ACTIVATIONS = {"ReLU": "relu", "Tanh": "tanh", "ELU": "elu", "LeakyReLU": "leaky_relu", "Sigmoid": "sigmoid",
+                "SiLU": "silu", "GELU": "gelu", "Softplus": "softplus", "SELU": "selu"}
+_OPTIMIZERS = {"Adam": "Adam", "RMSprop": "RMSprop", "RMSpropTFLike": "RMSprop"}
+_EXTRACTORS = {"FlattenExtractor", "NatureCNN", "CombinedExtractor"}
+#: SB3 keys that are schedules: when they are cloudpickled code, the default replaces them (with a warning)
+_SCHEDULE_KEYS = {"learning_rate", "clip_range", "clip_range_vf"}
+#: SB3 data keys that are not constructor arguments but are read
+_STATE_KEYS = {"num_timesteps", "n_envs"}
+_ADVICE = (" SB3 files store some values as cloudpickle; sbtf reads only data from them. Pass "
+           "custom_objects={key: value} to replace an entry, or allow_pickle=True only if you trust the file.")
+
+
+class _TrainFreq(safe_pickle.SafeCallable):
+    """``TrainFreq(frequency, unit)`` (a namedtuple) -> ``(frequency, "step" | "episode")``."""
+    path = "stable_baselines3.common.type_aliases.TrainFreq"
+
+    def safe_call(self, ctx, args):
+        return ctx.make_tuple(args)
+
+    def safe_new(self, ctx, args, kwargs):
+        return ctx.make_tuple(args)
+
+
+class _TrainFreqUnit(safe_pickle.SafeCallable):
+    """``TrainFrequencyUnit("step")`` (an Enum) -> its value."""
+    path = "stable_baselines3.common.type_aliases.TrainFrequencyUnit"
+
+    def safe_call(self, ctx, args):
+        if len(args) != 1 or args[0] not in ("step", "episode"):
+            raise ctx.corrupt("a TrainFrequencyUnit that is neither 'step' nor 'episode'")
+        return args[0]
+
+    def safe_new(self, ctx, args, kwargs):
+        return self.safe_call(ctx, args)
+
+
+_SPACE = safe_pickle.RecordClass("space")
+_INERT = safe_pickle.RecordClass("inert")
+_SCHEDULE = safe_pickle.RecordClass("schedule")
+_NOISE = safe_pickle.RecordClass("noise")
+_TABLE = {**safe_pickle.NUMPY_HANDLERS, **safe_pickle.DATA_HANDLERS,
+          ("stable_baselines3.common.type_aliases", "TrainFreq"): safe_pickle.Constant(_TrainFreq()),
+          ("stable_baselines3.common.type_aliases", "TrainFrequencyUnit"): safe_pickle.Constant(_TrainFreqUnit()),
+          ("torch", "device"): _INERT}
+
+
+def data_resolver(module: str, name: str) -> Optional[safe_pickle.Handler]:
+    """The allow-list of the ``:serialized:`` entries of an SB3 ``data`` member (see the module docstring)."""
+    handler = _TABLE.get((module, name))
+    if handler is not None:
+        return handler
+    root = module.split(".")[0]
+    if root in ("gym", "gymnasium") and ".spaces" in module and name in _SPACES:
+        return _SPACE
+    if module.startswith("numpy.random"):
+        return _INERT  # a space's random generator: not needed
+    if root in ("stable_baselines3", "sb3_contrib"):
+        if name in ("ConstantSchedule", "LinearSchedule", "FloatSchedule"):
+            return _SCHEDULE
+        if name in ("NormalActionNoise", "OrnsteinUhlenbeckActionNoise"):
+            return _NOISE
+        if name in _EXTRACTORS:
+            return safe_pickle.Constant(name)
+    if root == "torch" and module.startswith("torch.optim") and name in _OPTIMIZERS:
+        return safe_pickle.Constant(_OPTIMIZERS[name])
+    if module.startswith("torch.nn.modules.activation") and name in _ACTIVATIONS:
+        return safe_pickle.Constant(_ACTIVATIONS[name])
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ data values
+def _plain(value: Any) -> Any:
+    """numpy scalars / arrays of a decoded value as Python numbers / lists (what space_from_dict reads)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _space(record: Any, where: str, depth: int = 0) -> Any:
+    """A gymnasium space from the record of a gym / gymnasium space (checked by ``save_util.space_from_dict``)."""
+    return save_util.space_from_dict(_space_description(record, where, depth))
+
+
+def _space_description(record: Any, where: str, depth: int = 0) -> dict:
+    if not (isinstance(record, safe_pickle.Record) and record.kind == "space" and isinstance(record.state, dict)):
+        raise ModelDataError(f"{where} is not a space.")
+    if depth > 16:
+        raise ModelDataError(f"{where} nests spaces too deeply.")
+    state = record.state
+    get = state.get
+    dtype = get("dtype")
+    dtype_name = str(np.dtype(dtype)) if isinstance(dtype, (np.dtype, type)) else dtype
+    if record.name == "Box":
+        shape = get("_shape", get("shape"))
+        return {"type": "Box", "low": _plain(get("low")), "high": _plain(get("high")), "shape": _plain(shape),
+                "dtype": dtype_name}
+    if record.name == "Discrete":
+        return {"type": "Discrete", "n": _plain(get("n")), "start": _plain(get("start", 0))}
+    if record.name == "MultiDiscrete":
+        return {"type": "MultiDiscrete", "nvec": _plain(get("nvec")), "dtype": dtype_name}
+    if record.name == "MultiBinary":
+        return {"type": "MultiBinary", "n": _plain(get("n"))}
+    spaces = get("spaces")
+    if record.name == "Dict" and type(spaces) in (dict, collections.OrderedDict):
+        return {"type": "Dict", "spaces": [[key, _space_description(value, where, depth + 1)]
+                                           for key, value in spaces.items()]}
+    if record.name == "Tuple" and type(spaces) in (tuple, list):
+        return {"type": "Tuple", "spaces": [_space_description(value, where, depth + 1) for value in spaces]}
+    raise ModelDataError(f"{where} is a {record.name} space with fields sbtf does not know.")
+
+
+def _schedule(record: safe_pickle.Record, where: str) -> Any:
+    """SB3's schedule objects as sbtf schedules (functions of the progress remaining)."""
+    from sbtf.common.schedules import ConstantSchedule, SampledSchedule  # pylint: disable=import-outside-toplevel
+
+    state = record.state if isinstance(record.state, dict) else {}
+    number = (int, float, np.floating, np.integer)
+    if record.name == "FloatSchedule":
+        inner = state.get("value_schedule")
+        return _schedule(inner, where) if isinstance(inner, safe_pickle.Record) else _number(inner, where)
+    if record.name == "ConstantSchedule" and isinstance(state.get("val"), number):
+        return ConstantSchedule(float(state["val"]))
+    if record.name == "LinearSchedule" and all(isinstance(state.get(k), number)
+                                               for k in ("start", "end", "end_fraction")):
+        start, end, fraction = float(state["start"]), float(state["end"]), float(state["end_fraction"])
+        if not 0.0 < fraction <= 1.0:
+            raise ModelDataError(f"{where}: a LinearSchedule with end_fraction {fraction}.")
+        return SampledSchedule([(1.0, start), (1.0 - fraction, end), (0.0, end)])
+    raise ModelDataError(f"{where} is a {record.name} whose fields sbtf does not know.")
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
+        return float(value)
+    raise ModelDataError(f"{where} is not a number.")
+
+
+def _noise(record: safe_pickle.Record, where: str) -> Any:
+    from sbtf.common import noise  # pylint: disable=import-outside-toplevel
+
+    state = record.state if isinstance(record.state, dict) else {}
+    mean, sigma = state.get("_mu"), state.get("_sigma")
+    if not (isinstance(mean, np.ndarray) and isinstance(sigma, np.ndarray) and mean.shape == sigma.shape):
+        raise ModelDataError(f"{where} is an action noise without mean / sigma arrays.")
+    if record.name == "NormalActionNoise":
+        return noise.NormalActionNoise(mean=mean, sigma=sigma)
+    return noise.OrnsteinUhlenbeckActionNoise(mean=mean, sigma=sigma, theta=_number(state.get("_theta", 0.15), where),
+                                              dt=_number(state.get("_dt", 1e-2), where))
+
+
+def _convert(value: Any, where: str) -> Any:
+    """A decoded value with its records turned into sbtf objects (spaces, schedules, noises); other records refused."""
+    if isinstance(value, safe_pickle.Record):
+        if value.kind == "space":
+            return _space(value, where)
+        if value.kind == "schedule":
+            return _schedule(value, where)
+        if value.kind == "noise":
+            return _noise(value, where)
+        if value.kind == "inert":
+            return None  # torch.device, random generators: nothing sbtf uses
+        raise ModelDataError(f"{where} holds a {value.path} object, which is not data sbtf uses.")
+    if isinstance(value, safe_pickle.Ref):
+        return value
+    if type(value) in (dict, collections.OrderedDict):
+        return {key: _convert(item, where) for key, item in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_convert(item, where) for item in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+class Sb3File:
+    """What an SB3 zip holds, read: ``data`` (the JSON, entries still serialized), ``state`` (tensor name -> array),
+    ``version``, ``system_info``, ``ignored`` (members not read)."""
+
+    def __init__(self, data: dict, state: Dict[str, np.ndarray], version: str, system_info: str, ignored: list,
+                 source: str, allow_pickle: bool):
+        self.data = data
+        self.state = state
+        self.version = version
+        self.system_info = system_info
+        self.ignored = ignored
+        self.source = source
+        self.allow_pickle = allow_pickle
+
+    def decode(self, key: str) -> Any:
+        """The value of ``data[key]``: plain JSON as is; a ``:serialized:`` entry read by the safe interpreter."""
+        entry = self.data[key]
+        if not (isinstance(entry, dict) and ":serialized:" in entry):
+            return entry
+        where = f"the '{key}' entry of {self.source}"
+        text = entry[":serialized:"]
+        if not isinstance(text, str):
+            raise CorruptedFileError(f"{where} is not base64 text.")
+        try:
+            blob = base64.b64decode(text.encode("ascii"), validate=True)
+        except (binascii.Error, UnicodeEncodeError, ValueError) as exc:
+            raise CorruptedFileError(f"{where} is not valid base64.") from exc
+        value = safe_pickle.loads(blob, data_resolver, what=where, advice=_ADVICE, trusted=self.allow_pickle)
+        if self.allow_pickle and not isinstance(value, (safe_pickle.Record, safe_pickle.Ref, dict, list, tuple)):
+            return value
+        return _convert(value, where)
+
+    def policy_class_name(self) -> Tuple[str, str]:
+        """``(module, name)`` of the policy class the file was saved with (read as a name, never resolved)."""
+        entry = self.data.get("policy_class")
+        if isinstance(entry, dict) and ":serialized:" in entry:
+            try:
+                blob = base64.b64decode(str(entry[":serialized:"]).encode("ascii"), validate=True)
+            except (binascii.Error, UnicodeEncodeError, ValueError) as exc:
+                raise CorruptedFileError(f"The 'policy_class' entry of {self.source} is not valid base64.") from exc
+            ref = safe_pickle.loads(blob, None, what=f"the 'policy_class' entry of {self.source}")
+            if isinstance(ref, safe_pickle.Ref):
+                return ref.module, ref.name
+        if isinstance(entry, str):
+            module, _, name = entry.rpartition(".")
+            return module, name
+        return "", "MlpPolicy"
+
+
+def is_sb3_zip(names: Any) -> bool:
+    """Whether a zip's member names are an SB3 model's (``data`` and ``policy.pth``)."""
+    names = set(names)
+    return "data" in names and "policy.pth" in names
+
+
+def read_sb3_zip(payload: bytes, source: str = "the stable-baselines3 file", allow_pickle: bool = False) -> Sb3File:
+    """
+    Read an SB3 zip's members (bounded, no code run): the JSON ``data``, the tensors of ``policy.pth`` and
+    ``pytorch_variables.pth`` / ``tensors.pth``, the version.
+
+    :raises ModelFileError: typed errors for damaged or hostile files
+    """
+    limits = get_load_limits()
+    with open_zip(payload, source) as archive:
+        names = archive.namelist()
+        if len(set(names)) != len(names):
+            raise CorruptedFileError(f"{source} holds a member twice; it is damaged or was crafted.")
+        if not is_sb3_zip(names):
+            raise CorruptedFileError(f"{source} is not a stable-baselines3 model (no 'data' and 'policy.pth').")
+        data = save_util.parse_json(read_member(archive, "data", limits.max_json_bytes, source),
+                                    f"the 'data' member of {source}")
+        if not isinstance(data, dict):
+            raise CorruptedFileError(f"The 'data' member of {source} is not a JSON object.")
+        state = state_dict_arrays(read_torch_file(read_member(archive, "policy.pth", limits.max_array_bytes + (1 << 20),
+                                                              source),
+                                                  f"the policy.pth of {source}", allow_pickle),
+                                  f"the policy.pth of {source}")
+        ignored = []
+        for member in names:
+            if member in ("pytorch_variables.pth", "tensors.pth"):
+                extra = state_dict_arrays(read_torch_file(read_member(archive, member, 1 << 20, source),
+                                                          f"the {member} of {source}", allow_pickle),
+                                          f"the {member} of {source}")
+                for key, value in extra.items():
+                    if key in state:
+                        raise CorruptedFileError(f"{source} holds the tensor {key} twice.")
+                    state[key] = value
+            elif member not in ("data", "policy.pth", "_stable_baselines3_version", "system_info.txt"):
+                ignored.append(member)
+        version = ""
+        if "_stable_baselines3_version" in names:
+            version = read_member(archive, "_stable_baselines3_version", 256, source).decode("utf-8", "replace")
+        system_info = ""
+        if "system_info.txt" in names:
+            system_info = read_member(archive, "system_info.txt", 1 << 16, source).decode("utf-8", "replace")
+    return Sb3File(data, state, version.strip(), system_info, ignored, source, allow_pickle)
+
+
+# ------------------------------------------------------------------------------------------------ building
+def _policy_name(sb3_name: str) -> str:
+    if "MultiInput" in sb3_name:
+        return "MultiInputPolicy"
+    if "Cnn" in sb3_name:
+        return "CnnPolicy"
+    return "MlpPolicy"
+
+
+def _policy_kwargs(value: Any, source: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ModelDataError(f"The policy_kwargs of {source} are not a dict.")
+    out = {}
+    for key, item in value.items():
+        if key in ("device", "use_sde"):
+            continue  # PyTorch's device: sbtf runs where TensorFlow does; use_sde: the algorithm's (SB3 < 1.0)
+        if isinstance(item, safe_pickle.Ref):
+            raise UnsafeFileError(f"The policy_kwargs of {source} name {item.path} for {key!r}, which is not on "
+                                  f"sbtf's allow-list.{_ADVICE}")
+        if key == "net_arch" and isinstance(item, list) and item and isinstance(item[-1], dict):
+            if len(item) > 1:
+                raise ModelDataError(f"{source} uses shared layers in net_arch ({describe_value(item)}), which "
+                                     "stable-baselines3 >= 1.8 and sbtf no longer build.")
+            item = dict(item[0])  # SB3 < 1.8: [dict(pi=[...], vf=[...])]
+        if key == "features_extractor_class" and isinstance(item, str):
+            from sbtf.common import extractors  # pylint: disable=import-outside-toplevel
+
+            item = getattr(extractors, item)
+        out[key] = item
+    return out
+
+
+def _constructor_values(cls: type, sb3: Sb3File, custom_objects: dict) -> Tuple[dict, list]:
+    """Constructor arguments of ``cls`` from the file's ``data`` (plain or safely decoded), and the keys left to
+    their defaults (schedules that are code)."""
+    parameters = inspect.signature(cls.__init__).parameters
+    # sbtf keeps its own buffers (SB3's buffer classes are not data); the device is PyTorch's
+    skip = {"self", "policy", "env", "policy_kwargs", "device", "_init_setup_model", "tensorboard_log",
+            "rollout_buffer_class", "rollout_buffer_kwargs", "replay_buffer_class", "replay_buffer_kwargs"}
+    values: Dict[str, Any] = {}
+    defaulted = []
+    for key in sb3.data:
+        if key not in parameters or key in skip:
+            continue
+        if key in custom_objects:
+            values[key] = custom_objects[key]
+            continue
+        try:
+            value = sb3.decode(key)
+        except UnsafeFileError:
+            if key in _SCHEDULE_KEYS:
+                defaulted.append(key)
+                continue
+            raise
+        if key == "train_freq" and isinstance(value, int) and value < 0:
+            continue  # SB3 < 1.0: train_freq=-1 with n_episodes_rollout
+        values[key] = value
+    if "train_freq" in parameters and "train_freq" not in values and "n_episodes_rollout" in sb3.data:
+        episodes = sb3.data["n_episodes_rollout"]
+        if isinstance(episodes, int) and episodes > 0:
+            values["train_freq"] = (episodes, "episode")
+    for key in custom_objects:
+        if key in parameters and key not in skip:
+            values[key] = custom_objects[key]
+    return values, defaulted
+
+
+def load_sb3_model(cls: type, payload: bytes, env: Any = None, custom_objects: Optional[dict] = None,
+                   allow_pickle: bool = False, print_system_info: bool = False, source: str = "the stable-baselines3 "
+                   "file", **kwargs: Any) -> Any:
+    """
+    An sbtf model of class ``cls`` (``sbtf.sb3.PPO``, ``sbtf.contrib.TQC``...) from a stable-baselines3 /
+    sb3-contrib zip: hyperparameters and spaces from ``data``, weights from ``policy.pth`` and
+    ``pytorch_variables.pth`` (every shape checked before any is assigned), as SB3's ``load`` does.
+
+    :param cls: the sbtf class
+    :param payload: the zip's bytes
+    :param env: the environment to attach (None: predict only)
+    :param custom_objects: values replacing the file's entries by key (e.g. ``learning_rate``)
+    :param allow_pickle: let the file's pickles import what the allow-list does not know (trusted files only)
+    :param print_system_info: print the SB3 version and system info the file records
+    :param kwargs: attributes set on the model before it is built (as SB3's ``load``)
+    """
+    custom_objects = dict(custom_objects or {})
+    sb3 = read_sb3_zip(payload, source, allow_pickle)
+    if print_system_info:
+        print(f"== stable-baselines3 file: version {sb3.version or 'unknown'} ==")
+        print(sb3.system_info or "(no system info stored)")
+    family_of(cls.__name__)
+    policy_module, policy_class_name = sb3.policy_class_name()
+    _check_algorithm(cls, policy_module, policy_class_name, source)
+    spaces = {}
+    for key in ("observation_space", "action_space"):
+        if key in custom_objects:
+            spaces[key] = custom_objects[key]
+        elif key in sb3.data:
+            spaces[key] = sb3.decode(key)
+        else:
+            raise ModelDataError(f"{source} has no {key}; it is truncated or not a model file.")
+    policy_kwargs = custom_objects["policy_kwargs"] if "policy_kwargs" in custom_objects else \
+        _policy_kwargs(sb3.decode("policy_kwargs") if "policy_kwargs" in sb3.data else None, source)
+    values, defaulted = _constructor_values(cls, sb3, custom_objects)
+    if defaulted:
+        warnings.warn(f"{source} stores {defaulted} as cloudpickled functions (code), which sbtf does not run: "
+                      f"{cls.__name__}'s defaults are used for them (acting is unaffected). Pass custom_objects="
+                      "{'learning_rate': ...} to set them for further training.")
+    model = cls(policy=_policy_name(policy_class_name), env=None, policy_kwargs=policy_kwargs,
+                _init_setup_model=False, **values)
+    model.observation_space = spaces["observation_space"]
+    model.action_space = spaces["action_space"]
+    for key in _STATE_KEYS:
+        value = sb3.data.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            setattr(model, key, value)
+    for key, value in kwargs.items():
+        setattr(model, key, value)
+    model.set_env(env)
+    model.setup_model()
+    named = model._named_parameters()  # pylint: disable=protected-access
+    params = map_state_dict(cls.__name__, sb3.state, {name: tuple(var.shape) for name, var in named.items()}, source)
+    model.load_parameters(params, exact_match=False)
+    return model
+
+
+#: the algorithms whose files use the policies of an SB3 / sb3-contrib policies module
+_MODULE_ALGOS = {"common": ("PPO", "A2C", "TRPO"), "ppo": ("PPO",), "a2c": ("A2C",), "trpo": ("TRPO",),
+                 "dqn": ("DQN",), "qrdqn": ("QRDQN",), "sac": ("SAC",), "tqc": ("TQC",), "td3": ("TD3", "DDPG"),
+                 "ddpg": ("DDPG", "TD3"), "ppo_mask": ("MaskablePPO",)}
+
+
+def _check_algorithm(cls: type, module: str, policy_class_name: str, source: str) -> None:
+    """WrongAlgorithmError when the file's policy class belongs to other algorithms (e.g. a DQN file to SAC)."""
+    parts = module.split(".")
+    if len(parts) < 2 or parts[0] not in ("stable_baselines3", "sb3_contrib"):
+        return
+    algos = _MODULE_ALGOS.get(parts[1])
+    if algos is not None and cls.__name__ not in algos:
+        raise WrongAlgorithmError(f"{source} holds a {'/'.join(algos)} model (policy {policy_class_name}); load it "
+                                  f"with {algos[0]}.load(...) instead of {cls.__name__}.load(...).")
