@@ -519,5 +519,5 @@ def entropy_regularised_update(actor: SquashedGaussianActor, entropy: "EntropyCo
 
 
 __all__ = ["LOG_STD_MIN", "LOG_STD_MAX", "squashed_gaussian_sample", "squashed_sde_sample", "SquashedGaussianActor",
-           "DeterministicActor", "ContinuousCritic", "OffPolicyActorCriticPolicy", "EntropyCoefficient", "draw_actor_noise",
-           "entropy_regularised_update"]
+           "DeterministicActor", "ContinuousCritic", "OffPolicyActorCriticPolicy", "EntropyCoefficient",
+           "draw_actor_noise", "entropy_regularised_update"]

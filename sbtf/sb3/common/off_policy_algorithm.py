@@ -526,5 +526,5 @@ def contrib_save_schema(**fields: ms.Field) -> Dict[str, ms.Field]:
     return schema
 
 
-__all__ = ["ContribOffPolicyAlgorithm", "ActorCriticOffPolicyAlgorithm", "EntropyRegularisedAlgorithm", "TrainFreqField", "parse_train_freq", "contrib_save_schema",
-           "TRAIN_FREQ_UNITS"]
+__all__ = ["ContribOffPolicyAlgorithm", "ActorCriticOffPolicyAlgorithm", "EntropyRegularisedAlgorithm",
+           "TrainFreqField", "parse_train_freq", "contrib_save_schema", "TRAIN_FREQ_UNITS"]
