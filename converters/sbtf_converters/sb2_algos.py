@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 
 from sbtf import algorithms
+from sbtf.common.file_errors import ModelDataError, describe_value
 from sbtf_converters import sb2_layouts as L
 from sbtf_converters.sb2_pickle import LegacyFunction, is_legacy_global
 
@@ -522,8 +523,8 @@ def wrapped_algorithm(data: dict) -> str:
         name = model_class.rsplit(".", 1)[-1].upper() if model_class.upper() in wrappable else \
             model_class.rsplit(".", 1)[-1]
     if name not in wrappable:
-        raise ValueError(f"This HER file wraps {model_class!r}; expected {', '.join(wrappable[:-1])} or "
-                         f"{wrappable[-1]}.")
+        raise ModelDataError(f"This HER file wraps {describe_value(model_class)}; expected "
+                             f"{', '.join(wrappable[:-1])} or {wrappable[-1]}.")
     return name
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from sbtf.common.buffers import ReplayBatch, ReplayBuffer, saved_flag, saved_index_array, saved_int
 from sbtf.common.dict_obs import layout_of
-from sbtf.common.file_errors import CorruptedFileError, ModelDataError
+from sbtf.common.file_errors import CorruptedFileError, ModelDataError, describe_value
 from sbtf.common.load_budget import checked_prod
 from sbtf.common.registry import register_class
 from sbtf.her.replay_buffer import GoalSelectionStrategy, goal_selection_strategy_from
@@ -124,7 +124,7 @@ class HerReplayBuffer(ReplayBuffer):
         if self.strategy not in (GoalSelectionStrategy.FUTURE, GoalSelectionStrategy.FINAL,
                                  GoalSelectionStrategy.EPISODE):
             raise ValueError(f"Error: HerReplayBuffer samples goals with 'future', 'final' or 'episode', got "
-                             f"{goal_selection_strategy!r} (the SB2 HER wrapper also has 'random').")
+                             f"{describe_value(goal_selection_strategy)} (the SB2 HER wrapper also has 'random').")
         if int(n_sampled_goal) < 0:
             raise ValueError(f"Error: n_sampled_goal must be >= 0, got {n_sampled_goal}")
         self.n_sampled_goal = int(n_sampled_goal)

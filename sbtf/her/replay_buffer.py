@@ -13,6 +13,7 @@ from typing import List, Union
 
 import numpy as np
 
+from sbtf.common.file_errors import describe_value
 from sbtf.common.registry import register_class
 
 
@@ -62,12 +63,15 @@ def goal_selection_strategy_from(value: Union[str, Enum, int]) -> GoalSelectionS
         if key.startswith("goalselectionstrategy."):
             key = key.split(".", 1)[1]
         if key not in KEY_TO_GOAL_STRATEGY:
-            raise ValueError(f"Error: unknown goal selection strategy {value!r}; use one of "
+            raise ValueError(f"Error: unknown goal selection strategy {describe_value(value)}; use one of "
                              f"{sorted(KEY_TO_GOAL_STRATEGY)} or a GoalSelectionStrategy.")
         return KEY_TO_GOAL_STRATEGY[key]
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return GoalSelectionStrategy(int(value))
-    raise ValueError(f"Error: invalid goal selection strategy {value!r}, please use one of "
+        try:
+            return GoalSelectionStrategy(int(value))
+        except ValueError:
+            pass
+    raise ValueError(f"Error: invalid goal selection strategy {describe_value(value)}, please use one of "
                      f"{list(GoalSelectionStrategy)} or their names {sorted(KEY_TO_GOAL_STRATEGY)}.")
 
 
