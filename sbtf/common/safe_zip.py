@@ -42,7 +42,7 @@ __all__ = ["read_file_limited", "open_zip", "BoundedZipFile", "BoundedMember", "
 
 NUMERIC_KINDS = "biuf"
 MAX_NPY_DIMS = 32           # most dimensions of a stored array (numpy 1.x's own limit; numpy 2 allows 64)
-_CHUNK = 1 << 16            # compressed bytes fed to a decompressor at a time
+_CHUNK = 1 << 18            # compressed bytes fed to a decompressor at a time
 _READ_CHUNK = 16 << 20      # most bytes one internal read asks a member for (arrays are read in such chunks)
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, struct.error, NotImplementedError, RuntimeError,
                ValueError, IndexError, KeyError, UnicodeDecodeError, zipfile.LargeZipFile)
