@@ -165,7 +165,6 @@ class PPO(OnPolicyAlgorithm):
         log_ratio = log_prob - old_log_probs
         approx_kl = tf.reduce_mean((tf.exp(log_ratio) - 1.0) - log_ratio)
         clip_fraction = tf.reduce_mean(tf.cast(tf.abs(ratio - 1.0) > clip_range, tf.float32))
-        stop = approx_kl > 1.5 * target_kl
         grads = tape.gradient(loss, self._variables)
 
         def apply():
@@ -173,10 +172,19 @@ class PPO(OnPolicyAlgorithm):
             self.optimizer.apply(clipped, lr)
             return tf.constant(0)
 
+        stats = tf.stack([policy_loss, value_loss, entropy_loss, approx_kl, clip_fraction, loss])
+        if target_kl is None:  # no early stop: no branch in the graph
+            apply()
+            return stats, tf.constant(False)
+        stop = approx_kl > 1.5 * target_kl
         tf.cond(stop, lambda: tf.constant(0), apply)
-        return tf.stack([policy_loss, value_loss, entropy_loss, approx_kl, clip_fraction, loss]), stop
+        return stats, stop
 
     def _make_train_step(self) -> TrainStep:
+        """The compiled update for the current rollout size; without ``target_kl`` it has no early-stop branch, and
+        with one minibatch per epoch no shuffle (the minibatch's loss is a mean: the order does not change it)."""
+        self._train_step_target_kl = self.target_kl is not None
+        with_kl = self._train_step_target_kl
         n_batch = int(self.n_batch)
         batch_size = n_batch if self.batch_size is None else min(int(self.batch_size), n_batch)
         n_minibatches = -(-n_batch // batch_size)
@@ -196,16 +204,21 @@ class PPO(OnPolicyAlgorithm):
             ``loss``; the number of epochs begun (SB3's ``n_updates`` count) and whether ``target_kl`` stopped them."""
             data = [tensors[name] for name in names]
 
+            kl_limit = target_kl if with_kl else None
+
             def epoch(index, sums, count, kl_sum, kl_count, last, stopped):
-                perm = tf.argsort(self._shuffle_gen.uniform((n_batch,)))
+                perm = tf.argsort(self._shuffle_gen.uniform((n_batch,))) if n_minibatches > 1 else None
 
                 def minibatch(mb, sums, count, kl_sum, kl_count, last, stopped):
-                    start = mb * batch_size
-                    # a fixed-size slice: XLA:CPU runs a slice with moving bounds about 10x slower
-                    idx = tf.slice(perm, [start], [batch_size]) if even else \
-                        perm[start:tf.minimum(start + batch_size, n_batch)]
-                    mb_stats, stop = self._minibatch({name: tf.gather(x, idx) for name, x in zip(names, data)}, lr,
-                                                     clip_range, clip_range_vf, target_kl)
+                    if perm is None:  # the whole rollout
+                        batch = dict(zip(names, data))
+                    else:
+                        start = mb * batch_size
+                        # a fixed-size slice: XLA:CPU runs a slice with moving bounds about 10x slower
+                        idx = tf.slice(perm, [start], [batch_size]) if even else \
+                            perm[start:tf.minimum(start + batch_size, n_batch)]
+                        batch = {name: tf.gather(x, idx) for name, x in zip(names, data)}
+                    mb_stats, stop = self._minibatch(batch, lr, clip_range, clip_range_vf, kl_limit)
                     return (mb + 1, sums + mb_stats, count + 1.0, kl_sum + mb_stats[kl_index], kl_count + 1.0,
                             mb_stats[loss_index], stop)
 
@@ -238,6 +251,8 @@ class PPO(OnPolicyAlgorithm):
         frac = self._sb3_progress_remaining()
         self._current_lr, self._current_clip_range = self._lr_fn(frac), self._clip_range_fn(frac)
         clip_range_vf = self._clip_range_vf_fn(frac) if self._clip_range_vf_fn is not None else 0.0
+        if (self.target_kl is not None) != self._train_step_target_kl:  # target_kl was set or cleared since
+            self._train_step = self._make_train_step()
         out = self._train_step(**self._train_feed(batch), lr=self._current_lr, clip_range=self._current_clip_range,
                                clip_range_vf=clip_range_vf,
                                target_kl=np.inf if self.target_kl is None else self.target_kl)
