@@ -26,6 +26,7 @@ import inspect
 import warnings
 from typing import Any, Dict, Optional, Tuple
 
+import gymnasium as gym
 import numpy as np
 
 from sbtf.common import safe_pickle, save_util
@@ -415,6 +416,8 @@ def load_sb3_model(cls: type, payload: bytes, env: Any = None, custom_objects: O
             spaces[key] = custom_objects[key]
         elif key in sb3.data:
             spaces[key] = sb3.decode(key)
+            if not isinstance(spaces[key], gym.Space):
+                raise ModelDataError(f"The {key} of {source} is {describe_value(spaces[key])}, not a space.")
         else:
             raise ModelDataError(f"{source} has no {key}; it is truncated or not a model file.")
     policy_kwargs = custom_objects["policy_kwargs"] if "policy_kwargs" in custom_objects else \
@@ -424,18 +427,29 @@ def load_sb3_model(cls: type, payload: bytes, env: Any = None, custom_objects: O
         warnings.warn(f"{source} stores {defaulted} as cloudpickled functions (code), which sbtf does not run: "
                       f"{cls.__name__}'s defaults are used for them (acting is unaffected). Pass custom_objects="
                       "{'learning_rate': ...} to set them for further training.")
-    model = cls(policy=_policy_name(policy_class_name), env=None, policy_kwargs=policy_kwargs,
-                _init_setup_model=False, **values)
-    model.observation_space = spaces["observation_space"]
-    model.action_space = spaces["action_space"]
-    for key in _STATE_KEYS:
-        value = sb3.data.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            setattr(model, key, value)
-    for key, value in kwargs.items():
-        setattr(model, key, value)
-    model.set_env(env)
-    model.setup_model()
+    from sbtf.common import load_budget  # pylint: disable=import-outside-toplevel
+    from sbtf.common.base_class import _FILE_DATA_ERRORS  # pylint: disable=import-outside-toplevel
+
+    stored = int(sum(value.size for value in sb3.state.values()))
+    # the network the file's spaces and policy_kwargs describe may not outgrow the tensors it stores
+    with load_budget.parameter_budget(stored, source):
+        try:
+            model = cls(policy=_policy_name(policy_class_name), env=None, policy_kwargs=policy_kwargs,
+                        _init_setup_model=False, **values)
+            model.observation_space = spaces["observation_space"]
+            model.action_space = spaces["action_space"]
+            for key in _STATE_KEYS:
+                value = sb3.data.get(key)
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                    setattr(model, key, value)
+            for key, value in kwargs.items():
+                setattr(model, key, value)
+            model.set_env(env)
+            model.setup_model()
+        except _FILE_DATA_ERRORS as exc:
+            raise ModelDataError(f"{source}: its hyperparameters / spaces do not build a {cls.__name__} "
+                                 f"({type(exc).__name__}: {describe_value(str(exc), 300)}); it is corrupted, was "
+                                 "edited, or uses an option sbtf does not support.") from exc
     named = model._named_parameters()  # pylint: disable=protected-access
     params = map_state_dict(cls.__name__, sb3.state, {name: tuple(var.shape) for name, var in named.items()}, source)
     model.load_parameters(params, exact_match=False)
@@ -453,7 +467,12 @@ def _check_algorithm(cls: type, module: str, policy_class_name: str, source: str
     parts = module.split(".")
     if len(parts) < 2 or parts[0] not in ("stable_baselines3", "sb3_contrib"):
         return
-    algos = _MODULE_ALGOS.get(parts[1])
+    if "maskable" in parts:
+        algos = _MODULE_ALGOS["ppo_mask"]
+    elif parts[0] == "sb3_contrib" and parts[1] == "common":
+        return  # sb3-contrib's other shared policies (recurrent...): the layout check decides
+    else:
+        algos = _MODULE_ALGOS.get(parts[1])
     if algos is not None and cls.__name__ not in algos:
         raise WrongAlgorithmError(f"{source} holds a {'/'.join(algos)} model (policy {policy_class_name}); load it "
                                   f"with {algos[0]}.load(...) instead of {cls.__name__}.load(...).")

@@ -1,0 +1,398 @@
+"""Crafted stable-baselines3 zips and PyTorch ``.pth`` members: a valid one loads and computes what its weights say;
+hostile or broken ones get typed ``ModelFileError`` subclasses only, with bounded memory and no code run.
+
+The files are written here from scratch (a minimal pickle writer, ``tests/legacy_fixtures.py``, plus torch's
+BINPERSID storages): no PyTorch, no fixtures needed.
+"""
+import base64
+import io
+import json
+import os
+import pickle
+import struct
+import tracemalloc
+import zipfile
+from collections import OrderedDict
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from legacy_fixtures import Call, G, _Writer
+
+from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
+                                     ParameterShapeError, UnsafeFileError, WrongAlgorithmError, load_limits)
+from sbtf.sb3 import DQN, SAC
+from sbtf_converters.torch_pickle import read_torch_file
+
+CANARY = "/tmp/sbtf_sb3_crafted_canary"
+OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+ACT = gym.spaces.Discrete(2)
+
+
+class PersId:
+    """A persistent id (BINPERSID): how torch refers to storages."""
+
+    def __init__(self, pid: tuple):
+        self.pid = pid
+
+
+class _TorchWriter(_Writer):
+    def save(self, obj):
+        if isinstance(obj, PersId):
+            self.save(obj.pid)
+            self.w(b"Q")
+        else:
+            super().save(obj)
+
+
+def _pickle(obj) -> bytes:
+    writer = _TorchWriter()
+    writer.w(b"\x80\x02")
+    writer.save(obj)
+    writer.w(b".")
+    return writer.out.getvalue()
+
+
+def _tensor(key: str, shape: tuple, numel=None, offset: int = 0, stride=None, storage: str = "FloatStorage"):
+    if stride is None:
+        stride = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+    numel = int(np.prod(shape)) if numel is None else numel
+    return Call(G("torch._utils", "_rebuild_tensor_v2"),
+                (PersId(("storage", G("torch", storage), key, "cpu", numel)), offset, tuple(shape), stride, False,
+                 Call(G("collections", "OrderedDict"), ())))
+
+
+def torch_zip(tensors: dict, storages: dict, pickle_bytes: bytes = None, extra_members=()) -> bytes:
+    """A PyTorch zip-layout file: ``tensors`` (name -> _tensor) and ``storages`` (key -> raw bytes)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("archive/data.pkl", pickle_bytes or _pickle(OrderedDict(tensors)))
+        archive.writestr("archive/byteorder", "little")
+        for key, raw in storages.items():
+            archive.writestr(f"archive/data/{key}", raw)
+        for name, raw in extra_members:
+            archive.writestr(name, raw)
+        archive.writestr("archive/version", "3\n")
+    return out.getvalue()
+
+
+def _weights(seed: int = 0) -> "OrderedDict[str, np.ndarray]":
+    """A DQN ``MlpPolicy`` state dict with net_arch [8], in PyTorch's (out, in) layout."""
+    rng = np.random.default_rng(seed)
+    shapes = OrderedDict([("q_net.q_net.0.weight", (8, 4)), ("q_net.q_net.0.bias", (8,)),
+                          ("q_net.q_net.2.weight", (2, 8)), ("q_net.q_net.2.bias", (2,))])
+    for name in list(shapes):
+        shapes[name.replace("q_net.q_net", "q_net_target.q_net")] = shapes[name]
+    return OrderedDict((name, rng.standard_normal(shape).astype(np.float32)) for name, shape in shapes.items())
+
+
+def policy_pth(weights) -> bytes:
+    tensors = OrderedDict((name, _tensor(str(i), value.shape)) for i, (name, value) in enumerate(weights.items()))
+    storages = {str(i): value.tobytes() for i, value in enumerate(weights.values())}
+    return torch_zip(tensors, storages)
+
+
+def _serialized(value) -> dict:
+    return {":type:": str(type(value)), ":serialized:": base64.b64encode(pickle.dumps(value)).decode()}
+
+
+def sb3_zip(policy: bytes = None, data: dict = None, members=None, policy_module="stable_baselines3.dqn.policies",
+            duplicate: str = None) -> bytes:
+    """A DQN SB3 zip (``data``, ``policy.pth``, ``_stable_baselines3_version``), parts replaceable."""
+    if data is None:
+        policy_class = {":type:": "<class 'abc.ABCMeta'>", ":serialized:": base64.b64encode(
+            _pickle(G(policy_module, "DQNPolicy"))).decode(), "__module__": policy_module}
+        data = {"policy_class": policy_class, "policy_kwargs": {"net_arch": [8]},
+                "observation_space": _serialized(OBS), "action_space": _serialized(ACT), "n_envs": 1,
+                "num_timesteps": 1000, "learning_rate": 0.001, "buffer_size": 5000, "batch_size": 32, "gamma": 0.9,
+                "exploration_final_eps": 0.1, "train_freq": {":type:": "TrainFreq", ":serialized:": base64.b64encode(
+                    _pickle(Call(G("stable_baselines3.common.type_aliases", "TrainFreq"),
+                                 (4, Call(G("stable_baselines3.common.type_aliases", "TrainFrequencyUnit"),
+                                          ("step",)))))).decode()}}
+    members = members if members is not None else [("data", json.dumps(data).encode()),
+                                                   ("policy.pth", policy if policy is not None else
+                                                    policy_pth(_weights())),
+                                                   ("_stable_baselines3_version", b"2.3.0")]
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, raw in members:
+            archive.writestr(name, raw)
+        if duplicate:
+            import warnings
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # zipfile warns about the duplicate name
+                archive.writestr(duplicate, dict(members)[duplicate])
+    return out.getvalue()
+
+
+def _load(tmp_path, payload: bytes, cls=DQN, **kwargs):
+    path = tmp_path / "agent.zip"
+    path.write_bytes(payload)
+    return cls.load(str(path), **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def _no_canary():
+    if os.path.exists(CANARY):
+        os.remove(CANARY)
+    yield
+    assert not os.path.exists(CANARY), "a crafted file ran code"
+
+
+# ------------------------------------------------------------------------------------------------ valid
+def test_crafted_valid_zip_computes_its_weights(tmp_path):
+    weights = _weights()
+    model = _load(tmp_path, sb3_zip())
+    obs = np.random.default_rng(1).standard_normal((5, 4)).astype(np.float32)
+    hidden = np.maximum(obs @ weights["q_net.q_net.0.weight"].T + weights["q_net.q_net.0.bias"], 0.0)
+    q = hidden @ weights["q_net.q_net.2.weight"].T + weights["q_net.q_net.2.bias"]
+    np.testing.assert_allclose(model.policy.q_values_np(obs), q, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], q.argmax(axis=1))
+    assert (model.batch_size, model.gamma, model.buffer_size, model.num_timesteps) == (32, 0.9, 5000, 1000)
+
+
+def test_strided_and_offset_tensors_are_rebuilt_as_torch_does():
+    base = np.arange(24, dtype=np.float32)
+    payload = torch_zip({"t": _tensor("0", (3, 4), numel=24, offset=2, stride=(1, 5))}, {"0": base.tobytes()})
+    got = read_torch_file(payload)["t"]
+    want = np.lib.stride_tricks.as_strided(base[2:], (3, 4), (4, 20))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_legacy_layout_is_read():
+    raw = np.arange(6, dtype=np.float32)
+    writer_parts = [_pickle(0x1950A86A20F9469CFC6C), _pickle(1001),
+                    _pickle({"protocol_version": 1001, "little_endian": True}),
+                    _pickle(OrderedDict(a=_legacy_tensor("k1", (2, 3)))), _pickle(["k1"])]
+    payload = b"".join(writer_parts) + struct.pack("<q", 6) + raw.tobytes()
+    np.testing.assert_array_equal(read_torch_file(payload)["a"], raw.reshape(2, 3))
+    lying = b"".join(writer_parts) + struct.pack("<q", 600) + raw.tobytes()
+    with pytest.raises(CorruptedFileError):
+        read_torch_file(lying)
+    with pytest.raises(CorruptedFileError):
+        read_torch_file(payload[:-5])
+
+
+def _legacy_tensor(key: str, shape: tuple):
+    return Call(G("torch._utils", "_rebuild_tensor_v2"),
+                (PersId(("storage", G("torch", "FloatStorage"), key, "cpu", int(np.prod(shape)), None)), 0, shape,
+                 (shape[1], 1), False, Call(G("collections", "OrderedDict"), ())))
+
+
+# ------------------------------------------------------------------------------------------------ hostile
+def _system_call():
+    return Call(G("os", "system"), (f"touch {CANARY}",))
+
+
+HOSTILE_POLICIES = {
+    "os.system in data.pkl": (lambda: torch_zip({}, {}, pickle_bytes=_pickle(_system_call())), UnsafeFileError),
+    "os.system as tensor rebuild": (lambda: torch_zip({}, {}, pickle_bytes=_pickle(OrderedDict(
+        w=Call(G("os", "system"), (f"touch {CANARY}",))))), UnsafeFileError),
+    "non allow-listed storage type": (lambda: torch_zip({"w": _tensor("0", (2,), storage="ComplexFloatStorage")},
+                                                        {"0": b"\0" * 16}), UnsafeFileError),
+    "storage size lies (short member)": (lambda: torch_zip({"w": _tensor("0", (8, 4))}, {"0": b"\0" * 16}),
+                                         CorruptedFileError),
+    "storage size lies (long member)": (lambda: torch_zip({"w": _tensor("0", (2,))}, {"0": b"\0" * 4096}),
+                                        ModelFileError),
+    "offset past the end": (lambda: torch_zip({"w": _tensor("0", (4,), numel=4, offset=3)}, {"0": b"\0" * 16}),
+                            CorruptedFileError),
+    "huge shape on a tiny storage (zero strides)": (lambda: torch_zip(
+        {"w": _tensor("0", (1 << 20, 1 << 20), numel=1, stride=(0, 0))}, {"0": b"\0" * 4}), ModelFileError),
+    "huge declared storage": (lambda: torch_zip({"w": _tensor("0", (1 << 40,))}, {"0": b"\0" * 16}), ModelFileError),
+    "missing storage member": (lambda: torch_zip({"w": _tensor("7", (2,))}, {}), CorruptedFileError),
+    "negative stride": (lambda: torch_zip({"w": _tensor("0", (2,), stride=(-1,))}, {"0": b"\0" * 8}),
+                        CorruptedFileError),
+    "integer weights": (lambda: policy_pth(OrderedDict((k, v.astype(np.int32)) for k, v in _weights().items())),
+                        None),
+    "text persistent id": (lambda: torch_zip({}, {}, pickle_bytes=b"\x80\x02Pfoo\n."), UnsafeFileError),
+    "not a pickle": (lambda: torch_zip({}, {}, pickle_bytes=b"garbage"), CorruptedFileError),
+    "truncated policy.pth": (lambda: policy_pth(_weights())[:300], CorruptedFileError),
+}
+
+
+def _int_weights_pth() -> bytes:
+    weights = _weights()
+    tensors = OrderedDict((name, _tensor(str(i), value.shape, storage="IntStorage"))
+                          for i, (name, value) in enumerate(weights.items()))
+    return torch_zip(tensors, {str(i): v.astype(np.int32).tobytes() for i, v in enumerate(weights.values())})
+
+
+HOSTILE_POLICIES["integer weights"] = (_int_weights_pth, ModelDataError)
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_POLICIES))
+def test_hostile_policy_pth(tmp_path, case):
+    make, error = HOSTILE_POLICIES[case]
+    tracemalloc.start()
+    try:
+        with pytest.raises(error):
+            _load(tmp_path, sb3_zip(policy=make()))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"{case}: {peak:,} bytes allocated"
+
+
+def test_wrong_shape_is_refused_before_assignment(tmp_path):
+    weights = _weights()
+    weights["q_net.q_net.2.weight"] = np.zeros((3, 8), np.float32)
+    with pytest.raises(ParameterShapeError) as info:
+        _load(tmp_path, sb3_zip(policy=policy_pth(weights)))
+    assert info.value.name == "model/q_net/out/kernel:0"
+    assert info.value.stored_shape == (8, 3) and info.value.model_shape == (8, 2)
+
+
+def test_unknown_and_missing_tensors_are_named(tmp_path):
+    weights = _weights()
+    weights["features_extractor.cnn.0.weight"] = np.zeros((2, 2), np.float32)
+    with pytest.raises(ModelDataError, match="features_extractor.cnn.0.weight"):
+        _load(tmp_path, sb3_zip(policy=policy_pth(weights)))
+    weights = _weights()
+    del weights["q_net_target.q_net.0.bias"]
+    with pytest.raises(ModelDataError, match="q_net_target/fc0/bias"):
+        _load(tmp_path, sb3_zip(policy=policy_pth(weights)))
+
+
+def test_hostile_data_entries(tmp_path):
+    base = json.loads(_data_of(sb3_zip()))
+    for key in ("observation_space", "policy_kwargs", "train_freq", "learning_rate"):
+        data = dict(base)
+        data[key] = {":type:": "x", ":serialized:": base64.b64encode(_pickle(_system_call())).decode()}
+        if key == "learning_rate":  # a schedule that is code: not run, the default is used (with a warning)
+            with pytest.warns(UserWarning, match="cloudpickled"):
+                _load(tmp_path, sb3_zip(data=data))
+            continue
+        with pytest.raises(UnsafeFileError):
+            _load(tmp_path, sb3_zip(data=data))
+    data = dict(base)
+    data["observation_space"] = {":type:": "x", ":serialized:": "***not base64***"}
+    with pytest.raises(CorruptedFileError):
+        _load(tmp_path, sb3_zip(data=data))
+    data = dict(base)
+    data["observation_space"] = _serialized({"low": 1})
+    with pytest.raises(ModelDataError):
+        _load(tmp_path, sb3_zip(data=data))
+
+
+def _data_of(payload: bytes) -> bytes:
+    with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+        return archive.read("data")
+
+
+def test_wrong_algorithm(tmp_path):
+    with pytest.raises(WrongAlgorithmError, match="DQN"):
+        _load(tmp_path, sb3_zip(), cls=SAC)
+
+
+def test_broken_zips(tmp_path):
+    good = sb3_zip()
+    with pytest.raises(CorruptedFileError):
+        _load(tmp_path, good[: len(good) // 2])
+    with pytest.raises(ModelFileError):
+        _load(tmp_path, sb3_zip(duplicate="data"))
+    with pytest.raises(ModelFileError):
+        _load(tmp_path, sb3_zip(policy=torch_zip({"w": _tensor("0", (2,))}, {"0": b"\0" * 8},
+                                                 extra_members=[("archive/data/0", b"\1" * 8)])))
+
+
+def test_zip_bomb_member(tmp_path):
+    bomb = b"\0" * (4 << 20)  # deflates to a few KB
+    with load_limits(max_json_bytes=1 << 20, max_array_bytes=1 << 20):
+        tracemalloc.start()
+        try:
+            with pytest.raises(ModelFileError):
+                _load(tmp_path, sb3_zip(members=[("data", bomb), ("policy.pth", policy_pth(_weights()))]))
+            with pytest.raises(ModelFileError):
+                _load(tmp_path, sb3_zip(members=[("data", _data_of(sb3_zip())), ("policy.pth", bomb)]))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 16 << 20
+
+
+# ------------------------------------------------------------------------------------------------ layouts
+BOX_ACT = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+OBS3 = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+
+
+def _mlp(prefix: str, sizes, with_out: bool = True) -> "OrderedDict[str, tuple]":
+    """SB3's names of an nn.Sequential of Linear + activation layers (indices count the activations)."""
+    out = OrderedDict()
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        out[f"{prefix}.{2 * i}.weight"] = (n_out, n_in)
+        out[f"{prefix}.{2 * i}.bias"] = (n_out,)
+    return out
+
+
+def _sb3_state(algo: str) -> "OrderedDict[str, tuple]":
+    """The state-dict names and shapes stable-baselines3 / sb3-contrib save for an MlpPolicy with net_arch [8]."""
+    state = OrderedDict()
+    if algo in ("TD3", "DDPG"):
+        for actor in ("actor", "actor_target"):
+            state.update(_mlp(f"{actor}.mu", [3, 8, 1]))
+        for critic in ("critic", "critic_target"):
+            for j in range(2 if algo == "TD3" else 1):
+                state.update(_mlp(f"{critic}.qf{j}", [4, 8, 1]))
+    elif algo == "SAC":
+        state.update(_mlp("actor.latent_pi", [3, 8]))
+        state.update({"actor.mu.weight": (1, 8), "actor.mu.bias": (1,), "actor.log_std.weight": (1, 8),
+                      "actor.log_std.bias": (1,)})
+        for critic in ("critic", "critic_target"):
+            for j in range(2):
+                state.update(_mlp(f"{critic}.qf{j}", [4, 8, 1]))
+    else:  # PPO family
+        n_in, n_act = (4, 2) if algo == "MaskablePPO" else (3, 1)
+        state.update(_mlp("mlp_extractor.policy_net", [n_in, 8]))
+        state.update(_mlp("mlp_extractor.value_net", [n_in, 8]))
+        state.update({"action_net.weight": (n_act, 8), "action_net.bias": (n_act,), "value_net.weight": (1, 8),
+                      "value_net.bias": (1,)})
+        if algo != "MaskablePPO":
+            state["log_std"] = (1,)
+    return state
+
+
+_MODULES = {"TD3": "stable_baselines3.td3.policies", "DDPG": "stable_baselines3.td3.policies",
+            "SAC": "stable_baselines3.sac.policies", "TRPO": "stable_baselines3.common.policies",
+            "MaskablePPO": "sb3_contrib.common.maskable.policies"}
+
+
+@pytest.mark.parametrize("algo", sorted(_MODULES))
+def test_layouts_of_other_algorithms(tmp_path, algo):
+    import sbtf.contrib
+    import sbtf.sb3
+
+    cls = getattr(sbtf.sb3, algo, None) or getattr(sbtf.contrib, algo)
+    rng = np.random.default_rng(3)
+    weights = OrderedDict((name, rng.standard_normal(shape).astype(np.float32))
+                          for name, shape in _sb3_state(algo).items())
+    discrete = algo == "MaskablePPO"
+    data = json.loads(_data_of(sb3_zip()))
+    data.update(policy_kwargs={"net_arch": [8]}, observation_space=_serialized(OBS if discrete else OBS3),
+                action_space=_serialized(ACT if discrete else BOX_ACT), train_freq=1)
+    data["policy_class"][":serialized:"] = base64.b64encode(_pickle(G(_MODULES[algo], "X"))).decode()
+    members = [("data", json.dumps(data).encode()), ("policy.pth", policy_pth(weights))]
+    if algo == "SAC":  # ent_coef="auto": SB3 saves log_ent_coef beside the policy
+        members.append(("pytorch_variables.pth", policy_pth(OrderedDict(log_ent_coef=np.array([-0.5], np.float32)))))
+    model = _load(tmp_path, sb3_zip(members=members), cls=cls)
+    if algo == "SAC":
+        assert float(model._named_parameters()["model/log_ent_coef:0"].numpy()) == -0.5
+    obs = rng.uniform(-1, 1, (6, 4 if discrete else 3)).astype(np.float32)
+    act = model.predict(obs, deterministic=True)[0]
+    if algo in ("TD3", "DDPG"):  # tanh(mu(obs)) scaled to the action bounds
+        hidden = np.maximum(obs @ weights["actor.mu.0.weight"].T + weights["actor.mu.0.bias"], 0)
+        want = 2.0 * np.tanh(hidden @ weights["actor.mu.2.weight"].T + weights["actor.mu.2.bias"])
+    elif algo == "SAC":
+        hidden = np.maximum(obs @ weights["actor.latent_pi.0.weight"].T + weights["actor.latent_pi.0.bias"], 0)
+        want = 2.0 * np.tanh(hidden @ weights["actor.mu.weight"].T + weights["actor.mu.bias"])
+    else:
+        hidden = np.tanh(obs @ weights["mlp_extractor.policy_net.0.weight"].T
+                         + weights["mlp_extractor.policy_net.0.bias"])
+        logits = hidden @ weights["action_net.weight"].T + weights["action_net.bias"]
+        want = logits.argmax(axis=1) if discrete else np.clip(logits, -2, 2)
+        values = np.tanh(obs @ weights["mlp_extractor.value_net.0.weight"].T
+                         + weights["mlp_extractor.value_net.0.bias"]) @ weights["value_net.weight"].T \
+            + weights["value_net.bias"]
+        np.testing.assert_allclose(np.asarray(model.policy.value(obs)).ravel(), values.ravel(), rtol=1e-5,
+                                   atol=1e-5)
+    np.testing.assert_allclose(np.asarray(act, np.float64).reshape(np.shape(want)), want, rtol=1e-5, atol=1e-5)
