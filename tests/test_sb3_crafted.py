@@ -396,3 +396,41 @@ def test_layouts_of_other_algorithms(tmp_path, algo):
         np.testing.assert_allclose(np.asarray(model.policy.value(obs)).ravel(), values.ravel(), rtol=1e-5,
                                    atol=1e-5)
     np.testing.assert_allclose(np.asarray(act, np.float64).reshape(np.shape(want)), want, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------ fuzzing
+def test_fuzzed_policy_pth_gives_typed_errors_only():
+    """Random byte changes of a valid policy.pth's pickle and storages: an array or a ModelFileError, nothing else."""
+    rng = np.random.default_rng(7)
+    weights = _weights()
+    tensors = OrderedDict((name, _tensor(str(i), value.shape)) for i, (name, value) in enumerate(weights.items()))
+    pickle_bytes = _pickle(tensors)
+    storages = {str(i): value.tobytes() for i, value in enumerate(weights.values())}
+    outcomes = {"ok": 0, "error": 0}
+    for _ in range(300):
+        mutated = bytearray(pickle_bytes)
+        for _ in range(int(rng.integers(1, 4))):
+            mutated[int(rng.integers(0, len(mutated)))] = int(rng.integers(0, 256))
+        try:
+            value = read_torch_file(torch_zip({}, storages, pickle_bytes=bytes(mutated)))
+        except ModelFileError:
+            outcomes["error"] += 1
+            continue
+        outcomes["ok"] += 1
+        for item in (value.values() if isinstance(value, dict) else ()):
+            if isinstance(item, np.ndarray):
+                assert item.nbytes <= 4 * 256
+    assert outcomes["error"] > 0
+
+
+def test_fuzzed_sb3_zip_gives_typed_errors_only(tmp_path):
+    rng = np.random.default_rng(11)
+    good = sb3_zip()
+    for _ in range(40):
+        mutated = bytearray(good)
+        for _ in range(int(rng.integers(1, 6))):
+            mutated[int(rng.integers(0, len(mutated)))] = int(rng.integers(0, 256))
+        try:
+            _load(tmp_path, bytes(mutated))
+        except ModelFileError:
+            pass
