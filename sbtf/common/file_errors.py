@@ -123,12 +123,16 @@ class LoadLimits:
         not known from the model (parameters are also checked against the model's own shapes)
     :param max_json_bytes: (int) largest JSON member (``data``, ``parameter_list``, ``sbtf_format``)
     :param max_depth: (int) deepest nesting of JSON values or pickled containers
-    :param max_items: (int) most items in one decoded file (container elements, pickle memo entries)
+    :param max_items: (int) most items in one decoded file: container elements, pickle memo entries, every object
+        a pickle pushes (an empty set counts 4), JSON values counted before parsing (an object or array counts 4),
+        the probes of keys that share a hash value
     :param max_nonstring_keys: (int) most non-string dict keys / set elements per container (their hashes can
         be chosen to collide, which would make loading quadratic)
     :param max_string_bytes: (int) longest single string or bytes value in a pickle
     :param max_compression_ratio: (int) largest decompressed/compressed size ratio of a zip member bigger than
-        16 MiB (real weights compress about 1.1x; a zip bomb thousands of times)
+        16 MiB (real weights compress about 1.1x; a zip bomb thousands of times); all the members of one archive
+        together may inflate to 16 MiB + this ratio x the archive's size. Whatever the ratio, no member ever
+        inflates past the size it declares (``sbtf.common.safe_zip``)
     :param max_space_elements: (int) most elements of one observation/action space read from a file (its
         parameters bound it further: ``sbtf.common.load_budget``)
     """
