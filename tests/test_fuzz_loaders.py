@@ -1,6 +1,9 @@
 """A seeded mutation fuzzer over real files: sbtf zips, stable-baselines 2 ``.pkl``/``.zip`` agents, VecNormalize and
-running-average statistics. Every mutant must load or raise a typed ``ModelFileError``: 0 crashes, 0 hangs,
-0 memory blow-ups, 0 untyped errors (and a loaded model must be able to act).
+running-average statistics, expert datasets. Every mutant must load or raise a typed ``ModelFileError``: 0 crashes,
+0 hangs (the child's timeout), 0 memory blow-ups (per-case high-water mark), 0 untyped errors, 0 unbounded messages
+(and a loaded model must be able to act). Besides byte, JSON and ``.npy`` header edits, mutants exercise the load
+budgets of issue #34: members re-compressed with bzip2/lzma/deflate/stored whose declared size, stream or CRC lies,
+runs of millions of push opcodes, memo indices chosen to collide, JSON values full of containers or colliding keys.
 
 Default suite: a few hundred mutants; ``pytest -m slow``: thousands. As a script, it prints the outcome table:
 ``python tests/test_fuzz_loaders.py --n 3000 --seed 1``.
@@ -22,14 +25,20 @@ from typing import Callable, Dict, List, Tuple
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from crafted_files import SHARED_ZOO, make_good_files  # noqa: E402
+from crafted_files import SHARED_ZOO, build_zip, make_good_files  # noqa: E402
 from test_crafted_files import MAX_MESSAGE_CHARS, MAX_PEAK_GROWTH_MB, run_cases  # noqa: E402
 
 JSON_VALUES = [None, True, -1, 0, 2 ** 63, 1e308, float("inf"), "", "x" * 1000, [], {}, [[[[1]]]],
                {"__class__": "os:system"}, {"__enum__": "builtins:eval", "value": "1"},
                {"__ndarray__": [1], "dtype": "O", "shape": [1]}, {"__space__": {"type": "Box"}},
                {"__dict_items__": [[1, 2], [[1], 3]]}, {"__tuple__": 5}, {"__data_object__": "x", "state": {}},
-               {"__callable__": {"sampled": [[1, "a"]]}}, {"__activation__": 3}]
+               {"__callable__": {"sampled": [[1, "a"]]}}, {"__activation__": 3},
+               # budgets (issue #34): many containers, keys chosen to collide, deep nesting
+               [{}] * 300_000, [[]] * 300_000,
+               {"__dict_items__": [[k * (2 ** 61 - 1), 0] for k in range(1, 600)]},
+               {"__dict_items__": [[i, {"__dict_items__": [[k * (2 ** 61 - 1), i] for k in range(1, 300)]}]
+                                   for i in range(20)]},
+               {"__tuple__": [[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]}]
 
 
 # ------------------------------------------------------------------------------------------------ mutators
@@ -96,9 +105,11 @@ def npy_header_mutation(npz: bytes, rng: random.Random) -> bytes:
     raw = members[name]
     header_end = raw.find(b"\n", 10) + 1
     header = raw[10:header_end].decode("latin1")
-    replacements = [("<f4", rng.choice(["<f8", "|O", "<U4", "(3,3)<f4", "<M8[s]", "|b1", ">f4", "<c16"])),
-                    ("'fortran_order': False", "'fortran_order': True"),
-                    ("'shape': (", f"'shape': ({rng.choice([0, 1, 7, 10 ** 9, 2 ** 40])}, ")]
+    replacements = [("'<f4'", rng.choice(["'<f8'", "'|O'", "'<U4'", "'(3,3)<f4'", "'<M8[s]'", "'|b1'", "'>f4'",
+                                          "'<c16'", "()", "[('a',)]", "{}", "'<f4' + 'x'"])),
+                    ("'fortran_order': False", "'fortran_order': " + rng.choice(["True", "1", "None"])),
+                    ("'shape': (", f"'shape': ({rng.choice([0, 1, 7, 10 ** 9, 2 ** 40, 'True', '-1', '1.5'])}, "),
+                    ("'shape': (", "'shape': (" + "1, " * rng.choice([33, 40, 65, 70]))]
     old, new = rng.choice(replacements)
     header = header.replace(old, new, 1)
     header = header.rstrip("\n").rstrip() + " " * 4 + "\n"
@@ -137,6 +148,101 @@ def zip_mutation(data: bytes, rng: random.Random) -> bytes:
     return buffer.getvalue()
 
 
+_METHODS = [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA]
+
+
+def compression_mutation(data: bytes, rng: random.Random) -> bytes:
+    """Re-compress one member with another method (bzip2, lzma, deflate, stored) and make it lie: a declared size
+    smaller or larger than its data (a bomb stopped at the declared size), a damaged stream, a wrong CRC."""
+    import bz2
+    import lzma
+    import zlib
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = {info.filename: archive.read(info) for info in archive.infolist()}
+    except (zipfile.BadZipFile, ValueError):
+        return byte_mutation(data, rng)
+    target = rng.choice(sorted(members))
+    raw = []
+    for name, payload in members.items():
+        method = rng.choice(_METHODS) if name == target else zipfile.ZIP_DEFLATED
+        if name == target and rng.random() < 0.3:
+            payload = payload + bytes(rng.choice([1 << 16, 1 << 20, 8 << 20]))  # trailing zeros: inflates more
+        if method == zipfile.ZIP_STORED:
+            comp = payload
+        elif method == zipfile.ZIP_DEFLATED:
+            comp = zlib.compress(payload, 6)[2:-4]
+        elif method == zipfile.ZIP_BZIP2:
+            comp = bz2.compress(payload, 1)
+        else:
+            props = bytes([93]) + (1 << 20).to_bytes(4, "little")
+            comp = b"\x09\x14\x05\x00" + props + lzma.compress(
+                payload, format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA1, "preset": 0}])
+        size, crc = len(payload), zlib.crc32(payload)
+        if name == target:
+            lie = rng.choice(["smaller", "larger", "damage", "crc", "original size"])
+            if lie == "smaller":
+                size = rng.randint(0, max(size - 1, 0))
+                crc = zlib.crc32(payload[:size])
+            elif lie == "larger":
+                size += rng.randint(1, 1 << 20)
+            elif lie == "damage" and comp:
+                damaged = bytearray(comp)
+                for _ in range(rng.randint(1, 16)):
+                    damaged[rng.randrange(len(damaged))] ^= 1 << rng.randrange(8)
+                comp = bytes(damaged)
+            elif lie == "crc":
+                crc ^= 1 << rng.randrange(32)
+            else:
+                size = len(members[name])
+                crc = zlib.crc32(members[name])
+            if method == zipfile.ZIP_STORED and size != len(comp):
+                method = zipfile.ZIP_DEFLATED
+                comp = zlib.compress(payload, 6)[2:-4]
+        raw.append((name, method, comp, size, crc))
+    return build_zip(raw)
+
+
+_PUSHES = [b"\x8f", b"}", b"]", b"N", b"(", b")", b"\x88"]
+
+
+def pickle_budget_mutation(data: bytes, rng: random.Random) -> bytes:
+    """Insert a long run of one push opcode (EMPTY_SET, EMPTY_DICT, MARK, NONE...) somewhere, or give memo PUTs
+    indices that all hash alike (``k * (2**61 - 1)``)."""
+    if rng.random() < 0.6 or b"q" not in data[2:]:
+        pos = rng.randrange(2, max(len(data), 3))
+        run = rng.choice(_PUSHES) * rng.choice([10_000, 300_000, 3_000_000])
+        return data[:pos] + run + data[pos:]
+    start = data.index(b"q", 2)
+    puts = b"".join(b"p%d\n" % (k * (2 ** 61 - 1)) for k in range(1, rng.choice([10, 3000, 30_000])))
+    return data[:start] + puts + data[start:]
+
+
+def pickle_zip_mutation(data: bytes, rng: random.Random) -> bytes:
+    """A stable-baselines zip whose ``:serialized:`` pickle fields get :func:`pickle_budget_mutation`."""
+    import base64
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = {info.filename: archive.read(info) for info in archive.infolist()}
+        document = json.loads(members["data"])
+    except (zipfile.BadZipFile, ValueError, KeyError):
+        return byte_mutation(data, rng)
+    fields = [k for k, v in document.items() if isinstance(v, dict) and ":serialized:" in v]
+    if not fields:
+        return zip_mutation(data, rng)
+    field = rng.choice(fields)
+    blob = base64.b64decode(document[field][":serialized:"])
+    document[field][":serialized:"] = base64.b64encode(pickle_budget_mutation(blob, rng)).decode()
+    members["data"] = json.dumps(document).encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for member, content in members.items():
+            archive.writestr(member, content)
+    return buffer.getvalue()
+
+
 # ------------------------------------------------------------------------------------------------ seeds
 Seed = Tuple[str, str, Path, List[Callable[[bytes, random.Random], bytes]]]
 
@@ -144,18 +250,20 @@ Seed = Tuple[str, str, Path, List[Callable[[bytes, random.Random], bytes]]]
 def seeds(good: Dict[str, Path]) -> List[Seed]:
     """(name, loader, file, mutators) of every file the fuzzer starts from."""
     found: List[Seed] = [
-        ("sbtf_ppo2_zip", "any:PPO2", good["model"], [zip_mutation, zip_mutation, byte_mutation]),
-        ("sbtf_vecnormalize", "vecnorm", good["vecnorm"], [byte_mutation]),
-        ("sbtf_obs_rms", "running_average", good["stats"] / "obs_rms.pkl", [byte_mutation]),
+        ("sbtf_ppo2_zip", "any:PPO2", good["model"], [zip_mutation, zip_mutation, byte_mutation, compression_mutation]),
+        ("sbtf_vecnormalize", "vecnorm", good["vecnorm"], [byte_mutation, pickle_budget_mutation]),
+        ("sbtf_obs_rms", "running_average", good["stats"] / "obs_rms.pkl", [byte_mutation, pickle_budget_mutation]),
+        ("sbtf_expert_npz", "expert", good["expert"], [compression_mutation, zip_mutation]),
     ]
     for algo, path in (("PPO2", SHARED_ZOO / "ppo2" / "CartPole-v1.pkl"), ("DQN", SHARED_ZOO / "dqn" / "CartPole-v1.pkl"),
                        ("ACKTR", SHARED_ZOO / "acktr" / "Pendulum-v0.zip")):
         if path.exists():
-            mutators = [zip_mutation, byte_mutation] if path.suffix == ".zip" else [byte_mutation]
+            mutators = ([zip_mutation, byte_mutation, compression_mutation, pickle_zip_mutation]
+                        if path.suffix == ".zip" else [byte_mutation, pickle_budget_mutation])
             found.append((f"sb2_{algo.lower()}_{path.suffix[1:]}", f"any:{algo}", path, mutators))
     stats = SHARED_ZOO / "ppo2" / "MountainCar-v0" / "obs_rms.pkl"
     if stats.exists():
-        found.append(("sb2_obs_rms", "running_average", stats, [byte_mutation]))
+        found.append(("sb2_obs_rms", "running_average", stats, [byte_mutation, pickle_budget_mutation]))
     return found
 
 
