@@ -175,3 +175,30 @@ def test_old_schedules_are_not_run_and_warned():
     assert model.n_epochs == 20 and model.batch_size == 256
     model = PPO.load(str(path), custom_objects={"learning_rate": 3e-4, "clip_range": 0.1})
     assert model.learning_rate == pytest.approx(3e-4)
+
+
+def test_sb2_class_refuses_an_sb3_file_naming_the_right_class():
+    from sbtf import A2C as SB2A2C
+    from sbtf.common.file_errors import WrongAlgorithmError
+
+    path = shared_fixture("sb3_zoo", "a2c", "Pendulum-v1_1", "Pendulum-v1.zip")
+    with pytest.raises(WrongAlgorithmError, match=r"sbtf\.sb3\.A2C"):
+        SB2A2C.load(str(path))
+    with pytest.raises(WrongAlgorithmError, match="DQN"):
+        SAC.load(str(shared_fixture("sb3_zoo", "dqn", "CartPole-v1_1", "CartPole-v1.zip")))
+
+
+def test_enjoy_plays_an_rl_zoo3_run_folder(capsys):
+    """``sbtf enjoy --algo a2c -f <rl-zoo3 logs>``: the SB3 model, its config and VecNormalize statistics from the
+    run's <ENV>/ subfolder, deterministic actions; the score is the zoo's."""
+    from sbtf.cli import main
+
+    folder = shared_fixture("sb3_zoo")
+    code = main(["enjoy", "--algo", "a2c", "--env", "Pendulum-v1", "-f", str(folder), "-n", "600", "--seed", "0"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "vecnormalize.pkl" in out and "stable-baselines3 model" in out
+    returns = [float(v) for v in re.findall(r"Episode \d+: return (-?[\d.]+)", out)]
+    assert len(returns) == 3
+    mean, std = _benchmark("a2c", "Pendulum-v1")
+    assert abs(np.mean(returns) - mean) <= std

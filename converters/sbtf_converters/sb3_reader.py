@@ -402,6 +402,10 @@ def load_sb3_model(cls: type, payload: bytes, env: Any = None, custom_objects: O
     :param print_system_info: print the SB3 version and system info the file records
     :param kwargs: attributes set on the model before it is built (as SB3's ``load``)
     """
+    if not cls.__module__.startswith(("sbtf.sb3.", "sbtf.contrib.")):
+        raise WrongAlgorithmError(f"{source} is a stable-baselines3 / sb3-contrib model; load it with "
+                                  f"{_sb3_counterpart(cls.__name__)}.load(...) instead of stable-baselines 2's "
+                                  f"{cls.__module__}.{cls.__name__}.load(...).")
     custom_objects = dict(custom_objects or {})
     sb3 = read_sb3_zip(payload, source, allow_pickle)
     if print_system_info:
@@ -454,6 +458,16 @@ def load_sb3_model(cls: type, payload: bytes, env: Any = None, custom_objects: O
     params = map_state_dict(cls.__name__, sb3.state, {name: tuple(var.shape) for name, var in named.items()}, source)
     model.load_parameters(params, exact_match=False)
     return model
+
+
+def _sb3_counterpart(name: str) -> str:
+    """``sbtf.sb3.<name>`` / ``sbtf.contrib.<name>``: the SB3-style class of an algorithm name."""
+    from sbtf import algorithms  # pylint: disable=import-outside-toplevel
+
+    for entry in algorithms.all_algorithms():
+        if entry.name == name and entry.target.startswith(("sbtf.sb3.", "sbtf.contrib.")):
+            return f"{entry.target.split('.')[0]}.{entry.target.split('.')[1]}.{name}"
+    return "the matching sbtf.sb3 / sbtf.contrib class"
 
 
 #: the algorithms whose files use the policies of an SB3 / sb3-contrib policies module

@@ -179,6 +179,10 @@ def _open_run(args: argparse.Namespace, algo: str, render_mode: Optional[str]) -
             what = "best model (was the run evaluated? see --eval-freq)" if args.load_best else "model"
             raise CLIError("no {} in {}: {} not found".format(what, stats_dir, os.path.basename(model_path)))
 
+    zoo3_dir = os.path.join(stats_dir, name)
+    if not os.path.isfile(os.path.join(stats_dir, "config.yml")) and os.path.isfile(
+            os.path.join(zoo3_dir, "config.yml")):
+        stats_dir = zoo3_dir  # an RL-Zoo3 run: <ENV>_<N>/<ENV>/config.yml, vecnormalize.pkl beside the model's folder
     config: Dict[str, Any] = {}
     config_path = os.path.join(stats_dir, "config.yml")
     if os.path.isfile(config_path):
@@ -186,7 +190,7 @@ def _open_run(args: argparse.Namespace, algo: str, render_mode: Optional[str]) -
     settings = env_settings(config, getattr(args, "allow_wrapper", ()), config_path)
     record = read_zoo_record(stats_dir)
     deterministic = _deterministic_choice(args.deterministic, record)
-    algo_class = load_algorithm(algo)
+    algo_class = _sb3_class_for_file(load_algorithm(algo), model_path)
 
     env = make_play_env(env_id, stats_dir, settings, args.seed, render_mode=render_mode, atari=record.atari)
     try:
@@ -198,6 +202,32 @@ def _open_run(args: argparse.Namespace, algo: str, render_mode: Optional[str]) -
         raise file_error(exc, "cannot load {} (--algo {})".format(model_path, algo)) from exc
     return PlaySession(model=model, env=env, model_path=model_path, env_id=env_id, deterministic=deterministic,
                        atari=record.atari)
+
+
+def _sb3_class_for_file(algo_class: type, model_path: str) -> type:
+    """
+    The class that plays ``model_path``: an RL-Zoo3 run's model is a stable-baselines3 zip (``data`` and
+    ``policy.pth``), played by the ``sbtf.sb3`` / ``sbtf.contrib`` class of the same name (``--algo a2c`` names
+    stable-baselines 2's A2C, the zoo's ``a2c`` folder holds SB3's); any other file keeps ``algo_class``.
+    """
+    sb3_roots = ("sbtf.sb3.", "sbtf.contrib.")
+    if algo_class.__module__.startswith(sb3_roots):
+        return algo_class
+    from sbtf import algorithms  # pylint: disable=import-outside-toplevel
+    from sbtf.common.safe_zip import open_zip  # pylint: disable=import-outside-toplevel
+
+    try:
+        with open_zip(model_path, "model file") as archive:
+            names = set(archive.namelist())
+    except (ModelFileError,) + FILE_READ_ERRORS:
+        return algo_class  # loading reports what is wrong with the file
+    if "data" not in names or "policy.pth" not in names:
+        return algo_class
+    for entry in algorithms.all_algorithms():
+        if entry.name == algo_class.__name__ and entry.target.startswith(sb3_roots):
+            print("{} is a stable-baselines3 model: playing it with {}".format(model_path, entry.target))
+            return entry.load()
+    return algo_class
 
 
 def _deterministic_choice(flag: Optional[bool], record: ZooRecord) -> bool:
