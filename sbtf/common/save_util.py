@@ -193,7 +193,7 @@ def space_from_dict(d: Any, _depth: int = 0) -> gym.Space:
             n, start = d.get("n"), d.get("start", 0)
             if not (isinstance(n, int) and isinstance(start, int)) or isinstance(n, bool) or n < 1:
                 raise _space_error(f"Discrete n={_short(n)}, start={_short(start)}")
-            check_space_elements(n, f"A Discrete space of the model file (n={n:,})")
+            check_space_elements(n, "A Discrete space of the model file")
             return gym.spaces.Discrete(n, start=start)
         if kind == "MultiDiscrete":
             nvec = _flatten_numbers(d.get("nvec"), "MultiDiscrete nvec")
