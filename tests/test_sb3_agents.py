@@ -202,3 +202,30 @@ def test_enjoy_plays_an_rl_zoo3_run_folder(capsys):
     assert len(returns) == 3
     mean, std = _benchmark("a2c", "Pendulum-v1")
     assert abs(np.mean(returns) - mean) <= std
+
+
+def test_save_writes_sbtf_format_with_the_same_actions(agent, tmp_path):
+    """A loaded SB3 agent saves in sbtf's own (safe) format; reloading it gives the same actions."""
+    run, model = agent
+    cls, _ = AGENTS[run]
+    path = tmp_path / "converted.zip"
+    model.save(str(path))
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        assert "policy.pth" not in archive.namelist()
+    again = cls.load(str(path))
+    obs = np.asarray(_expected(run)["obs"], dtype=np.float32)
+    np.testing.assert_array_equal(again.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+
+
+def test_learning_continues_from_a_loaded_agent():
+    path = shared_fixture("sb3_zoo", "ppo", "CartPole-v1_1", "CartPole-v1.zip")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = PPO.load(str(path), env=DummyVecEnv([lambda: gym.make("CartPole-v1")]),
+                         custom_objects={"learning_rate": 1e-4, "clip_range": 0.2, "n_steps": 64, "batch_size": 64,
+                                         "n_epochs": 1})
+    before = model.num_timesteps
+    model.learn(64, reset_num_timesteps=False)
+    assert model.num_timesteps == before + 64
