@@ -101,6 +101,14 @@ def test_a_network_cannot_outgrow_the_parameters_the_file_stores(ppo2_file, tmp_
     assert load_budget.NETWORK_BUDGET_FACTOR * 10_000 + load_budget.NETWORK_BUDGET_SLACK < 65_536 * 4096
 
 
+def test_a_trusted_file_with_a_large_space_loads_inside_a_raised_floor(ppo2_file, tmp_path):
+    path = with_data(ppo2_file, tmp_path / "m.zip", lambda d: d.update(
+        observation_space=space("Box", low=0, high=1, shape=[70_000], dtype="float32")))
+    assert_refused(peak_bytes(PPO2.load, path)[0], FileLimitError, "space_elements_floor")
+    with load_limits(space_elements_floor=100_000):  # the space passes; the network is still bounded by the file
+        assert_refused(peak_bytes(PPO2.load, path)[0], FileLimitError, "would create the weight pi_fc0/w")
+
+
 def test_a_good_file_still_loads_and_acts_identically(ppo2_file):
     model = PPO2.load(ppo2_file)
     again = PPO2.load(ppo2_file)

@@ -135,6 +135,8 @@ class LoadLimits:
         inflates past the size it declares (``sbtf.common.safe_zip``)
     :param max_space_elements: (int) most elements of one observation/action space read from a file (its
         parameters bound it further: ``sbtf.common.load_budget``)
+    :param space_elements_floor: (int) spaces up to this many elements are accepted whatever parameters the file
+        stores (beyond it, a space may not have more elements than the file's largest parameter array)
     """
 
     max_file_bytes: int = 4 << 30
@@ -146,6 +148,7 @@ class LoadLimits:
     max_string_bytes: int = 1 << 30
     max_compression_ratio: int = 50
     max_space_elements: int = 1 << 24
+    space_elements_floor: int = 1 << 16
 
 
 _STATE = threading.local()

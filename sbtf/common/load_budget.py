@@ -35,7 +35,8 @@ __all__ = ["MAX_SPACE_ELEMENTS", "SPACE_ELEMENTS_FLOOR", "NETWORK_BUDGET_FACTOR"
 #: hard cap on the elements of one space read from any file (16,777,216: e.g. 2048 x 2048 x 4; real agents stay
 #: far below); ``LoadLimits.max_space_elements`` lowers or raises it
 MAX_SPACE_ELEMENTS = 1 << 24
-#: spaces up to this many elements are accepted whatever the file stores (256 x 256 x 1 images)
+#: spaces up to this many elements are accepted whatever the file stores (256 x 256 x 1 images; the default of
+#: ``LoadLimits.space_elements_floor``)
 SPACE_ELEMENTS_FLOOR = 1 << 16
 #: a model built from a file may create sbtf layer weights of this many times the values the file stores ...
 NETWORK_BUDGET_FACTOR = 4
@@ -68,7 +69,8 @@ def _max_space_elements() -> int:
 class _SpaceBudget:
     def __init__(self, carried: Optional[int], what: str):
         cap = _max_space_elements()
-        self.limit = cap if carried is None else min(cap, max(int(carried), SPACE_ELEMENTS_FLOOR))
+        floor = int(getattr(get_load_limits(), "space_elements_floor", SPACE_ELEMENTS_FLOOR))
+        self.limit = cap if carried is None else min(cap, max(int(carried), floor))
         self.carried = carried
         self.total_limit = 4 * self.limit
         self.used = 0
@@ -120,7 +122,8 @@ def check_space_elements(count: int, what: str = "A space of the file") -> None:
     if count > budget.limit:
         raise FileLimitError(f"{what} has {count:,} elements, more than the parameters stored in {budget.what} can "
                              f"take in (their largest array holds {budget.carried or 0:,} values); the file is "
-                             "corrupted or hostile.")
+                             "corrupted or hostile. If you trust it (e.g. a feature extractor that pools a large "
+                             "image), load it inside sbtf.common.file_errors.load_limits(space_elements_floor=...).")
     budget.used += count
     if budget.used > budget.total_limit:
         raise FileLimitError(f"The spaces of {budget.what} hold {budget.used:,} elements in all, more than its "
