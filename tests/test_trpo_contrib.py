@@ -13,6 +13,7 @@ from sbtf.common.file_errors import WrongAlgorithmError
 from sbtf.common.fisher import hessian_vector_product
 from sbtf.common.vec_env import DummyVecEnv
 from sbtf.contrib import TRPO
+from sbtf.contrib.trpo import trpo as trpo_module
 from sbtf.contrib.trpo.trpo import sb3_policy_kwargs_to_sb2
 from user_extractors import GeluFeatures
 
@@ -209,3 +210,62 @@ def test_multi_input_policy_trains_saves_and_loads(tmp_path):
     loaded = TRPO.load(str(tmp_path / "trpo_dict"))
     np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
     np.testing.assert_allclose(loaded.action_probability(obs), model.action_probability(obs), rtol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------------ sb3-contrib's checks
+def test_warns_when_batch_size_does_not_divide_the_rollout():
+    import warnings
+
+    with pytest.warns(UserWarning, match=r"mini-batch size of 48, but because the `RolloutBuffer` is of size "
+                                         r"`n_steps \* n_envs = 64`, after every 1 untruncated mini-batches, there "
+                                         r"will be a truncated mini-batch of size 16\nWe recommend.*\n"
+                                         r"Info: \(n_steps=64 and n_envs=1\)"):
+        model = TRPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=48, n_critic_updates=1)
+    model.learn(64)  # the critic's minibatches of 48 and 16
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        TRPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=32)  # 64 % 32 == 0: no warning
+        TRPO("MlpPolicy", None, batch_size=48, _init_setup_model=False)  # no env: nothing to check yet
+
+
+# ------------------------------------------------------------------------------------------------ gSDE
+def test_gsde_resamples_per_rollout_trains_and_reloads(tmp_path):
+    with pytest.raises(ValueError, match=r"pass use_sde to TRPO\(\.\.\., use_sde=True\)"):
+        TRPO("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(use_sde=True))
+    with pytest.raises(ValueError, match="does not support gSDE"):
+        sbtf.TRPO("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(use_sde=True))  # SB2's TRPO has no gSDE
+    with pytest.raises(ValueError, match="gSDE.*Box action space"):
+        TRPO("MlpPolicy", "CartPole-v1", use_sde=True)
+    model = TRPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_critic_updates=1, use_sde=True,
+                 sde_sample_freq=8, seed=0, policy_kwargs=dict(net_arch=[16], log_std_init=-1.0))
+    policy = model.policy_tf
+    assert policy.use_sde and tuple(policy.pi_head.log_std.shape) == (16, 1)
+    before = policy.pi_head.log_std.numpy().copy()
+    model.learn(128)
+    assert policy.sde_noise.n_resets == 2 * (64 // 8)  # every 8 steps of each 64-step rollout
+    assert not np.array_equal(policy.pi_head.log_std.numpy(), before)  # the natural gradient moves gSDE's std
+    obs = np.random.default_rng(4).normal(size=(6, 3)).astype(np.float32)
+    model.save(tmp_path / "sde")
+    loaded = TRPO.load(tmp_path / "sde")
+    assert loaded.use_sde and loaded.sde_sample_freq == 8
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+    np.testing.assert_array_equal(loaded.policy_tf.flat_params(obs), model.policy_tf.flat_params(obs))
+
+
+def test_gsde_step_stays_in_the_trust_region():
+    """The line search bounds KL(new || old) of gSDE's Gaussians (mean, state-dependent std) by target_kl."""
+    model = TRPO("MlpPolicy", "Pendulum-v1", n_steps=128, target_kl=0.005, n_critic_updates=1, use_sde=True, seed=2)
+    obs = np.random.default_rng(5).normal(size=(64, 3)).astype(np.float32)
+    before = model.policy_tf.flat_params(obs)
+    model.learn(128)
+    after = model.policy_tf.flat_params(obs)
+    kl = float(tf.reduce_mean(trpo_module._gaussian_kl(*np.split(after, 2, axis=1), *np.split(before, 2, axis=1))))
+    assert not np.allclose(before, after) and kl < 0.05
+
+
+def test_gsde_squashed_policy_uses_the_gaussians_kl():
+    model = TRPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=64, n_critic_updates=1, use_sde=True, seed=0,
+                 policy_kwargs=dict(squash_output=True))
+    model.learn(64)
+    actions, _ = model.predict(np.zeros((4, 3), np.float32))
+    assert np.all(np.abs(actions) <= 2.0)

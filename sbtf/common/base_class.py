@@ -350,8 +350,11 @@ class BaseRLModel(ABC):
         self._requires_vec_env = requires_vec_env
         self.policy_kwargs = {} if policy_kwargs is None else dict(policy_kwargs)
         if "use_sde" in self.policy_kwargs:  # gSDE is an algorithm argument (sbtf.common.sde)
+            import inspect
+
             from sbtf.common.sde import sde_kwarg_error
-            raise sde_kwarg_error(type(self).__name__)
+            raise sde_kwarg_error(type(self).__name__,
+                                  has_sde="use_sde" in inspect.signature(type(self).__init__).parameters)
         self.observation_space: Optional[gym.Space] = None
         self.action_space: Optional[gym.Space] = None
         self.n_envs: Optional[int] = None

@@ -354,9 +354,13 @@ def refuse_sde(algorithm: str, use_sde: bool) -> None:
 SDE_ALGORITHMS = ("PPO", "PPO2", "A2C", "SAC", "TQC")
 
 
-def sde_kwarg_error(algorithm: str) -> ValueError:
-    """The error for ``policy_kwargs=dict(use_sde=...)``: gSDE is switched on by the algorithm's argument."""
-    if algorithm in SDE_ALGORITHMS:
+def sde_kwarg_error(algorithm: str, has_sde: Optional[bool] = None) -> ValueError:
+    """The error for ``policy_kwargs=dict(use_sde=...)``: gSDE is switched on by the algorithm's argument.
+
+    :param algorithm: (str) the class name
+    :param has_sde: (bool) whether the class takes ``use_sde`` (None: whether ``algorithm`` is in SDE_ALGORITHMS)
+    """
+    if algorithm in SDE_ALGORITHMS if has_sde is None else has_sde:
         return ValueError(f"Error: pass use_sde to {algorithm}(..., use_sde=True), not in policy_kwargs.")
     return ValueError(f"Error: {algorithm} does not support gSDE (use_sde); stable-baselines3 has gSDE for PPO, A2C "
                       "and SAC only, sb3-contrib for TQC (sbtf: sbtf.sb3.PPO / A2C / SAC, PPO2, A2C, SAC, sbtf.contrib.TQC).")

@@ -27,8 +27,10 @@ from sbtf.common.optimizers import Adam
 from sbtf.common.policies import ActorCriticPolicy
 from sbtf.common.runners import RolloutRunner
 from sbtf.common.schedules import get_schedule_fn
+from sbtf.common.sde import OnPolicySDEMixin, SquashedSDEDistribution
 from sbtf.common.tf_util import assign_from_flat, flatgrad, flatten_tensors
 from sbtf.contrib.common.sb3_on_policy import Sb3OnPolicyAlgorithm
+from sbtf.sb3.common.on_policy_algorithm import warn_truncated_minibatch
 
 __all__ = ["TRPO", "sb3_policy_kwargs_to_sb2"]
 
@@ -55,7 +57,7 @@ def sb3_policy_kwargs_to_sb2(policy_kwargs: Optional[dict]) -> dict:
     return kwargs
 
 
-class TRPO(Sb3OnPolicyAlgorithm):
+class TRPO(OnPolicySDEMixin, Sb3OnPolicyAlgorithm):
     """
     Trust Region Policy Optimization (TRPO), sb3-contrib's arguments and defaults.
 
@@ -73,6 +75,8 @@ class TRPO(Sb3OnPolicyAlgorithm):
     :param line_search_max_iter: (int) maximum number of line-search trials
     :param n_critic_updates: (int) epochs of value-function updates per rollout
     :param gae_lambda: (float) factor of the Generalized Advantage Estimator
+    :param use_sde: (bool) generalized State-Dependent Exploration (gSDE, Box actions; :mod:`sbtf.common.sde`)
+    :param sde_sample_freq: (int) resample the gSDE exploration matrices every n steps (-1: only at rollout start)
     :param normalize_advantage: (bool) normalise the advantages
     :param target_kl: (float) the trust region: the largest KL divergence between the old and the new policy
     :param sub_sampling_factor: (int) use every ``sub_sampling_factor``-th sample of the rollout for the policy step
@@ -90,13 +94,15 @@ class TRPO(Sb3OnPolicyAlgorithm):
         learning_rate=ms.Schedule(), n_steps=ms.Integer(1, ms.MAX_ROLLOUT), batch_size=ms.Integer(1),
         gamma=ms.Real(), cg_max_steps=ms.Integer(1), cg_damping=ms.Real(), line_search_shrinking_factor=ms.Real(),
         line_search_max_iter=ms.Integer(1), n_critic_updates=ms.Integer(0), gae_lambda=ms.Real(),
-        normalize_advantage=ms.Flag(), target_kl=ms.Real(), sub_sampling_factor=ms.Integer(1),
+        use_sde=ms.Flag(), sde_sample_freq=ms.Integer(-1), normalize_advantage=ms.Flag(), target_kl=ms.Real(),
+        sub_sampling_factor=ms.Integer(1),
         stats_window_size=ms.Integer(1))
 
     def __init__(self, policy, env, learning_rate=1e-3, n_steps: int = 2048, batch_size: int = 128,
                  gamma: float = 0.99, cg_max_steps: int = 15, cg_damping: float = 0.1,
                  line_search_shrinking_factor: float = 0.8, line_search_max_iter: int = 10,
-                 n_critic_updates: int = 10, gae_lambda: float = 0.95, normalize_advantage: bool = True,
+                 n_critic_updates: int = 10, gae_lambda: float = 0.95, use_sde: bool = False,
+                 sde_sample_freq: int = -1, normalize_advantage: bool = True,
                  target_kl: float = 0.01, sub_sampling_factor: int = 1, stats_window_size: int = 100,
                  tensorboard_log: Optional[str] = None, policy_kwargs: Optional[dict] = None, verbose: int = 0,
                  seed: Optional[int] = None, _init_setup_model: bool = True):
@@ -110,9 +116,13 @@ class TRPO(Sb3OnPolicyAlgorithm):
         self.normalize_advantage = normalize_advantage
         self.target_kl = target_kl
         self.sub_sampling_factor = sub_sampling_factor
+        self.use_sde = bool(use_sde)
+        self.sde_sample_freq = int(sde_sample_freq)
         super().__init__(policy, env, n_steps=n_steps, gamma=gamma, gae_lambda=gae_lambda,
                          stats_window_size=stats_window_size, tensorboard_log=tensorboard_log,
                          policy_kwargs=policy_kwargs, verbose=verbose, seed=seed, _init_setup_model=_init_setup_model)
+        if self.env is not None:  # sb3-contrib's check, made when an env is given (construction, load with env)
+            warn_truncated_minibatch(int(batch_size), int(n_steps), int(self.n_envs))
 
     # ------------------------------------------------------------------ files: named by the command-line name
     #: the algorithm name written in (and required of) model files: ``TRPO`` is stable-baselines 2's
@@ -124,8 +134,11 @@ class TRPO(Sb3OnPolicyAlgorithm):
             raise ValueError(f"Error: the policy of TRPO must be a subclass of ActorCriticPolicy, got {self.policy_class!r}")
         if getattr(self.policy_class, "recurrent", False):
             raise ValueError("TRPO (sb3-contrib) takes feed-forward policies only, got a recurrent policy")
+        kwargs = sb3_policy_kwargs_to_sb2(self.policy_kwargs)
+        if self.use_sde:  # gSDE is switched on by the algorithm's argument (policy_kwargs may tune it)
+            kwargs["use_sde"] = True
         return self.policy_class(None, self.observation_space, self.action_space, n_env, n_steps, n_batch, reuse=False,
-                           **sb3_policy_kwargs_to_sb2(self.policy_kwargs))
+                                 **kwargs)
 
     def _make_runner(self) -> RolloutRunner:
         return RolloutRunner(env=self.env, model=self, n_steps=self.n_steps, gamma=self.gamma, lam=self.gae_lambda,
@@ -161,7 +174,11 @@ class TRPO(Sb3OnPolicyAlgorithm):
         dist = policy.proba_distribution_from_flat(flat)
         old_dist = policy.proba_distribution_from_flat(old_flat)
         ratio = tf.exp(-dist.neglogp(actions) - old_log_probs)
-        return tf.reduce_mean(advantages * ratio), tf.reduce_mean(dist.kl(old_dist))
+        if isinstance(dist, SquashedSDEDistribution):  # SB3 takes the KL of the Gaussians before the tanh
+            kl = _gaussian_kl(dist.mean, dist.logstd, old_dist.mean, old_dist.logstd)
+        else:
+            kl = dist.kl(old_dist)
+        return tf.reduce_mean(advantages * ratio), tf.reduce_mean(kl)
 
     def _make_policy_step(self) -> TrainStep:
         policy = self.policy_tf
@@ -213,7 +230,7 @@ class TRPO(Sb3OnPolicyAlgorithm):
                         "kl_divergence_loss": tf.where(success, kl, 0.0),
                         "is_line_search_success": tf.cast(success, tf.float32)}
 
-        return TrainStep(policy_step, inputs, updates=(policy,), name="trpo_contrib_policy_step",
+        return TrainStep(policy_step, inputs, name="trpo_contrib_policy_step",
                          jit_compile=False)
 
     # ------------------------------------------------------------------ the critic step (one compiled call)
@@ -266,7 +283,7 @@ class TRPO(Sb3OnPolicyAlgorithm):
             _, total = tf.while_loop(lambda i, _t: i < n_epochs, epoch, (tf.constant(0), tf.constant(0.0)))
             return {"value_loss": total / float(max(n_epochs * n_minibatches, 1))}
 
-        return TrainStep(critic_step, inputs, updates=(policy,), name="trpo_contrib_critic_step",
+        return TrainStep(critic_step, inputs, name="trpo_contrib_critic_step",
                          jit_compile=False)
 
     # ------------------------------------------------------------------ the on-policy loop's parts
@@ -304,6 +321,12 @@ class TRPO(Sb3OnPolicyAlgorithm):
         :return: the trained model (``self``)
         """
         return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+
+
+def _gaussian_kl(mean, logstd, old_mean, old_logstd) -> tf.Tensor:
+    """KL(new || old) of two diagonal Gaussians, summed over the action dimensions."""
+    return tf.reduce_sum(old_logstd - logstd + (tf.exp(2.0 * logstd) + tf.square(mean - old_mean))
+                         / (2.0 * tf.exp(2.0 * old_logstd)) - 0.5, axis=-1)
 
 
 def _assign(variables, flat) -> tf.Tensor:
