@@ -168,11 +168,18 @@ def test_loaded_hyperparameters_and_spaces():
     assert a2c.use_sde and a2c.n_steps == 8 and a2c.vf_coef == pytest.approx(0.4)
 
 
-def test_old_schedules_are_not_run_and_warned():
+def test_old_schedules_are_read_from_their_closures_without_running_them():
+    """The zoo's files pickle their schedules as functions (code): sbtf reads the known ones' closure values."""
     path = shared_fixture("sb3_zoo", "ppo", "CartPole-v1_1", "CartPole-v1.zip")
-    with pytest.warns(UserWarning, match="cloudpickled functions"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing defaulted
         model = PPO.load(str(path))
     assert model.n_epochs == 20 and model.batch_size == 256
+    # config.yml: learning_rate lin_0.001, clip_range lin_0.2 (the zoo's linear_schedule)
+    assert [model.learning_rate(p) for p in (1.0, 0.5, 0.0)] == pytest.approx([0.001, 0.0005, 0.0])
+    assert [model.clip_range(p) for p in (1.0, 0.25)] == pytest.approx([0.2, 0.05])
+    dqn = _load("dqn/CartPole-v1_1")  # SB3's constant_fn(0.0023)
+    assert [dqn.learning_rate(p) for p in (1.0, 0.0)] == pytest.approx([0.0023, 0.0023])
     model = PPO.load(str(path), custom_objects={"learning_rate": 3e-4, "clip_range": 0.1})
     assert model.learning_rate == pytest.approx(3e-4)
 

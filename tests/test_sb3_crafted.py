@@ -434,3 +434,47 @@ def test_fuzzed_sb3_zip_gives_typed_errors_only(tmp_path):
             _load(tmp_path, bytes(mutated))
         except ModelFileError:
             pass
+
+
+def _closure_function(qualname: str, freevars: tuple, values: tuple):
+    """What cloudpickle writes for a closure (code object with a body that is never run here)."""
+    builtin = G("cloudpickle.cloudpickle", "_builtin_type")
+    code = Call(Call(builtin, ("CodeType",)), (1, 0, 0, 1, 2, 19, b"|\x00S\x00", (None,), ("os", "system"), ("p",),
+                                               "<evil>", "func", 1, b"", freevars, ()))
+    function = Call(Call(builtin, ("LambdaType",)),
+                    (code, {}, "func", None, tuple(Call(G("cloudpickle.cloudpickle", "_make_empty_cell"), ())
+                                                 for _ in values)))
+    cells = tuple(Call(G("cloudpickle.cloudpickle", "_make_cell"), (v,)) for v in values)
+    return Call(G("cloudpickle.cloudpickle_fast", "_function_setstate"),
+                (function, ({}, {"__qualname__": qualname, "__closure__": cells})))
+
+
+def _function_blob(qualname: str, freevars: tuple, values: tuple) -> str:
+    # _function_setstate returns None: the writer keeps the function on the stack with a memo, as cloudpickle does
+    writer = _TorchWriter()
+    writer.w(b"\x80\x02")
+    function = _closure_function(qualname, freevars, values)
+    inner = function.args[0]
+    writer.save(inner)
+    writer.w(b"q\x01")  # BINPUT 1: the function
+    writer.save(function.func)
+    writer.w(b"h\x01")  # BINGET 1
+    writer.save(function.args[1])
+    writer.w(b"\x86R0h\x01.")  # TUPLE2 REDUCE POP BINGET 1 STOP
+    return base64.b64encode(writer.out.getvalue()).decode()
+
+
+def test_closure_schedules_are_read_by_name_never_run(tmp_path):
+    data = json.loads(_data_of(sb3_zip()))
+    data["learning_rate"] = {":type:": "<class 'function'>",
+                             ":serialized:": _function_blob("get_linear_fn.<locals>.func", ("end", "end_fraction",
+                                                                                            "start"), (0.1, 0.5, 1.0))}
+    model = _load(tmp_path, sb3_zip(data=data))
+    assert [model.learning_rate(p) for p in (1.0, 0.75, 0.5, 0.0)] == pytest.approx([1.0, 0.55, 0.1, 0.1])
+    data["learning_rate"][":serialized:"] = _function_blob("my_schedule.<locals>.func", ("x",), (0.5,))
+    with pytest.warns(UserWarning, match="cloudpickled"):
+        model = _load(tmp_path, sb3_zip(data=data))
+    assert model.learning_rate != 0.5
+    data["learning_rate"][":serialized:"] = _function_blob("constant_fn.<locals>.func", ("val",), ("rm -rf",))
+    with pytest.warns(UserWarning, match="cloudpickled"):
+        _load(tmp_path, sb3_zip(data=data))

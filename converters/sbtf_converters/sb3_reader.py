@@ -9,8 +9,10 @@ An SB3 zip holds:
   arrays / dtypes / scalars, SB3's ``TrainFreq``, schedule objects (``ConstantSchedule``, ``LinearSchedule``,
   ``FloatSchedule``) and action noises, torch's optimizer / activation classes by name. The policy class is read as a
   *name* (never resolved); the policy is the sbtf class's ``MlpPolicy`` / ``CnnPolicy`` / ``MultiInputPolicy``.
-  Schedules that are cloudpickled functions (older SB3) are code: they are not run, the sbtf default is used and a
-  warning says so (pass ``custom_objects={"learning_rate": ...}`` to set one). The rest (rollout / replay buffer
+  Schedules that are cloudpickled functions (older SB3) are code: never built nor run; SB3's ``constant_fn`` /
+  ``get_linear_fn`` and the RL Zoo's ``linear_schedule`` are recognised by name and read from their closure values
+  (:func:`_schedule_of_function`), any other function is replaced by the sbtf default with a warning (pass
+  ``custom_objects={"learning_rate": ...}`` to set one). The rest (rollout / replay buffer
   classes, last observations, episode buffers, ``lr_schedule``...) is ignored.
 * ``policy.pth`` (the policy's state dict) and ``pytorch_variables.pth`` (SAC / TQC's ``log_ent_coef``; ``tensors.pth``
   in the oldest files): read by :mod:`sbtf_converters.torch_pickle`, mapped by :mod:`sbtf_converters.sb3_layouts`.
@@ -78,6 +80,133 @@ class _TrainFreqUnit(safe_pickle.SafeCallable):
         return self.safe_call(ctx, args)
 
 
+class _CodeStub(safe_pickle.SafeNode):
+    """A cloudpickled code object, recorded (never built): only its free-variable names are read."""
+
+    def __init__(self, freevars: tuple):
+        self.freevars = freevars
+
+    def safe_children(self):
+        return ()
+
+
+class _FunctionStub(safe_pickle.SafeNode):
+    """A cloudpickled function, recorded (never built or called): its qualified name and closure values."""
+
+    def __init__(self, code: Any = None, name: str = ""):
+        self.code = code
+        self.qualname = name
+        self.closure: tuple = ()
+
+    def safe_children(self):
+        return self.closure
+
+    def set_state(self, ctx, state: Any) -> None:
+        """The state cloudpickle sets on the function: ``__qualname__`` and the closure's cell values."""
+        if type(state) is tuple and len(state) == 2:
+            attrs, slots = state
+        else:
+            attrs, slots = state, {}
+        for part in (attrs, slots):
+            if type(part) is not dict:
+                raise ctx.corrupt("a cloudpickled function with a state that is not a dict")
+        qualname = slots.get("__qualname__", attrs.get("__qualname__", attrs.get("qualname", self.qualname)))
+        self.qualname = qualname if isinstance(qualname, str) else ""
+        cells = slots.get("__closure__", attrs.get("closure_values"))
+        if cells is not None:
+            if type(cells) not in (tuple, list):
+                raise ctx.corrupt("a cloudpickled function whose closure is not a tuple")
+            self.closure = tuple(cell.value if isinstance(cell, _Cell) else cell for cell in cells)
+
+
+class _Cell(safe_pickle.SafeNode):
+    def __init__(self, value: Any = None):
+        self.value = value
+
+    def safe_children(self):
+        return (self.value,)
+
+
+class _CloudpickleCall(safe_pickle.SafeCallable):
+    """cloudpickle's reconstructors, recorded instead of run (see :func:`_schedule_of_function`)."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.path = f"cloudpickle.{kind}"
+
+    def safe_new(self, ctx, args, kwargs):
+        raise ctx.refuse(self.path, "create an object of")
+
+    def safe_call(self, ctx, args):  # noqa: C901 - one branch per reconstructor
+        kind = self.kind
+        if kind == "_builtin_type":
+            if len(args) != 1 or args[0] not in ("CodeType", "LambdaType", "FunctionType"):
+                raise ctx.refuse(f"types.{describe_value(args[0] if args else None)}", "rebuild")
+            return _CloudpickleCall("code" if args[0] == "CodeType" else "function")
+        if kind == "code":  # CodeType(..., freevars, cellvars)
+            if len(args) < 2 or type(args[-2]) is not tuple or not all(isinstance(n, str) for n in args[-2]):
+                raise ctx.corrupt("a cloudpickled code object without its free variable names")
+            return _CodeStub(args[-2])
+        if kind in ("function", "_make_function", "_make_skel_func"):
+            code = args[0] if args else None
+            if not isinstance(code, _CodeStub):
+                raise ctx.corrupt("a cloudpickled function without code")
+            function = _FunctionStub(code)
+            if kind != "_make_skel_func" and len(args) >= 5 and type(args[4]) is tuple:
+                function.closure = tuple(c.value if isinstance(c, _Cell) else c for c in args[4])
+            return function
+        if kind == "_make_empty_cell":
+            return _Cell()
+        if kind == "_make_cell":
+            return _Cell(args[0] if args else None)
+        if kind in ("_function_setstate", "_fill_function"):
+            if not args or not isinstance(args[0], _FunctionStub):
+                raise ctx.corrupt(f"{kind} on something else than a function")
+            if kind == "_fill_function" and len(args) == 6:  # (func, globals, defaults, dict, module, closure)
+                args[0].set_state(ctx, {"closure_values": args[5]})
+            elif len(args) >= 2:
+                args[0].set_state(ctx, args[1] if len(args) == 2 else (args[1], args[2]))
+            return args[0] if kind == "_fill_function" else None
+        if kind == "subimport":
+            return None  # a module the function's globals name: not imported
+        raise ctx.refuse(self.path, "call")
+
+
+_CLOUDPICKLE_NAMES = ("_builtin_type", "_make_function", "_make_skel_func", "_fill_function", "_function_setstate",
+                      "_make_cell", "_make_empty_cell", "subimport")
+
+
+def _schedule_of_function(function: _FunctionStub, where: str) -> Any:
+    """
+    The schedule a cloudpickled stable-baselines3 / RL-Zoo schedule function stands for, from its name and closure
+    values only (its code is never built nor run): SB3's ``constant_fn`` and ``get_linear_fn``, the zoo's
+    ``linear_schedule``. Any other function is code sbtf will not guess: UnsafeFileError.
+    """
+    from sbtf.common.schedules import ConstantSchedule, SampledSchedule  # pylint: disable=import-outside-toplevel
+
+    names = function.code.freevars if isinstance(function.code, _CodeStub) else ()
+    if len(names) != len(function.closure):
+        raise CorruptedFileError(f"{where}: a function whose closure does not match its free variables.")
+    values = dict(zip(names, function.closure))
+    number = (int, float, np.floating, np.integer)
+    if not all(isinstance(v, number) and not isinstance(v, bool) for v in values.values()):
+        raise UnsafeFileError(f"{where} is a function {describe_value(function.qualname)} with non-numeric closure "
+                              f"values: code sbtf does not run.{_ADVICE}")
+    if function.qualname == "constant_fn.<locals>.func" and set(values) == {"val"}:
+        return ConstantSchedule(float(values["val"]))
+    if function.qualname == "get_linear_fn.<locals>.func" and set(values) == {"start", "end", "end_fraction"}:
+        fraction = float(values["end_fraction"])
+        if not 0.0 < fraction <= 1.0:
+            raise ModelDataError(f"{where}: a linear schedule with end_fraction {fraction}.")
+        return SampledSchedule([(1.0, float(values["start"])), (1.0 - fraction, float(values["end"])),
+                                (0.0, float(values["end"]))])
+    if function.qualname == "linear_schedule.<locals>.func" and set(values) == {"initial_value"}:
+        return SampledSchedule([(1.0, float(values["initial_value"])), (0.0, 0.0)])
+    raise UnsafeFileError(f"{where} is the function {describe_value(function.qualname)}: code, which sbtf does not "
+                          f"run (only SB3's constant_fn / get_linear_fn and the zoo's linear_schedule are read as "
+                          f"data).{_ADVICE}")
+
+
 _SPACE = safe_pickle.RecordClass("space")
 _INERT = safe_pickle.RecordClass("inert")
 _SCHEDULE = safe_pickle.RecordClass("schedule")
@@ -94,6 +223,8 @@ def data_resolver(module: str, name: str) -> Optional[safe_pickle.Handler]:
     if handler is not None:
         return handler
     root = module.split(".")[0]
+    if root == "cloudpickle" and name in _CLOUDPICKLE_NAMES:
+        return safe_pickle.Constant(_CloudpickleCall(name))
     if root in ("gym", "gymnasium") and ".spaces" in module and name in _SPACES:
         return _SPACE
     if module.startswith("numpy.random"):
@@ -210,6 +341,8 @@ def _convert(value: Any, where: str) -> Any:
         raise ModelDataError(f"{where} holds a {value.path} object, which is not data sbtf uses.")
     if isinstance(value, safe_pickle.Ref):
         return value
+    if isinstance(value, _FunctionStub):
+        return _schedule_of_function(value, where)
     if type(value) in (dict, collections.OrderedDict):
         return {key: _convert(item, where) for key, item in value.items()}
     if type(value) in (list, tuple):
