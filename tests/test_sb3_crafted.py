@@ -20,7 +20,7 @@ import pytest
 
 from legacy_fixtures import Call, G, _Writer
 
-from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
+from sbtf.common.file_errors import (CorruptedFileError, ModelDataError, ModelFileError,
                                      ParameterShapeError, UnsafeFileError, WrongAlgorithmError, load_limits)
 from sbtf.sb3 import DQN, SAC
 from sbtf_converters.torch_pickle import read_torch_file

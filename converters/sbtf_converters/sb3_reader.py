@@ -32,8 +32,8 @@ import gymnasium as gym
 import numpy as np
 
 from sbtf.common import safe_pickle, save_util
-from sbtf.common.file_errors import (CorruptedFileError, ModelDataError, ModelFileError, UnsafeFileError,
-                                     WrongAlgorithmError, describe_value, get_load_limits)
+from sbtf.common.file_errors import (CorruptedFileError, ModelDataError, UnsafeFileError, WrongAlgorithmError,
+                                     describe_value, get_load_limits)
 from sbtf.common.safe_zip import open_zip, read_member
 from sbtf_converters.sb3_layouts import family_of, map_state_dict
 from sbtf_converters.torch_pickle import read_torch_file, state_dict_arrays

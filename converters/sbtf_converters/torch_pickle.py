@@ -19,10 +19,8 @@ file, as for the other readers).
 from __future__ import annotations
 
 import collections
-import io
 import struct
-import zipfile
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -151,7 +149,7 @@ class _TorchUnpickler(safe_pickle.SafeUnpickler):
         pid = self._resolve(self._pop())
         if type(pid) is not tuple or len(pid) < 5 or pid[0] != "storage":
             raise self.corrupt("a persistent id that is not a torch storage")
-        storage_type, key, _location, numel = pid[1], pid[2], pid[3], pid[4]
+        storage_type, key, numel = pid[1], pid[2], pid[4]  # pid[3]: the device, not used
         if not isinstance(storage_type, _StorageType):
             if isinstance(storage_type, safe_pickle.Ref):
                 raise self.refuse(storage_type.path, "rebuild tensors of")
