@@ -315,8 +315,7 @@ class OffPolicyActorCriticPolicy(BasePolicy):
             self.actor_target(dummy_obs)
             for target, source in zip(self.actor_target_variables(), self.actor_variables()):
                 target.assign(source)
-        self._acting = self._new_acting_path(self._acting_functions())
-        self.weights_changed()
+        self._acting = self._new_acting_path(self._acting_functions())  # new: reads the weights when first used
 
     def _make_critic(self, scope: str, critic_args: tuple, shared) -> ContinuousCritic:
         return ContinuousCritic(scope, *critic_args, features_extractor=shared)
@@ -501,17 +500,19 @@ def entropy_regularised_update(actor: SquashedGaussianActor, entropy: "EntropyCo
     """
     obs, next_obs, lr = batch["obs"], batch["next_obs"], batch["learning_rate"]
     noise, next_noise = draw_actor_noise(actor, obs, batch["seeds"])
-    _, log_prob = actor.sample(obs, noise)
-    ent_coef, ent_coef_loss = entropy.update(log_prob, lr)
-    next_actions, next_log_prob = actor.sample(next_obs, next_noise)
-    target = tf.stop_gradient(target_fn(batch, next_actions, ent_coef * next_log_prob))
-    with tf.GradientTape() as tape:
-        critic_loss = critic_loss_fn(obs, batch["actions"], target)
-    critic_optimizer.apply(tape.gradient(critic_loss, critic_vars), lr)
-    with tf.GradientTape() as tape:
+    # one forward pass of the actor on obs serves the entropy update and the actor loss (as sb3): the actor does not
+    # change in between, only the entropy coefficient and the critic, whose updates the actor's tape does not record
+    with tf.GradientTape() as actor_tape:
         actions_pi, log_prob = actor.sample(obs, noise)
+        with actor_tape.stop_recording():
+            ent_coef, ent_coef_loss = entropy.update(log_prob, lr)
+            next_actions, next_log_prob = actor.sample(next_obs, next_noise)
+            target = tf.stop_gradient(target_fn(batch, next_actions, ent_coef * next_log_prob))
+            with tf.GradientTape() as tape:
+                critic_loss = critic_loss_fn(obs, batch["actions"], target)
+            critic_optimizer.apply(tape.gradient(critic_loss, critic_vars), lr)
         actor_loss = tf.reduce_mean(ent_coef * log_prob - actor_value_fn(obs, actions_pi))
-    actor_optimizer.apply(tape.gradient(actor_loss, actor_vars), lr)
+    actor_optimizer.apply(actor_tape.gradient(actor_loss, actor_vars), lr)
     stats = [actor_loss, critic_loss, ent_coef]
     if ent_coef_loss is not None:
         stats.append(ent_coef_loss)
