@@ -333,6 +333,7 @@ def test_td3_learns_pendulum():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # SAC: 20000 gradient steps through 256x256 networks, one compiled call each
 @pytest.mark.parametrize("cls", [SAC, TD3, DDPG])
 def test_pendulum_with_the_zoo_hyperparameters(cls):
     """rl-baselines3-zoo's Pendulum-v1 settings (sbtf/hyperparams/<algo>_sb3.yml) reach SB3's documented scores
