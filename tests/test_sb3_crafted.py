@@ -478,3 +478,32 @@ def test_closure_schedules_are_read_by_name_never_run(tmp_path):
     data["learning_rate"][":serialized:"] = _function_blob("constant_fn.<locals>.func", ("val",), ("rm -rf",))
     with pytest.warns(UserWarning, match="cloudpickled"):
         _load(tmp_path, sb3_zip(data=data))
+
+
+def test_action_noise_and_schedule_objects_are_data():
+    """SB3's noise objects and (recent SB3's) schedule objects decode into sbtf's, with no code of the file."""
+    from legacy_fixtures import NewObj
+
+    from sbtf.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
+    from sbtf_converters.sb3_reader import Sb3File
+
+    def entry(obj) -> dict:
+        return {":type:": "x", ":serialized:": base64.b64encode(_pickle(obj)).decode()}
+
+    noise = NewObj(G("stable_baselines3.common.noise", "NormalActionNoise"), (),
+                   {"_mu": np.zeros(2), "_sigma": np.full(2, 0.1)})
+    ou = NewObj(G("stable_baselines3.common.noise", "OrnsteinUhlenbeckActionNoise"), (),
+                {"_mu": np.zeros(1), "_sigma": np.full(1, 0.2), "_theta": 0.3, "_dt": 0.05})
+    linear = NewObj(G("stable_baselines3.common.utils", "FloatSchedule"), (), {"value_schedule": NewObj(
+        G("stable_baselines3.common.utils", "LinearSchedule"), (), {"start": 1.0, "end": 0.0, "end_fraction": 0.5})})
+    evil = NewObj(G("stable_baselines3.common.noise", "NormalActionNoise"), (), {"_mu": _system_call()})
+    sb3 = Sb3File({"a": entry(noise), "b": entry(ou), "c": entry(linear), "d": entry(evil)}, {}, "", "", [], "f",
+                  False)
+    decoded = sb3.decode("a")
+    assert isinstance(decoded, NormalActionNoise) and np.allclose(decoded._sigma, 0.1)
+    decoded = sb3.decode("b")
+    assert isinstance(decoded, OrnsteinUhlenbeckActionNoise) and decoded._theta == 0.3
+    schedule = sb3.decode("c")
+    assert [schedule(p) for p in (1.0, 0.75, 0.5, 0.0)] == pytest.approx([1.0, 0.5, 0.0, 0.0])
+    with pytest.raises(UnsafeFileError):
+        sb3.decode("d")
