@@ -236,3 +236,19 @@ def test_learning_continues_from_a_loaded_agent():
     before = model.num_timesteps
     model.learn(64, reset_num_timesteps=False)
     assert model.num_timesteps == before + 64
+
+
+def test_enjoy_reads_an_rl_zoo3_runs_env_kwargs(tmp_path, capsys):
+    """``<ENV>/env_kwargs.yml`` of an RL-Zoo3 run reaches the env (a keyword Pendulum does not take is reported)."""
+    import shutil
+
+    from sbtf.cli import main
+
+    run = shared_fixture("sb3_zoo", "a2c", "Pendulum-v1_1")
+    logs = tmp_path / "logs"
+    shutil.copytree(run, logs / "a2c" / "Pendulum-v1_1")
+    (logs / "a2c" / "Pendulum-v1_1" / "Pendulum-v1" / "env_kwargs.yml").write_text("g: 5.0\n")
+    assert main(["enjoy", "--algo", "a2c", "--env", "Pendulum-v1", "-f", str(logs), "-n", "5"]) == 0
+    (logs / "a2c" / "Pendulum-v1_1" / "Pendulum-v1" / "env_kwargs.yml").write_text("not_a_pendulum_kwarg: 1\n")
+    code = main(["enjoy", "--algo", "a2c", "--env", "Pendulum-v1", "-f", str(logs), "-n", "5"])
+    assert code != 0 and "not_a_pendulum_kwarg" in capsys.readouterr().err

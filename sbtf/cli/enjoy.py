@@ -187,6 +187,9 @@ def _open_run(args: argparse.Namespace, algo: str, render_mode: Optional[str]) -
     config_path = os.path.join(stats_dir, "config.yml")
     if os.path.isfile(config_path):
         config = read_yaml(config_path)  # data only, bounded; a ModelFileError is one line from the command
+    env_kwargs_path = os.path.join(stats_dir, "env_kwargs.yml")  # an RL-Zoo3 run's env keyword arguments
+    if isinstance(config, dict) and not config.get("env_kwargs") and os.path.isfile(env_kwargs_path):
+        config = dict(config, env_kwargs=read_yaml(env_kwargs_path) or {})  # checked by env_settings
     settings = env_settings(config, getattr(args, "allow_wrapper", ()), config_path)
     record = read_zoo_record(stats_dir)
     deterministic = _deterministic_choice(args.deterministic, record)
