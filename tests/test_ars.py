@@ -172,3 +172,77 @@ def test_feature_extractors_are_refused_clearly():
     for kwargs in (dict(features_extractor_class=NatureCNN), dict(features_extractor_kwargs=dict(features_dim=8))):
         with pytest.raises(ValueError, match="ARS takes no.*always flatten"):
             ARS("MlpPolicy", "CartPole-v1", policy_kwargs=kwargs)
+
+
+# ------------------------------------------------------------------------------------------------ AsyncEval
+#: the tests' workers are forked from the test process (its modules loaded: no TensorFlow import per worker, seconds
+#: instead of a minute on a loaded 2-core machine); the default start method (forkserver) is the slow test's
+_FAST_START = "fork"
+
+
+def _steering_vec_env():
+    return DummyVecEnv([_SteeringEnv])
+
+
+def test_async_eval_matches_the_side_by_side_evaluation_and_closes():
+    """sb3-contrib's AsyncEval (at its module path): candidate i on worker i % 2, each episode run in the worker with
+    the policy's NumPy CandidateActor; the same returns, episode statistics and step count as the evaluation on the
+    model's own VecEnv, and on_step once per n_workers steps."""
+    from sbtf.contrib.common.vec_env.async_eval import AsyncEval
+
+    candidates = np.random.default_rng(0).normal(0, 0.6, size=(8, 2)).astype(np.float32)
+    model = ARS("LinearPolicy", DummyVecEnv([_SteeringEnv] * 3), n_delta=4, n_eval_episodes=2)
+    callback = _CountSteps()
+    callback.init_callback(model)
+    expected, _ = model._evaluate_candidates(candidates, callback)
+    expected_episodes = sorted((info["r"], info["l"]) for info in model.ep_info_buf)
+    steps = model.num_timesteps
+
+    async_eval = AsyncEval([_steering_vec_env] * 2, model.policy, start_method=_FAST_START)
+    try:
+        model.num_timesteps = 0
+        callback = _CountSteps()
+        callback.init_callback(model)
+        got, continue_training = model._evaluate_candidates_async(candidates, callback, async_eval)
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+        assert continue_training and model.num_timesteps == steps and callback.rollouts == 1
+        assert callback.steps == steps // 2  # sb3-contrib: one on_step per n_workers steps
+        got_episodes = sorted((info["r"], info["l"]) for info in model.ep_info_buf)
+        np.testing.assert_allclose(np.array(got_episodes), np.array(expected_episodes), rtol=1e-6)
+        before = model.weights.copy()
+        model.learn(200, async_eval=async_eval)
+        assert model.num_timesteps >= 200 and not np.array_equal(model.weights, before)
+    finally:
+        async_eval.close()
+    assert async_eval.closed and not any(p.is_alive() for p in async_eval.processes)
+    with pytest.raises(ValueError, match="closed"):
+        async_eval.send_jobs(candidates, 8)
+    with pytest.raises(ValueError, match="ARS policies"):
+        AsyncEval([_steering_vec_env], object())
+
+
+@pytest.mark.parametrize("start_method", [
+    _FAST_START, pytest.param(None, marks=pytest.mark.slow, id="default-start-method")])
+def test_learns_cartpole_with_async_eval(start_method):
+    from sbtf.contrib.common.vec_env import AsyncEval
+
+    model = ARS("LinearPolicy", _cartpoles(1), seed=0)
+    async_eval = AsyncEval([lambda: _cartpoles(1)] * 2, model.policy, start_method=start_method)
+    model.learn(30_000, async_eval=async_eval)
+    assert async_eval.closed and model.num_timesteps >= 30_000
+    mean_reward, _ = evaluate_policy(model, _cartpoles(1), n_eval_episodes=5)
+    assert mean_reward >= 400, mean_reward
+
+
+def test_async_eval_merges_the_workers_observation_statistics():
+    from sbtf.contrib.common.vec_env import AsyncEval
+
+    def normalized():
+        return VecNormalize(DummyVecEnv([lambda: gym.make("Pendulum-v1")]), norm_reward=False)
+
+    env = normalized()
+    model = ARS("LinearPolicy", env, n_delta=2, seed=0)
+    async_eval = AsyncEval([normalized] * 2, model.policy, start_method=_FAST_START)
+    model.learn(800, async_eval=async_eval)  # one update: 4 candidates x 200 steps, in the workers only
+    assert env.obs_rms.count == pytest.approx(800 + 1e-4, rel=1e-6)  # the model's env took no step itself
+    assert np.all(env.obs_rms.var > 0)

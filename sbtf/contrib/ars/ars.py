@@ -6,12 +6,15 @@ returned most and moves ``w += lr / (n_top * std(returns)) * sum (R+ - R-) d`` (
 
 Candidates are evaluated side by side on the model's VecEnv: each environment of it runs one candidate's episode at
 a time (the policy outputs of all of them are one batched NumPy product), and takes the next candidate when its
-episode ends. With a ``SubprocVecEnv`` the episodes run in its worker processes -- sbtf's form of sb3-contrib's
-``AsyncEval``. Observations are normalised online by a ``VecNormalize`` around the env (as rl-zoo does for ARS):
+episode ends. With a ``SubprocVecEnv`` the episodes run in its worker processes. sb3-contrib's ``AsyncEval``
+(:class:`sbtf.contrib.common.vec_env.async_eval.AsyncEval`, ``learn(..., async_eval=...)``) runs them in worker
+processes with environments of their own: candidate ``i`` on worker ``i % n_workers``, its return, the episode
+statistics and ``num_timesteps`` counted as the side-by-side evaluation counts them. Observations are normalised online by a ``VecNormalize`` around the env (as rl-zoo does for ARS):
 its statistics keep updating during the evaluations.
 """
 from __future__ import annotations
 
+import copy
 import time
 import warnings
 from collections import deque
@@ -119,6 +122,42 @@ class ARS(Sb3ModelApi, BaseRLModel):
         self.weights = self.policy_tf.get_flat_weights()
 
     # ------------------------------------------------------------------ evaluation of the candidates
+    def _evaluate_candidates_async(self, candidates: np.ndarray, callback, async_eval) -> Tuple[np.ndarray, bool]:
+        """
+        :meth:`_evaluate_candidates` in ``async_eval``'s worker processes: the same returns (plus
+        ``alive_bonus_offset`` per step), episode statistics and step count; the callback's ``on_step`` runs once per
+        ``n_workers`` steps taken (sb3-contrib's), after the evaluations. The workers' VecNormalize statistics are
+        merged into the model's and sent back.
+        """
+        returns = np.zeros(len(candidates), np.float64)
+        self.ep_info_buf = deque(maxlen=int(self.stats_window_size))
+        callback.on_rollout_start()
+        async_eval.send_jobs(candidates, len(candidates), self.n_eval_episodes)
+        batch_steps = 0
+        for index, (episode_rewards, episode_lengths) in async_eval.get_results():
+            returns[index] = float(np.sum(episode_rewards)) + self.alive_bonus_offset * float(np.sum(episode_lengths))
+            batch_steps += int(np.sum(episode_lengths))
+            for reward, length in zip(episode_rewards, episode_lengths):
+                self.ep_info_buf.append({"r": float(reward), "l": int(length)})
+        vec_normalize = self.get_vec_normalize_env()
+        if vec_normalize is not None:
+            rms = vec_normalize.obs_rms
+            for worker_rms in async_eval.get_obs_rms():
+                if worker_rms is not None:  # what the worker saw since the last sync (sb3-contrib's combine)
+                    rms.update_from_moments(worker_rms.mean, worker_rms.var, worker_rms.count)
+                    rms.count -= self._synced_obs_count
+            async_eval.sync_obs_rms(copy.deepcopy(rms))
+            self._synced_obs_count = rms.count
+        continue_training = True
+        n_workers = async_eval.n_workers
+        for _ in range(batch_steps // n_workers):
+            self.num_timesteps += n_workers
+            if callback.on_step() is False:
+                continue_training = False
+        self.num_timesteps += batch_steps % n_workers
+        callback.on_rollout_end()
+        return returns, continue_training
+
     def _evaluate_candidates(self, candidates: np.ndarray, callback) -> Tuple[np.ndarray, bool]:
         """
         Every candidate's return over ``n_eval_episodes`` episodes (plus ``alive_bonus_offset`` per step), the
@@ -165,13 +204,17 @@ class ARS(Sb3ModelApi, BaseRLModel):
         return returns, continue_training
 
     # ------------------------------------------------------------------ one update
-    def _do_one_update(self, callback, progress_remaining: float) -> Tuple[Dict[str, float], bool]:
+    def _do_one_update(self, callback, progress_remaining: float,
+                       async_eval=None) -> Tuple[Dict[str, float], bool]:
         delta_std = float(self._delta_std_fn(progress_remaining))
         learning_rate = float(self._lr_fn(progress_remaining))
         deltas = self._rng.standard_normal((self.n_delta, self.n_params)).astype(np.float32)
         policy_deltas = deltas * delta_std
         candidates = np.concatenate([self.weights + policy_deltas, self.weights - policy_deltas])
-        candidate_returns, continue_training = self._evaluate_candidates(candidates, callback)
+        if async_eval is None:
+            candidate_returns, continue_training = self._evaluate_candidates(candidates, callback)
+        else:
+            candidate_returns, continue_training = self._evaluate_candidates_async(candidates, callback, async_eval)
         plus_returns, minus_returns = candidate_returns[:self.n_delta], candidate_returns[self.n_delta:]
         top_returns = np.maximum(plus_returns, minus_returns)
         top_idx = np.argsort(-top_returns, kind="stable")[:self.n_top]
@@ -186,10 +229,9 @@ class ARS(Sb3ModelApi, BaseRLModel):
                 "rollout/return_std": return_std}, continue_training
 
     def learn(self, total_timesteps, callback=None, log_interval: int = 1, tb_log_name: str = "ARS",
-              reset_num_timesteps: bool = True, progress_bar: bool = False):
+              reset_num_timesteps: bool = True, progress_bar: bool = False, async_eval=None):
         """
-        Train for ``total_timesteps`` environment steps (sb3-contrib's signature, without ``async_eval``: give the
-        model a ``SubprocVecEnv`` to evaluate candidates in parallel processes).
+        Train for ``total_timesteps`` environment steps (sb3-contrib's signature).
 
         :param total_timesteps: (int) the number of environment steps to train for
         :param callback: (callable, [BaseCallback] or BaseCallback) called at every VecEnv step
@@ -197,17 +239,35 @@ class ARS(Sb3ModelApi, BaseRLModel):
         :param tb_log_name: (str) the name of the run for TensorBoard
         :param reset_num_timesteps: (bool) whether to reset ``num_timesteps``
         :param progress_bar: (bool) show a progress bar (tqdm)
+        :param async_eval: (AsyncEval) evaluate the candidates in its worker processes instead of on the model's env
+            (:class:`sbtf.contrib.common.vec_env.async_eval.AsyncEval`); closed when ``learn`` returns
         :return: the trained model (``self``)
         """
+        try:
+            return self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps,
+                               progress_bar, async_eval)
+        finally:
+            if async_eval is not None:
+                async_eval.close()
+
+    def _learn(self, total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar,
+               async_eval):
+        if async_eval is not None and async_eval.actor.n_params != self.n_params:
+            raise ValueError(f"Error: the AsyncEval's policy has {async_eval.actor.n_params} weights, this model's "
+                             f"{self.n_params}: create it with this model's policy (model.policy).")
         with self._learning(callback, total_timesteps, tb_log_name, reset_num_timesteps,
                             progress_bar) as (callback, writer):
             self._lr_fn = get_schedule_fn(self.learning_rate)
             self._delta_std_fn = get_schedule_fn(self.delta_std)
             start, t_start = self.num_timesteps, time.time()
+            vec_normalize = self.get_vec_normalize_env()
+            if async_eval is not None and vec_normalize is not None:  # the workers start from the model's statistics
+                async_eval.sync_obs_rms(copy.deepcopy(vec_normalize.obs_rms))
+                self._synced_obs_count = vec_normalize.obs_rms.count
             callback.on_training_start(locals(), globals())
             while self.num_timesteps - start < total_timesteps:
                 progress_remaining = 1.0 - (self.num_timesteps - start) / float(total_timesteps)
-                stats, continue_training = self._do_one_update(callback, progress_remaining)
+                stats, continue_training = self._do_one_update(callback, progress_remaining, async_eval)
                 if writer is not None:
                     writer.add_scalars({k: v for k, v in stats.items() if k != "train/iterations"},
                                        self.num_timesteps)

@@ -18,11 +18,11 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common.input import preprocess_obs_np
-from sbtf.common.math_util import unscale_action
 from sbtf.common.network_ops import TF_OPS, numpy_activation
 from sbtf.common.policies import BasePolicy, register_policy_base
 from sbtf.common.tf_layers import SB2Layer
 from sbtf.common.weight_tracking import assign_variables
+from sbtf.contrib.ars.candidates import CandidateActor
 
 __all__ = ["ARSPolicy", "ARSLinearPolicy", "MlpPolicy", "LinearPolicy"]
 
@@ -92,6 +92,11 @@ class ARSPolicy(BasePolicy):
         if self.net_arch and self._np_act is None:
             raise ValueError(f"ARS evaluates its candidates in NumPy: the activation {activation_fn!r} has no NumPy "
                              "form; use 'relu', 'tanh', 'elu', 'sigmoid', 'softplus', 'selu' or 'leaky_relu'")
+        #: the NumPy forward pass of flat weight vectors (picklable: AsyncEval's workers act with it)
+        self.candidate_actor = CandidateActor(observation_space, action_space,
+                                              [(int(layer.w.shape[0]), layer.units, layer.use_bias)
+                                               for layer in self.layers_], activation_fn, self.squash_output,
+                                              self.scale)
         self._acting = self._new_acting_path({"outputs": (self.outputs, [self.obs_signature()])})
 
     # ------------------------------------------------------------------ the network, written once
@@ -109,14 +114,7 @@ class ARSPolicy(BasePolicy):
 
     def actions_from_outputs(self, outputs: np.ndarray) -> np.ndarray:
         """Env actions from network outputs (NumPy): rescaled or clipped Box actions, or the argmax."""
-        if not self.is_box:
-            return outputs.argmax(axis=-1)
-        space = self.ac_space
-        if self.squash_output:
-            actions = unscale_action(space, outputs)
-        else:
-            actions = np.clip(outputs, space.low.reshape(-1), space.high.reshape(-1))
-        return actions.reshape((-1,) + space.shape).astype(space.dtype, copy=False)
+        return self.candidate_actor.actions_from_outputs(outputs)
 
     def actions_tf(self, obs):
         """``actions_from_outputs`` in TF (export)."""
@@ -159,21 +157,7 @@ class ARSPolicy(BasePolicy):
         :param obs: (n, ...) observations
         :return: (n, n_out) outputs (squashed for Box when ``squash_output``)
         """
-        x = preprocess_obs_np(self._prepare_obs(obs), self.ob_space, self.scale)
-        x = x.reshape(x.shape[0], -1).astype(np.float32, copy=False)
-        offset = 0
-        n_layers = len(self.layers_)
-        for idx, layer in enumerate(self.layers_):
-            n_in, n_out = int(layer.w.shape[0]), layer.units
-            kernel = flat_weights[:, offset:offset + n_in * n_out].reshape(-1, n_in, n_out)
-            offset += n_in * n_out
-            x = np.einsum("ni,nio->no", x, kernel)
-            if layer.use_bias:
-                x = x + flat_weights[:, offset:offset + n_out]
-                offset += n_out
-            if idx < n_layers - 1:
-                x = self._np_act(x)
-        return np.tanh(x) if self.squash_output else x
+        return self.candidate_actor.outputs(flat_weights, self._prepare_obs(obs))
 
 
 class ARSLinearPolicy(ARSPolicy):
