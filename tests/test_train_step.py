@@ -82,7 +82,7 @@ def _perturb_step(policy, variables, n_obs: int):
         return {"obs_mean": tf.reduce_mean(tf.cast(obs, tf.float32))}
 
     return TrainStep(fn, inputs={"obs": policy.obs_signature(n_obs), "delta": tf.TensorSpec((), tf.float32)},
-                     updates=(policy,), name="perturb")
+                     name="perturb")
 
 
 def test_updates_install_acting_weights_actor_critic():
@@ -140,7 +140,7 @@ def test_jit_compiled_step_updates_dqn_and_ddpg_policies():
             var.assign_add(delta * tf.ones_like(var))
         return {"delta": delta}
 
-    step = TrainStep(fn, inputs={"delta": tf.TensorSpec((), tf.float32)}, updates=(q_net, ddpg, q_net),
+    step = TrainStep(fn, inputs={"delta": tf.TensorSpec((), tf.float32)}, networks=(q_net, ddpg, q_net),
                      jit_compile=True, name="two_policies")
     obs = np.random.default_rng(3).normal(size=(6, 3)).astype(np.float32)
     for delta in (0.01, -0.03):

@@ -310,9 +310,43 @@ def test_an_algorithm_that_declares_nothing_acts_with_its_trained_weights():
     assert moved and all(id(v.handle) in written for v in moved)
 
 
-def test_fast_call_keeps_accepting_updates_until_the_sweep():
+def test_nothing_to_declare():
     policy = _policy(10)
-    # ``updates=`` is ignored (the graph says what is written); it still names networks for the XLA decision
-    step = TrainStep(lambda x: {"y": x}, {"x": tf.TensorSpec((), tf.float32)}, updates=(policy,))
+    # the former ``updates=`` declaration is gone: the graph says what is written
+    with pytest.raises(TypeError, match="updates"):
+        TrainStep(lambda x: {"y": x}, {"x": tf.TensorSpec((), tf.float32)}, updates=(policy,))
+    step = TrainStep(lambda x: {"y": x}, {"x": tf.TensorSpec((), tf.float32)}, networks=(policy,), jit_compile=True)
     assert float(step(x=1.0)["y"]) == 1.0 and step.written == []
-    assert fast_call.TrainStep is TrainStep
+    assert fast_call.xla_pays_off([policy]) is step.xla_allowed
+
+
+def test_no_hand_calls_bump_a_weight_version():
+    """Structural: outside the core's own weight-changing paths nobody calls ``weights_changed()``, bumps a version
+    by hand, or declares what a train step writes."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    # the core's weight-changing paths (and the public ``weights_changed`` methods, for users' raw assigns)
+    allowed = {("sbtf", "common", "policies.py"), ("sbtf", "common", "weight_tracking.py"),
+               ("sbtf", "common", "fast_call.py")}
+    offenders = []
+    for folder in ("sbtf", "converters"):
+        for path in sorted((root / folder).rglob("*.py")):
+            rel = path.relative_to(root)
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            public = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "weights_changed"
+                      for n in ast.walk(f)}
+            for node in ast.walk(tree):
+                if id(node) in public:
+                    continue
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    if node.func.attr in ("weights_changed", "bump") and tuple(rel.parts) not in allowed:
+                        offenders.append(f"{rel}:{node.lineno} .{node.func.attr}()")
+                if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in (
+                        "TrainStep", "_k_step_train_step"):
+                    offenders += [f"{rel}:{node.lineno} updates=" for kw in node.keywords if kw.arg == "updates"]
+                if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute) \
+                        and node.target.attr == "value" and "version" in ast.unparse(node.target.value):
+                    offenders.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
+    assert offenders == []

@@ -65,7 +65,7 @@ def test_train_step_applies_the_rule_and_the_override(monkeypatch):
 
     assert step((), True) is True
     assert step((), False) is False
-    assert TrainStep(lambda x: {"y": x}, spec, updates=(cnn,), jit_compile=True).jit_compile is (not ON_CPU)
+    assert TrainStep(lambda x: {"y": x}, spec, networks=(cnn,), jit_compile=True).jit_compile is (not ON_CPU)
     assert TrainStep(lambda x: {"y": x}, spec, networks=(cnn,), jit_compile="auto").jit_compile is (not ON_CPU)
     monkeypatch.setenv("SBTF_XLA", "on")
     assert decide_jit_compile(True, [cnn]) is True

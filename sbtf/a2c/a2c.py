@@ -110,7 +110,7 @@ class A2C(OnPolicySDEMixin, NStepActorCriticRLModel):
             self.optimizer.apply(grads, lr)
             return {"policy_gradient_loss": pg_loss, "value_function_loss": vf_loss, "entropy": entropy}
 
-        return TrainStep(train_step, inputs, updates=(policy,), name="a2c_train",
+        return TrainStep(train_step, inputs, name="a2c_train",
                          jit_compile=False)  # measured: XLA never pays for A2C (docs/benchmarks.md)
 
     # ------------------------------------------------------------------ the on-policy loop's parts

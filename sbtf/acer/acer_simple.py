@@ -489,7 +489,7 @@ class ACER(NStepActorCriticRLModel):
             return dict(zip(names, values))
 
         # XLA whatever the length of the run: measured about twice as fast per call (docs/acer_acktr.md)
-        return TrainStep(train_step, inputs, updates=(policy,), jit_compile=jit,
+        return TrainStep(train_step, inputs, networks=(policy,), jit_compile=jit,
                          name="acer_train_diagnostics" if diagnostics else "acer_train", xla_min_gradient_steps=0)
 
     # ------------------------------------------------------------------ training

@@ -142,7 +142,7 @@ class ACKTR(NStepActorCriticRLModel):
                       optim.v_f_v]
             return dict(zip(TRAIN_STATS, values))
 
-        return TrainStep(train_step, inputs, updates=(policy,), name="acktr_train")
+        return TrainStep(train_step, inputs, name="acktr_train")
 
     # ------------------------------------------------------------------ the on-policy loop's parts
     def _on_learn_start(self, progress, callback) -> None:

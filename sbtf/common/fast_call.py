@@ -333,7 +333,7 @@ class TrainStep:
     """
 
     def __init__(self, fn: Callable[..., Mapping[str, tf.Tensor]], inputs: Mapping[str, tf.TensorSpec],
-                 updates: Sequence = (), jit_compile: Union[bool, str] = False, name: str = "train_step",
+                 jit_compile: Union[bool, str] = False, name: str = "train_step",
                  autograph: bool = False, networks: Sequence = (),
                  xla_min_gradient_steps: int = XLA_MIN_GRADIENT_STEPS):
         self.fn = fn
@@ -344,9 +344,7 @@ class TrainStep:
             if not isinstance(spec, tf.TensorSpec):
                 raise TypeError(f"TrainStep input {key!r}: expected a tf.TensorSpec, got {spec!r}")
             self.input_specs[key] = spec
-        # ``updates`` (the policies whose weights fn writes) is no longer needed: the written variables are found in
-        # the traced graph. Still accepted (and counted as networks for the XLA decision) while callers move off it.
-        self.xla_allowed = decide_jit_compile(jit_compile, list(updates) + list(networks))
+        self.xla_allowed = decide_jit_compile(jit_compile, list(networks))
         self.xla_min_gradient_steps = int(xla_min_gradient_steps)
         self.n_traces = 0
         packed = [k for k, s in self.input_specs.items() if s.dtype == tf.float32 and s.shape.is_fully_defined()]

@@ -176,7 +176,7 @@ class ActorCriticOffPolicyAlgorithm(OffPolicyAlgorithm):
     def _log_values(self):
         return [("n_updates", self._n_updates), ("current_lr", self._current_lr)]
 
-    def _k_step_train_step(self, one_step: Callable, n_steps: int, variant, updates: Sequence,
+    def _k_step_train_step(self, one_step: Callable, n_steps: int, variant, networks: Sequence,
                            name: str) -> TrainStep:
         """
         A ``TrainStep`` running ``one_step`` ``n_steps`` times on stacked minibatches and averaging its statistics
@@ -208,7 +208,7 @@ class ActorCriticOffPolicyAlgorithm(OffPolicyAlgorithm):
                 stats, = repeat_steps(n_steps, step, (tf.zeros((n_stats,), tf.float32),))
             return {stat: stats[i] for i, stat in enumerate(stat_names)}
 
-        return TrainStep(train, inputs, updates=updates, jit_compile=self._use_xla(policy), name=name)
+        return TrainStep(train, inputs, networks=networks, jit_compile=self._use_xla(policy), name=name)
 
     def _run_train(self, flags: Sequence[bool], lr: float) -> np.ndarray:
         """``len(flags)`` gradient steps on freshly sampled batches in one compiled call; the statistics in the order

@@ -478,16 +478,11 @@ class ActorCriticNetworks(ActorCriticLayers):
 
     # ------------------------------------------------------------------ acting path
     def acting_variables(self) -> list:
-        """The variables the NumPy acting copies mirror (the actor's), in order; see ``set_numpy_weights``."""
+        """The variables the NumPy acting copies mirror (the actor's), in order (every tracked write of them
+        refreshes the copies, see ``sbtf.common.weight_tracking``)."""
         if self._acting is not None and self._acting.uses_numpy:
             return list(self._acting.variables)
         return self.actor_variables()
-
-    def set_numpy_weights(self, arrays: Sequence[np.ndarray]) -> None:
-        """Install fresh NumPy copies of ``acting_variables()`` (e.g. returned by a train step) at the current weight
-        version; new code passes the policy to ``TrainStep(updates=...)`` instead."""
-        if self._acting is not None:
-            self._acting.install(list(arrays))
 
     def _run_acting(self, name: str, obs):
         """Run acting function ``name`` on a batch of raw observations (NumPy or one compiled TF call)."""

@@ -317,6 +317,12 @@ class TrackedFunction:
         self.bump()
         return self.function(*args, **kwargs)
 
+    def __getattr__(self, name: str):
+        """Everything else is the wrapped function's (``get_concrete_function``, tracing counts, ...)."""
+        if name == "function":  # not set yet (copy / unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.function, name)
+
 
 def track_writes(function) -> TrackedFunction:
     """

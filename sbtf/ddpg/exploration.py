@@ -35,12 +35,12 @@ class DDPGExploration:
                     self._tf_perturb(targets, std, seed)
                     return {}
                 steps[name] = TrainStep(perturb, {"std": scalar, "seed": seed_spec},
-                                        updates=(self.param_noise_actor,), name="ddpg_perturb")
+                                        name="ddpg_perturb")
             elif name == "adapt":
                 def adapt(obs, std, seed):
                     return {"distance": self._tf_adapt(obs, std, seed)}
                 steps[name] = TrainStep(adapt, {"obs": policy.obs_signature(), "std": scalar, "seed": seed_spec},
-                                        updates=(self.adaptive_param_noise_actor,), name="ddpg_adapt_param_noise")
+                                        name="ddpg_adapt_param_noise")
             elif name == "stats":
                 def stats(obs, actions):
                     return {"stats": self._tf_stats(obs, actions)}

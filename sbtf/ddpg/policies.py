@@ -306,11 +306,6 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
     def acts_in_numpy(self) -> bool:
         return self._actor_path is not None and self._actor_path.uses_numpy
 
-    def set_numpy_actor_weights(self, arrays: Sequence[np.ndarray]) -> None:
-        """Install fresh NumPy copies of ``actor_variables()`` (e.g. returned by a train or perturbation call) at the
-        current weight version; new code passes the policy to ``TrainStep(updates=...)`` instead."""
-        self._actor_path.install(list(arrays))
-
     def actor_np(self, norm_obs: np.ndarray) -> np.ndarray:
         """``actor`` in NumPy (policies that act in NumPy): actions in [-1, 1] for normalised observations."""
         return self.actor_network(self._numpy_ops(self._actor_path), norm_obs)

@@ -111,8 +111,8 @@ class DDPGTraining:
             return {"critic_loss": totals[0], "actor_loss": totals[1], "distances": distances,
                     "param_noise_std": std}
 
-        updates = [policy, self.target_policy] + ([self.adaptive_param_noise_actor] if n_adapt else [])
-        return TrainStep(train, inputs, updates=updates, jit_compile=(not mpi) and self._use_xla(policy),
+        networks = [policy, self.target_policy] + ([self.adaptive_param_noise_actor] if n_adapt else [])
+        return TrainStep(train, inputs, networks=networks, jit_compile=(not mpi) and self._use_xla(policy),
                          name="ddpg_train_mpi" if mpi else "ddpg_train")
 
     def _sample_train_batches(self, n_steps: int, n_adapt: int):
@@ -201,9 +201,8 @@ class DDPGTraining:
                 "grads": TrainStep(grads, {"obs": batch_obs, "actions": actions, "rewards": vec, "next_obs": batch_obs,
                                            "dones": vec}, name="ddpg_grads"),
                 "apply": TrainStep(apply, {"flat_grad": tf.TensorSpec((n_params,), tf.float32), "actor_lr": scalar,
-                                           "critic_lr": scalar}, updates=nets, name="ddpg_apply"),
-                "target_update": TrainStep(target_update, {}, updates=(self.target_policy,),
-                                           name="ddpg_target_update"),
+                                           "critic_lr": scalar}, name="ddpg_apply"),
+                "target_update": TrainStep(target_update, {}, name="ddpg_target_update"),
             }
             if self.normalize_returns and self.enable_popart:
                 self._step_fns["target_q"] = TrainStep(target_q, {"next_obs": batch_obs, "rewards": vec,
@@ -211,7 +210,7 @@ class DDPGTraining:
                 self._step_fns["grads_given_target"] = TrainStep(
                     grads_given_target, {"obs": batch_obs, "actions": actions,
                                          "target_q": tf.TensorSpec((None, 1), tf.float32)}, name="ddpg_grads")
-                self._step_fns["popart"] = TrainStep(popart, {"old_mean": scalar, "old_std": scalar}, updates=nets,
+                self._step_fns["popart"] = TrainStep(popart, {"old_mean": scalar, "old_std": scalar},
                                                      name="ddpg_popart")
         return self._step_fns
 

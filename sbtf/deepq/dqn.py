@@ -192,8 +192,7 @@ class DQN(OffPolicyAlgorithm):
                 copy_variables(target_vars, q_vars)
                 return {}
 
-            self._update_target_step = TrainStep(copy_target, {}, updates=(self.target_q_net,),
-                                                 name="dqn_update_target")
+            self._update_target_step = TrainStep(copy_target, {}, name="dqn_update_target")
         self._update_target_step()
 
     def _make_replay_buffer(self):
@@ -293,7 +292,7 @@ class DQN(OffPolicyAlgorithm):
                                                                tf.zeros((2,), tf.float32)))
             return {"loss": stats[0], "td_error": stats[1], "td_errors": td_error}
 
-        return TrainStep(train, inputs, updates=(q_net,), jit_compile=self._use_xla(q_net), name="dqn_train")
+        return TrainStep(train, inputs, networks=(q_net,), jit_compile=self._use_xla(q_net), name="dqn_train")
 
     def _call_train(self, n_steps: int, obs, actions, rewards, next_obs, dones, weights, lr):
         """One compiled call: K = n_steps gradient steps on stacked minibatches; returns (stats, td_errors)."""
@@ -429,10 +428,9 @@ class DQN(OffPolicyAlgorithm):
 
             scalar, seed_spec = tf.TensorSpec((), tf.float32), tf.TensorSpec((2,), tf.int64)
             self._pn_steps = (
-                TrainStep(perturb, {"scale": scalar, "seed": seed_spec}, updates=(self.perturbed_q_net,),
-                          name="dqn_perturb"),
+                TrainStep(perturb, {"scale": scalar, "seed": seed_spec}, name="dqn_perturb"),
                 TrainStep(adapt, {"obs": self.q_net.obs_signature(), "scale": scalar, "seed": seed_spec},
-                          updates=(self.adaptive_q_net,), name="dqn_adapt_param_noise"))
+                          name="dqn_adapt_param_noise"))
         return self._pn_steps
 
     def _adapt_param_noise(self, obs: np.ndarray) -> None:

@@ -253,17 +253,13 @@ class FeedForwardPolicy(DQNPolicy):
         """Relative SB2 names of the variables parameter noise perturbs (the ``fully_connected`` layers, as SB2)."""
         return [name for name in self.numpy_weights() if "fully_connected" in name]
 
-    # ------------------------------------------------------------------ acting copies (used by DQN's train step)
+    # ------------------------------------------------------------------ acting copies
     def acting_variables(self) -> list:
-        """The variables the NumPy acting copies mirror, in ``numpy_weights`` order; see ``set_numpy_weights``."""
+        """The variables the NumPy acting copies mirror, in ``numpy_weights`` order (every tracked write of them
+        refreshes the copies, see ``sbtf.common.weight_tracking``)."""
         if self._acting.uses_numpy:
             return list(self._acting.variables)
         return list(self.named_parameters().values())
-
-    def set_numpy_weights(self, arrays: list) -> None:
-        """Install fresh NumPy copies of ``acting_variables()`` (e.g. returned by a train step) at the current weight
-        version; new code passes the policy to ``TrainStep(updates=...)`` instead."""
-        self._acting.install(list(arrays))
 
 
 class CnnPolicy(FeedForwardPolicy):

@@ -175,7 +175,7 @@ class PPO1(MpiActorCriticRLModel):
         inputs = {"obs": self.policy_pi.obs_signature(), "actions": self._action_spec(), "atarg": vec, "ret": vec,
                   "lrmult": scalar, "stepsize": scalar}
         # autograph is off: the loops are explicit tf.while_loops (tracing stays short)
-        return TrainStep(train_epochs, inputs, updates=(self.policy_pi,), name="ppo1_train")
+        return TrainStep(train_epochs, inputs, name="ppo1_train")
 
     # ------------------------------------------------------------------ the on-policy loop's parts
     def _horizon(self) -> int:

@@ -170,7 +170,7 @@ class PPO2(OnPolicySDEMixin, NStepActorCriticRLModel):
                                               cliprange_vf, self.n_steps)
                 return dict(zip(LOSS_NAMES, tf.unstack(stats)))
 
-            return TrainStep(train_minibatch, inputs, updates=(policy,), name="ppo2_train_minibatch")
+            return TrainStep(train_minibatch, inputs, name="ppo2_train_minibatch")
 
         n_batch = self.n_batch
         nminibatches = int(self.nminibatches)
@@ -210,7 +210,7 @@ class PPO2(OnPolicySDEMixin, NStepActorCriticRLModel):
                                      (tf.constant(0), tf.zeros((len(LOSS_NAMES),), tf.float32)))
             return dict(zip(LOSS_NAMES, tf.unstack(stats / float(noptepochs * nminibatches))))
 
-        return TrainStep(train_epochs, inputs, updates=(policy,), name="ppo2_train_epochs",
+        return TrainStep(train_epochs, inputs, networks=(policy,), name="ppo2_train_epochs",
                          jit_compile=xla_pays_off(policy))
 
     # ------------------------------------------------------------------ the on-policy loop's parts

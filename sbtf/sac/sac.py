@@ -250,7 +250,7 @@ class SAC(ActorCriticOffPolicyAlgorithm):
             return tf.stack(stats)
 
         # flags[k]: update the target V after gradient step k
-        return self._k_step_train_step(one_step, n_steps, update_target, updates=(policy, target_policy),
+        return self._k_step_train_step(one_step, n_steps, update_target, networks=(policy, target_policy),
                                        name="sac_train")
 
     # ------------------------------------------------------------------ collection

@@ -168,7 +168,7 @@ class TD3(ActorCriticOffPolicyAlgorithm):
             return policy_loss
 
         # flags[k]: update the actor and the targets too after gradient step k
-        return self._k_step_train_step(one_step, n_steps, update_policy, updates=(policy, target_policy),
+        return self._k_step_train_step(one_step, n_steps, update_policy, networks=(policy, target_policy),
                                        name="td3_train")
 
     # ------------------------------------------------------------------ collection

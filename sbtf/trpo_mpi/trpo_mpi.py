@@ -262,8 +262,7 @@ class TRPO(MpiActorCriticRLModel):
             minibatch_loop(vf_iters * n_mb, step)
             return {}
 
-        self._fit_vf = TrainStep(fit_vf, {"obs": obs_spec, "ret": vec, "stepsize": scalar}, updates=(self.policy_pi,),
-                                 name="trpo_fit_vf")
+        self._fit_vf = TrainStep(fit_vf, {"obs": obs_spec, "ret": vec, "stepsize": scalar}, name="trpo_fit_vf")
 
     # ------------------------------------------------------------------ one policy + value update
     def _fisher_vector_product(self, vec: np.ndarray, fvp_obs: np.ndarray) -> np.ndarray:

@@ -280,7 +280,7 @@ class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
             clip=tf.TensorSpec((), tf.float32), clip_vf_value=tf.TensorSpec((), tf.float32))
         # XLA whatever the length of the run: the unrolled LSTM step gains far more from it than an MLP step (100k
         # steps of ppo_lstm_cartpole_novel, 7,800 gradient steps: 89 s with XLA, 129 s without, 2026-11-27)
-        return TrainStep(train, inputs, updates=(policy,), name="recurrent_ppo_train",
+        return TrainStep(train, inputs, networks=(policy,), name="recurrent_ppo_train",
                          jit_compile=xla_pays_off(policy), xla_min_gradient_steps=0)
 
     # ------------------------------------------------------------------ the on-policy loop's parts

@@ -130,7 +130,7 @@ class A2C(OnPolicyAlgorithm):
             self.optimizer.apply(grads, lr)
             return {"policy_loss": policy_loss, "value_loss": value_loss, "entropy_loss": entropy_loss}
 
-        return TrainStep(train_step, inputs, updates=(policy,), name="a2c_sb3_train",
+        return TrainStep(train_step, inputs, name="a2c_sb3_train",
                          jit_compile=False)  # measured on sbtf's SB2 A2C: XLA does not pay for one step per rollout
 
     # ------------------------------------------------------------------ the on-policy loop's parts

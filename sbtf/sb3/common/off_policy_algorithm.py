@@ -286,7 +286,7 @@ class ContribOffPolicyAlgorithm(Sb3ModelApi, OffPolicyAlgorithm):
                                       (tf.zeros((n_stats,), tf.float32),))
             return {stat: stats[i] for i, stat in enumerate(stat_names)}
 
-        return TrainStep(train, inputs, updates=(self.policy_tf,), jit_compile=self._use_xla(self.policy_tf),
+        return TrainStep(train, inputs, networks=(self.policy_tf,), jit_compile=self._use_xla(self.policy_tf),
                          name=name)
 
     def _chunks(self, gradient_steps: int) -> List[int]:

@@ -174,8 +174,7 @@ class QPolicyBase(BasePolicy):
         self.optimizer = make_policy_optimizer(self.online_variables(), optimizer_class or "Adam",
                                                self.optimizer_kwargs)
         self._acting = self._new_acting_path(
-            {"values": (lambda ops, obs: online.flat_values(obs, ops), [self.obs_signature()])})
-        self.weights_changed()
+            {"values": (lambda ops, obs: online.flat_values(obs, ops), [self.obs_signature()])})  # read when first used
 
     def _new_network(self, scope: str, observation_space: gym.Space, net_arch: List[int], activation_fn,
                      extractor: type, normalize_images: bool,

@@ -237,7 +237,7 @@ class PPO(OnPolicyAlgorithm):
             return {**dict(zip(STAT_NAMES, means)), "epochs": tf.cast(epochs, tf.float32),
                     "stopped": tf.cast(stopped, tf.float32)}
 
-        return TrainStep(train_epochs, inputs, updates=(self.policy_tf,), name=f"{type(self).__name__.lower()}_train",
+        return TrainStep(train_epochs, inputs, networks=(self.policy_tf,), name=f"{type(self).__name__.lower()}_train",
                          jit_compile="auto" if even else False)
 
     # ------------------------------------------------------------------ the on-policy loop's parts
