@@ -191,3 +191,172 @@ def test_export_takes_and_returns_the_state(tmp_path):
         np.testing.assert_array_equal(out["action"].numpy(), action)
         np.testing.assert_allclose(out["state"].numpy(), rows, atol=1e-5)
         np.testing.assert_allclose(policy.to_sb3_state(out["state"].numpy())[0], sb3_state[0], atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------ sb3-contrib's options
+def test_lstm_kwargs_map_to_the_lstm_or_are_refused():
+    no_bias = _model(policy_kwargs=dict(TINY, lstm_kwargs=dict(bias=False, dropout=0.0, batch_first=False,
+                                                               device="cpu", dtype=tf.float32)))
+    names = list(no_bias.get_parameters()["policy"])
+    assert "model/lstm_actor/l0/weight_ih:0" in names and not any("bias_ih" in n or "bias_hh" in n for n in names)
+    no_bias.learn(32)
+    _, state = no_bias.predict(np.zeros((2, 4), np.float32))
+    assert state[0].shape == (1, 2, 8)
+    with pytest.raises(ValueError, match="dropout=0.2 is not supported"):
+        _model(policy_kwargs=dict(TINY, lstm_kwargs=dict(dropout=0.2)))
+    with pytest.raises(ValueError, match="bidirectional=True is not supported"):
+        _model(policy_kwargs=dict(TINY, lstm_kwargs=dict(bidirectional=True)))
+    with pytest.raises(ValueError, match="proj_size=4 is not supported"):
+        _model(policy_kwargs=dict(TINY, lstm_kwargs=dict(proj_size=4)))
+    with pytest.raises(ValueError, match="dtype.*float32"):
+        _model(policy_kwargs=dict(TINY, lstm_kwargs=dict(dtype="float64")))
+    with pytest.raises(ValueError, match="unknown lstm_kwargs 'hidden'"):
+        _model(policy_kwargs=dict(TINY, lstm_kwargs=dict(hidden=3)))
+
+
+def test_no_bias_lstm_recomputes_the_rollout():
+    """Acting (NumPy) and the train step's unrolling (TF) agree for a bias-free LSTM too."""
+    model = _model(policy_kwargs=dict(TINY, lstm_kwargs=dict(bias=False)))
+    policy = model.policy_tf
+    obs = np.random.default_rng(0).normal(size=(2, 5, 4)).astype(np.float32)
+    starts = np.zeros((2, 5), np.float32)
+    starts[:, 0] = 1
+    starts[1, 3] = 1
+    state = np.zeros((2, policy.state_size), np.float32)
+    flats = []
+    for t in range(5):
+        flat, _, state = policy._acting("step", obs[:, t], state, starts[:, t])
+        flats.append(np.asarray(flat))
+    flat_tf, _ = policy.evaluate_sequences(tf.constant(obs), tf.zeros((2, policy.state_size)), tf.constant(starts))
+    np.testing.assert_allclose(np.asarray(flat_tf).reshape(2, 5, -1), np.stack(flats, axis=1), atol=1e-5)
+
+
+@pytest.mark.parametrize("critic", ["lstm", "linear"])
+def test_separate_features_extractors(critic, tmp_path):
+    kwargs = dict(TINY, share_features_extractor=False, enable_critic_lstm=critic == "lstm")
+    model = _model(policy_kwargs=kwargs)
+    params = model.get_parameters()["policy"]
+    policy = model.policy_tf
+    assert policy.pi_features_extractor is not policy.vf_features_extractor
+    before = {n: v.copy() for n, v in params.items()}
+    model.learn(32)
+    assert any(not np.array_equal(before[n], v) for n, v in model.get_parameters()["policy"].items())
+    obs = np.random.default_rng(1).normal(size=(3, 4)).astype(np.float32)
+    actions, state = model.predict(obs, deterministic=True)
+    model.save(tmp_path / "sep")
+    loaded = RecurrentPPO.load(tmp_path / "sep")
+    assert loaded.policy_tf.share_features_extractor is False
+    loaded_actions, loaded_state = loaded.predict(obs, deterministic=True)
+    np.testing.assert_array_equal(loaded_actions, actions)
+    np.testing.assert_array_equal(loaded_state[0], state[0])
+    with pytest.raises(ValueError, match="features extractor is not shared, the LSTM cannot be shared"):
+        _model(policy_kwargs=dict(TINY, share_features_extractor=False, shared_lstm=True, enable_critic_lstm=False))
+
+
+def test_separate_cnn_extractors_have_their_own_weights():
+    images = gym.spaces.Box(0, 255, (36, 36, 1), np.uint8)
+
+    class ImageEnv(gym.Env):
+        observation_space = images
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros((36, 36, 1), np.uint8), {}
+
+        def step(self, action):
+            return np.full((36, 36, 1), 7, np.uint8), 1.0, False, False, {}
+
+    model = RecurrentPPO("CnnLstmPolicy", ImageEnv(), n_steps=4, batch_size=4, n_epochs=1, seed=0,
+                         policy_kwargs=dict(TINY, share_features_extractor=False,
+                                            features_extractor_kwargs=dict(features_dim=8)))
+    names = list(model.get_parameters()["policy"])
+    pi = [n for n in names if n.startswith("model/pi_features_extractor/")]
+    vf = [n for n in names if n.startswith("model/vf_features_extractor/")]
+    assert pi and len(pi) == len(vf)
+    model.learn(8)
+
+
+def test_gsde_trains_resamples_and_reloads(tmp_path):
+    with pytest.raises(ValueError, match=r"pass use_sde to RecurrentPPO\(\.\.\., use_sde=True\)"):
+        _model("Pendulum-v1", policy_kwargs=dict(TINY, use_sde=True))
+    with pytest.raises(ValueError, match="gSDE.*Box action space"):
+        _model("CartPole-v1", use_sde=True)
+    model = _model("Pendulum-v1", use_sde=True, sde_sample_freq=4,
+                   policy_kwargs=dict(TINY, log_std_init=-1.0, full_std=False))
+    policy = model.policy_tf
+    assert "model/action_net/log_std:0" in model.get_parameters()["policy"]
+    assert tuple(policy.action_net.log_std.shape) == (16, 1)  # (pi latent, 1): full_std=False
+    before = policy.action_net.log_std.numpy().copy()
+    model.learn(32)  # one rollout of 16 steps per env (2 envs), new matrices every 4 steps
+    assert policy.sde_noise.n_resets == 16 // 4
+    assert not np.array_equal(policy.action_net.log_std.numpy(), before)
+    # the exploration noise is latent @ E: fixed E gives the same action for the same latent (no per-step noise)
+    obs = np.random.default_rng(2).normal(size=(2, 3)).astype(np.float32)
+    policy.reset_noise(2)
+    a1 = policy.step(obs, None, None)[0]
+    a2 = policy.step(obs, None, None)[0]
+    np.testing.assert_array_equal(a1, a2)
+    model.save(tmp_path / "sde")
+    loaded = RecurrentPPO.load(tmp_path / "sde")
+    assert loaded.use_sde and loaded.sde_sample_freq == 4
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+
+
+def test_gsde_log_probs_of_the_rollout_equal_the_train_steps():
+    """The rollout's negative log-likelihoods (NumPy, gSDE's state-dependent std) are what the train step
+    recomputes from the stored sequences: the first ratio is 1."""
+    model = _model("Pendulum-v1", use_sde=True, policy_kwargs=dict(TINY))
+    policy = model.policy_tf
+    obs = np.random.default_rng(3).normal(size=(2, 4, 3)).astype(np.float32)
+    starts = np.zeros((2, 4), np.float32)
+    starts[:, 0] = 1
+    state = np.zeros((2, policy.state_size), np.float32)
+    policy.reset_noise(2)
+    actions, neglogps = [], []
+    for t in range(4):
+        action, _, state, neglogp = policy.step(obs[:, t], state, starts[:, t])
+        actions.append(action)
+        neglogps.append(neglogp)
+    flat, _ = policy.evaluate_sequences(tf.constant(obs), tf.zeros((2, policy.state_size)), tf.constant(starts))
+    dist = policy.proba_distribution_from_flat(flat)
+    recomputed = dist.neglogp(tf.constant(np.stack(actions, axis=1).reshape(8, 1))).numpy()
+    np.testing.assert_allclose(recomputed, np.stack(neglogps, axis=1).reshape(8), rtol=1e-4, atol=1e-4)
+
+
+class _MatrixActionEnv(gym.Env):
+    """Observations (4,), actions a Box of shape (2, 2): the reward is minus the distance of the action to the
+    observation reshaped (2, 2)."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (2, 2), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._obs = self.np_random.uniform(-1, 1, 4).astype(np.float32)
+        self._t = 0
+        return self._obs, {}
+
+    def step(self, action):
+        assert np.shape(action) == (2, 2) and self.action_space.contains(np.asarray(action, np.float32))
+        reward = -float(np.abs(np.asarray(action).reshape(4) - self._obs).sum())
+        self._t += 1
+        self._obs = self.np_random.uniform(-1, 1, 4).astype(np.float32)
+        return self._obs, reward, False, self._t >= 8, {}
+
+
+@pytest.mark.parametrize("use_sde", [False, True], ids=["gaussian", "gsde"])
+def test_multi_dimensional_box_actions(use_sde, tmp_path):
+    env = DummyVecEnv([_MatrixActionEnv] * 2)
+    model = RecurrentPPO("MlpLstmPolicy", env, n_steps=8, batch_size=16, n_epochs=1, seed=0, use_sde=use_sde,
+                         policy_kwargs=TINY)
+    model.learn(32)  # the env asserts every action it gets has the space's shape and bounds
+    obs = np.random.default_rng(4).uniform(-1, 1, (3, 4)).astype(np.float32)
+    actions, _ = model.predict(obs, deterministic=True)
+    assert actions.shape == (3, 2, 2) and np.all(np.abs(actions) <= 1.0)
+    single, _ = model.predict(obs[0], deterministic=True)
+    assert single.shape == (2, 2)
+    np.testing.assert_array_equal(single, actions[0])
+    model.save(tmp_path / "box")
+    np.testing.assert_array_equal(RecurrentPPO.load(tmp_path / "box").predict(obs, deterministic=True)[0], actions)
+    reward, _ = evaluate_policy(model, _MatrixActionEnv(), n_eval_episodes=1)
+    assert np.isfinite(reward)

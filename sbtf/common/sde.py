@@ -350,8 +350,10 @@ def refuse_sde(algorithm: str, use_sde: bool) -> None:
         raise sde_kwarg_error(algorithm)
 
 
-#: the algorithms with gSDE (as in stable-baselines3: PPO, A2C, SAC; sb3-contrib: TQC; stable-baselines 2's PPO2 in sbtf)
-SDE_ALGORITHMS = ("PPO", "PPO2", "A2C", "SAC", "TQC")
+#: the algorithms with gSDE (as in stable-baselines3: PPO, A2C, SAC; sb3-contrib: TQC, RecurrentPPO and TRPO -- whose
+#: class name is also stable-baselines 2's, which has none: the model's error asks the class; stable-baselines 2's PPO2
+#: in sbtf)
+SDE_ALGORITHMS = ("PPO", "PPO2", "A2C", "SAC", "TQC", "RecurrentPPO")
 
 
 def sde_kwarg_error(algorithm: str, has_sde: Optional[bool] = None) -> ValueError:
@@ -363,7 +365,8 @@ def sde_kwarg_error(algorithm: str, has_sde: Optional[bool] = None) -> ValueErro
     if algorithm in SDE_ALGORITHMS if has_sde is None else has_sde:
         return ValueError(f"Error: pass use_sde to {algorithm}(..., use_sde=True), not in policy_kwargs.")
     return ValueError(f"Error: {algorithm} does not support gSDE (use_sde); stable-baselines3 has gSDE for PPO, A2C "
-                      "and SAC only, sb3-contrib for TQC (sbtf: sbtf.sb3.PPO / A2C / SAC, PPO2, A2C, SAC, sbtf.contrib.TQC).")
+                      "and SAC only, sb3-contrib for TQC, TRPO and RecurrentPPO (sbtf: sbtf.sb3.PPO / A2C / SAC, PPO2, A2C, "
+                      "SAC, sbtf.contrib.TQC / TRPO / RecurrentPPO).")
 
 
 __all__ = ["SDE_ALGORITHMS", "sde_kwarg_error", "SDE_EPSILON", "SDEHead", "SDELogStd", "sde_log_std", "gaussian_log_prob", "sde_std", "sde_flat", "ExplorationNoise", "OnPolicySDEMixin", "refuse_sde",

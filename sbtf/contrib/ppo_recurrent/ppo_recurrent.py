@@ -46,7 +46,7 @@ class RecurrentRolloutRunner(AbstractEnvRunner):
     def __init__(self, *, env, model: "RecurrentPPO", n_steps: int):
         super().__init__(env=env, model=model, n_steps=n_steps)
         policy = model.policy_tf
-        is_box = isinstance(env.action_space, gym.spaces.Box)
+        is_box = isinstance(policy.ac_space, gym.spaces.Box)
         self.buffer = RolloutBuffer(n_steps, self.n_envs, self.obs.shape[1:], self.obs.dtype,
                                     tuple(policy.pdtype.sample_shape()), np.float32 if is_box else np.int64)
         self.states = np.zeros((self.n_envs, policy.state_size), np.float32)
@@ -55,16 +55,13 @@ class RecurrentRolloutRunner(AbstractEnvRunner):
 
     def _run(self):
         model, policy, buffer = self.model, self.model.policy_tf, self.buffer
-        space = self.env.action_space
-        is_box = isinstance(space, gym.spaces.Box)
         buffer.reset(None)
         ep_infos: list = []
         for step in range(self.n_steps):
             self.step_states[step] = self.states
             actions, values, states, neglogpacs = policy.step(self.obs, self.states, self.dones)
             buffer.add(self.obs, actions, values, self.dones, neglogpacs)
-            clipped_actions = np.clip(actions, space.low, space.high) if is_box else actions
-            obs, rewards, dones, infos = self.env.step(clipped_actions)
+            obs, rewards, dones, infos = self.env.step(policy.env_actions(actions))
             rewards = np.asarray(rewards, np.float32)
             true_rewards = rewards.copy()
             for i in np.flatnonzero(dones):  # time-limit cut: bootstrap with the value of the terminal observation
@@ -104,8 +101,8 @@ class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
     :param ent_coef: (float) Entropy coefficient for the loss calculation
     :param vf_coef: (float) Value function coefficient for the loss calculation
     :param max_grad_norm: (float) The maximum value for the gradient clipping
-    :param use_sde: must be False (gSDE is not implemented in sbtf)
-    :param sde_sample_freq: unused (gSDE)
+    :param use_sde: (bool) generalized State-Dependent Exploration (gSDE, Box actions; :mod:`sbtf.common.sde`)
+    :param sde_sample_freq: (int) resample the gSDE exploration matrices every n steps (-1: only at rollout start)
     :param target_kl: (float) Limit the KL divergence between updates (early stop of the epochs at 1.5 x)
     :param stats_window_size: (int) Window size for the rollout logging (episodes)
     :param tensorboard_log: (str) the log location for tensorboard (if None, no logging)
@@ -116,13 +113,11 @@ class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
     :param _init_setup_model: (bool) Whether or not to build the network at the creation of the instance
     """
 
-    _not_saved_arguments = {"use_sde": "only False is accepted (gSDE is not implemented for RecurrentPPO)",
-                            "sde_sample_freq": "used by gSDE only, which RecurrentPPO does not implement"}
     _save_schema = dict(
         learning_rate=ms.Schedule(), n_steps=ms.Integer(1), batch_size=ms.Integer(1), n_epochs=ms.Integer(1),
         gamma=ms.Real(), gae_lambda=ms.Real(), clip_range=ms.Schedule(), clip_range_vf=ms.Nullable(ms.Schedule()),
         normalize_advantage=ms.Flag(), ent_coef=ms.Real(), vf_coef=ms.Real(), max_grad_norm=ms.Real(),
-        target_kl=ms.Nullable(ms.Real()), stats_window_size=ms.Integer(1), _n_train_updates=ms.Integer(0))
+        use_sde=ms.Flag(), sde_sample_freq=ms.Integer(-1), target_kl=ms.Nullable(ms.Real()), stats_window_size=ms.Integer(1), _n_train_updates=ms.Integer(0))
 
     def __init__(self, policy, env, learning_rate=3e-4, n_steps: int = 128, batch_size: Optional[int] = 128,
                  n_epochs: int = 10, gamma: float = 0.99, gae_lambda: float = 0.95, clip_range=0.2,
@@ -131,8 +126,6 @@ class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
                  target_kl: Optional[float] = None, stats_window_size: int = 100,
                  tensorboard_log: Optional[str] = None, policy_kwargs: Optional[Dict[str, Any]] = None,
                  verbose: int = 0, seed: Optional[int] = None, device: str = "auto", _init_setup_model: bool = True):
-        if use_sde:
-            raise NotImplementedError("Error: gSDE (use_sde=True) is not implemented in sbtf.")
         self.learning_rate = learning_rate
         self.n_steps = n_steps
         self.batch_size = batch_size if batch_size is not None else n_steps
@@ -145,8 +138,8 @@ class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
         self.ent_coef = ent_coef
         self.vf_coef = vf_coef
         self.max_grad_norm = max_grad_norm
-        self.use_sde = use_sde
-        self.sde_sample_freq = sde_sample_freq
+        self.use_sde = bool(use_sde)
+        self.sde_sample_freq = int(sde_sample_freq)
         self.target_kl = target_kl
         self.stats_window_size = stats_window_size
         self.tensorboard_log = tensorboard_log
@@ -170,7 +163,8 @@ class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
         if self.batch_size < 2 and self.normalize_advantage:
             raise ValueError("Error: `batch_size` must be greater than 1 (advantage normalization).")
         self.set_random_seed(self.seed)
-        self.policy_tf = policy(self.observation_space, self.action_space, **self.policy_kwargs)
+        kwargs = dict(self.policy_kwargs, use_sde=True) if self.use_sde else self.policy_kwargs
+        self.policy_tf = policy(self.observation_space, self.action_space, **kwargs)
         self.initial_state = None
         self.params = self.get_parameter_list()
         self._variables = [var for var in self.params if var.trainable]
@@ -298,7 +292,14 @@ class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
 
     def _collect_rollout(self, callback):
         callback.on_rollout_start()
-        batch = self.runner.run(callback)
+        policy = self.policy_tf
+        if self.use_sde:  # new exploration matrices per rollout, resampled every sde_sample_freq steps
+            policy.sde_noise.start_rollout(policy.sde_std_matrix(), self.n_envs, self.sde_sample_freq)
+        try:
+            batch = self.runner.run(callback)
+        finally:
+            if self.use_sde:
+                policy.sde_noise.end_rollout()
         callback.update_locals(locals())
         callback.on_rollout_end()
         if not self.runner.continue_training:
@@ -394,8 +395,7 @@ class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
         starts = np.zeros(n_envs, np.float32) if episode_start is None else \
             np.asarray(episode_start, np.float32).reshape(n_envs)
         actions, _, new_rows, _ = policy.step(observation, rows, starts, deterministic=deterministic)
-        if isinstance(self.action_space, gym.spaces.Box):
-            actions = np.clip(actions, self.action_space.low, self.action_space.high)
+        actions = policy.env_actions(actions)  # Box: clipped, in the space's shape
         if not vectorized:
             actions = actions[0]
         return actions, policy.to_sb3_state(new_rows)
