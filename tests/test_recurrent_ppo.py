@@ -360,3 +360,7 @@ def test_multi_dimensional_box_actions(use_sde, tmp_path):
     np.testing.assert_array_equal(RecurrentPPO.load(tmp_path / "box").predict(obs, deterministic=True)[0], actions)
     reward, _ = evaluate_policy(model, _MatrixActionEnv(), n_eval_episodes=1)
     assert np.isfinite(reward)
+    if not use_sde:  # the exported action has the space's shape too
+        serve = tf.saved_model.load(model.export(str(tmp_path / "saved"))).signatures["serving_default"]
+        out = serve(observation=tf.constant(obs), state=tf.zeros((3, model.policy_tf.state_size)), mask=tf.zeros((3,)))
+        np.testing.assert_allclose(out["action"].numpy(), actions, atol=1e-5)

@@ -281,7 +281,8 @@ def _actor_critic_graph(model: Any, include_q: bool = False) -> ExportGraph:
         if isinstance(space, gym.spaces.Box):
             if squash:  # the distribution's mode is tanh(mean) already
                 out["action"] = _unscale(model, action)
-            else:
+            else:  # a multi-dimensional Box (RecurrentPPO): the flat Gaussian's mode in the space's shape
+                action = tf.reshape(action, (-1,) + tuple(space.shape))
                 out["action"] = tf.minimum(tf.maximum(action, tf.constant(low)), tf.constant(high))
             mean, logstd = tf.split(flat, 2, axis=-1)
             out["mean"] = mean
