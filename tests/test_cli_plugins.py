@@ -143,13 +143,14 @@ def test_fallback_finds_the_converters_without_entry_points():
         "readers = formats.registered_model_readers(); exporter = formats.exporter(); "
         "print(sorted(readers), exporter.__module__, 'tensorflow' in sys.modules)")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split() == ["['sb2-pkl',", "'sb2-zip']", "sbtf_converters.plugin", "False"]
+    assert result.stdout.split() == ["['sb2-pkl',", "'sb2-zip',", "'sb3-zip']", "sbtf_converters.plugin",
+                                     "False"]
 
 
 def test_importing_the_converters_registers_them(no_plugins):
     plugin = importlib.import_module("sbtf_converters.plugin")
     plugin.register_formats()
-    assert set(formats._READERS) == {"sb2-zip", "sb2-pkl"} and formats._EXPORTER == [plugin.export_model]
+    assert set(formats._READERS) == {"sb2-zip", "sb2-pkl", "sb3-zip"} and formats._EXPORTER == [plugin.export_model]
 
 
 def test_vecnormalize_has_a_public_constructor_from_data():
