@@ -268,6 +268,9 @@ def load_yaml(text: Union[str, bytes], source: str = "the YAML document", *, map
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
         # ValueError: e.g. an integer of more digits than Python converts; TypeError: an unhashable key
         detail = " ".join(str(exc).split())
+        if "maximum nesting depth" in detail:  # newer libyaml bounds flow nesting itself, before our composer
+            raise FileLimitError("{}: the YAML is nested more than {} levels deep".format(
+                source, limits.max_depth)) from None
         raise CorruptedFileError("{} is not a valid YAML file: {}".format(source, detail[:300])) from None
     finally:
         if loader is not None:
