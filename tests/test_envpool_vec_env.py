@@ -82,6 +82,12 @@ def test_seeding_reproduces_trajectories():
     assert not np.array_equal(trajectory(5), trajectory(6))
     assert np.array_equal(trajectory(1, reseed=5), trajectory(5))  # seed() takes effect at the next reset()
     assert not np.array_equal(trajectory(5)[:, 0], trajectory(5)[:, 1])  # env i gets seed + i
+    env = EnvPoolVecEnv("CartPole-v1", n_envs=2, seed=0)
+    np.random.seed(1)
+    for _ in range(20):  # seed(None) draws base seeds EnvPool takes (int32), as the constructor does
+        assert max(env.seed()) < 2 ** 31
+        env.reset()
+    env.close()
 
 
 def test_atari_ids_map_to_envpool_with_the_zoo_layout():

@@ -222,13 +222,6 @@ class _TrialEvalCallbackFactory:
         return TrialEvalCallback()
 
 
-class _StartedTrials:
-    """The numbers of the trials this process started (to requeue them when it is interrupted)."""
-
-    def __init__(self) -> None:
-        self.numbers: List[int] = []
-
-
 def run_optimize(args: argparse.Namespace) -> int:
     """The ``optimize`` subcommand."""
 
@@ -246,10 +239,10 @@ def run_optimize(args: argparse.Namespace) -> int:
     if args.verbose < 2:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-    started = _StartedTrials()
+    started: List[int] = []  # the trials this process started (queued again when it is interrupted)
 
     def objective(trial: Any) -> float:
-        started.numbers.append(trial.number)
+        started.append(trial.number)
         trial.set_user_attr("worker", worker_name())
         sampled = sample_hyperparams(trial, algo, base)
         hyperparams = {**base, **sampled}
@@ -312,7 +305,7 @@ def run_optimize(args: argparse.Namespace) -> int:
     try:
         study.optimize(objective, n_trials=args.n_trials, n_jobs=args.n_jobs)
     except KeyboardInterrupt:
-        requeued = requeue_interrupted(optuna, study, started.numbers) if args.storage else 0
+        requeued = requeue_interrupted(optuna, study, started) if args.storage else 0
         print("Interrupted: writing the results of the finished trials" + (
             "; the {} interrupted trial(s) are queued again in the study".format(requeued) if requeued else "") + ".")
 

@@ -145,9 +145,13 @@ class EnvPoolVecEnv(VecEnv):
     # ------------------------------------------------------------------ building
     @staticmethod
     def _draw_seed_for(seed: Optional[int], n_envs: int) -> int:
+        """``seed``, or a random base seed in EnvPool's range (its seeds are int32: env i gets seed + i)."""
         if seed is None:
             return int(np.random.randint(0, np.iinfo(np.int32).max - n_envs, dtype=np.int64))
         return int(seed)
+
+    def _draw_seed(self, seed: Optional[int]) -> int:
+        return self._draw_seed_for(seed, self.num_envs)
 
     def _make_pool(self, n_envs: int, seed: int):
         with warnings.catch_warnings():
