@@ -129,3 +129,18 @@ def test_bad_storage_says_what_to_write(tmp_path):
     from sbtf.cli import main
 
     assert main(["optimize"] + TINY + ["--storage", "journal:", "-o", str(tmp_path)]) != 0
+
+
+OPEN_STUDY = ("import sys, optuna; from sbtf.cli.optimize import make_storage; "
+              "optuna.create_study(study_name='race', storage=make_storage(optuna, sys.argv[1]), "
+              "load_if_exists=True, direction='maximize')")
+
+
+def test_workers_started_together_on_an_empty_database_all_open_the_study(postgres):
+    # Optuna's tables do not exist yet: every worker tries to create them at once, and all but one lose the race
+    # (a duplicate type or table); each must open the storage anyway
+    workers = [subprocess.Popen([sys.executable, "-c", OPEN_STUDY, postgres], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True) for _ in range(4)]
+    for worker in workers:
+        _finish(worker)
+    assert len(optuna.study.get_all_study_names(storage=postgres)) == 1

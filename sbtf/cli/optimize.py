@@ -15,6 +15,7 @@ import inspect
 import math
 import os
 import socket
+import time
 import warnings
 from typing import Any, Dict, List
 
@@ -109,8 +110,24 @@ def make_storage(optuna: Any, url: Any, heartbeat: int = 60) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         retry = retry_class(max_retry=MAX_RETRY)
-        return optuna.storages.RDBStorage(url, heartbeat_interval=heartbeat, grace_period=2 * heartbeat,
-                                          **{callback_name: retry})
+        return _open_rdb_storage(optuna, url, heartbeat, **{callback_name: retry})
+
+
+def _open_rdb_storage(optuna: Any, url: str, heartbeat: int, attempts: int = 5, **kwargs: Any) -> Any:
+    """
+    Optuna's RDBStorage on ``url``. Workers started together on an empty database race to create Optuna's tables
+    (PostgreSQL then reports a duplicate type or table to all but one): the losers open the storage again, which
+    finds the schema the winner made.
+    """
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+    for attempt in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(url, heartbeat_interval=heartbeat, grace_period=2 * heartbeat,
+                                              **kwargs)
+        except (IntegrityError, ProgrammingError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
 
 
 def requeue_interrupted(optuna: Any, study: Any, trial_numbers: List[int]) -> int:
