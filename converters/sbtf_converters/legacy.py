@@ -3,12 +3,16 @@
 Entry points
 * :func:`load_sb2_model` -- called by ``BaseRLModel.load`` (``PPO2.load("old.pkl")``) for SB2 files;
 * :func:`convert` -- write an sbtf model file (and VecNormalize statistics) from an SB2 file, with a
-  :class:`ConversionReport` of what was mapped and what could not be;
+  :class:`ConversionReport` of what was mapped and what could not be (lives in :mod:`sbtf_converters.convert`,
+  importable from here);
 * :func:`parse_sb2` -- read an SB2 file into ``(algorithm, data, named parameters)`` without building a model
   (works for algorithms sbtf does not have yet);
 * :func:`read_running_mean_std` / :func:`read_vec_normalize` -- SB2 ``obs_rms.pkl`` / ``ret_rms.pkl`` /
-  ``vecnormalize.pkl`` statistics;
-* :func:`register_cli` -- adds the ``convert`` sub-command to an ``argparse`` parser (``sbtf convert``).
+  ``vecnormalize.pkl`` statistics (:mod:`sbtf_converters.legacy_stats`);
+* :func:`register_cli` -- adds the ``convert`` sub-command to an ``argparse`` parser (``sbtf convert``;
+  :mod:`sbtf_converters.convert`).
+
+Reading the files' bytes is :mod:`sbtf_converters.legacy_read`'s job; this module maps what is read onto sbtf.
 
 Both SB2 formats are read: ``.pkl`` (a cloudpickle of ``(data, params)``; ``params`` is a nameless list in
 files written before 2.6, an ``OrderedDict`` after) and ``.zip`` (``data`` JSON whose non-JSON entries are
@@ -20,17 +24,10 @@ runs); zip members and npz arrays are size-checked from their headers before any
 """
 from __future__ import annotations
 
-import argparse
-import base64
-import binascii
 import copy
 import dataclasses
 import inspect
-import io
 import json
-import os
-import pickle
-import sys
 import warnings
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -39,27 +36,20 @@ import numpy as np
 from gymnasium import spaces
 
 from sbtf.common import file_errors
-from sbtf.common import safe_pickle as sp
-from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError, describe_value,
-                                     get_load_limits)
-from sbtf.common.load_budget import exception_text, space_budget
-from sbtf.common.running_mean_std import RunningMeanStd
-from sbtf.common.safe_pickle import check_tree
-from sbtf.common.safe_zip import open_zip, read_file_limited, read_member, read_npz
-from sbtf.common.save_util import inspect_model_bytes, resolve_save_path
+from sbtf.common.file_errors import FileLimitError, ModelDataError, ModelFileError, describe_value
+from sbtf.common.load_budget import exception_text
 from sbtf.common.schedules import SCHEDULES, SampledSchedule
-from sbtf.common.vec_env.vec_normalize import VecNormalize, running_mean_std_from_data
 from sbtf_converters import sb2_layouts as L
+from sbtf_converters.legacy_read import Source, _read_source, read_sb2_file
+from sbtf_converters.legacy_stats import is_sb2_pickle, read_running_mean_std, read_sb2_statistics, read_vec_normalize
 from sbtf_converters.sb2_algos import (ALGORITHMS, FAMILIES, AlgoSpec, LayoutContext, PolicyFamily, detect_algorithm,
                                        family_of, wrapped_algorithm)
 from sbtf_converters.sb2_pickle import (LegacyFunction, LegacyStandIn, RefusedGlobalError, SB2GoalSelectionStrategy,
-                                        describe, find_unknown_globals, is_legacy_global, materialize, pickle_globals,
-                                        restricted_loads, rms_from_state)
+                                        describe, find_unknown_globals, is_legacy_global)
 
 __all__ = [
-    "load_sb2_model", "parse_sb2", "read_sb2_file", "convert", "ConversionReport", "ParsedSB2",
-    "read_running_mean_std", "read_vec_normalize", "read_sb2_statistics", "is_sb2_pickle", "register_cli",
-    "add_arguments", "run_cli", "main",
+    "load_sb2_model", "parse_sb2", "read_sb2_file", "ConversionReport", "ParsedSB2",
+    "read_running_mean_std", "read_vec_normalize", "read_sb2_statistics", "is_sb2_pickle",
     "LegacyModelError", "WrongAlgorithmError", "CustomPolicyError", "ParameterShapeError", "RefusedGlobalError",
     "ModelFileError",
 ]
@@ -82,7 +72,6 @@ class ParameterShapeError(LegacyModelError, file_errors.ParameterShapeError):
 
 
 _MISSING = object()
-Source = Union[bytes, bytearray, str, os.PathLike, io.IOBase]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -175,173 +164,6 @@ def _short_kwargs(kwargs: dict) -> str:
     text = ", ".join(f"{describe_value(k, 60) if not isinstance(k, str) else k[:60]}="
                      f"{describe_value(getattr(v, '__name__', v), 80)}" for k, v in list(kwargs.items())[:12])
     return "(" + text + (", ..." if len(kwargs) > 12 else "") + ")"
-
-
-# ------------------------------------------------------------------------------------------------
-# reading files
-# ------------------------------------------------------------------------------------------------
-def _read_limited(source: Union[bytes, bytearray, str, os.PathLike, io.IOBase], what: str) -> bytes:
-    """The bytes of a path or binary file, refusing files beyond the ``max_file_bytes`` limit before reading."""
-    return read_file_limited(source, what)
-
-
-def _read_source(source: Source) -> Tuple[bytes, str]:
-    if isinstance(source, (bytes, bytearray)):
-        return _read_limited(source, "stable-baselines file"), ""
-    if isinstance(source, (str, os.PathLike)):
-        from sbtf.common.save_util import resolve_load_path
-        path = resolve_load_path(os.fspath(source))
-        return _read_limited(path, "stable-baselines file"), str(path)
-    return _read_limited(source, "stable-baselines file"), getattr(source, "name", "")
-
-
-def _largest_array_in(value: Any, depth: int = 0, seen: Optional[set] = None) -> int:
-    """The element count of the largest numeric array anywhere in an unpickled value (what the file carries)."""
-    seen = set() if seen is None else seen
-    if depth > 64 or id(value) in seen or len(seen) > get_load_limits().max_items:
-        return 0
-    if isinstance(value, np.ndarray):
-        return int(value.size)
-    children: Any = ()
-    if isinstance(value, dict):
-        children = value.values()
-    elif isinstance(value, (list, tuple)):
-        children = value
-    elif isinstance(value, sp.Record):
-        children = (value.args, value.state)
-    else:
-        return 0
-    seen.add(id(value))
-    return max((_largest_array_in(v, depth + 1, seen) for v in children), default=0)
-
-
-def _unpickle(payload: bytes, allow_pickle: bool, what: str, carried: Optional[int] = None) -> Any:
-    """
-    Read one SB2 pickle (safe interpreter; ``allow_pickle`` for trusted files) and materialise its stand-ins. The
-    spaces it describes are compared with the largest array the file carries (``carried``, default: the largest
-    array inside this pickle) before they are built (``sbtf.common.load_budget``).
-    """
-    raw = restricted_loads(payload, allow_pickle=allow_pickle, what=f"the {what}")
-    try:
-        largest = max(int(carried or 0), _largest_array_in(raw))
-        with space_budget(largest, f"the {what}"):
-            return materialize(raw)
-    except ModelFileError:
-        raise
-    except RecursionError as exc:
-        raise FileLimitError(f"The {what} nests objects too deeply to be a model file.") from exc
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, AssertionError) as exc:
-        raise ModelDataError(f"The {what} holds a value sbtf cannot rebuild ({exception_text(exc)}); the file is "
-                             "corrupted.") from exc
-
-
-def _parse_json(payload: bytes, what: str) -> Any:
-    """JSON from a zip member: every failure is a ModelFileError; values, containers and nesting are bounded
-    (``save_util.parse_json``: counted before ``json.loads`` builds them)."""
-    from sbtf.common.save_util import parse_json
-
-    value = parse_json(payload, what)
-    check_tree(value, f"the {what}")
-    return value
-
-
-def _read_sb2_zip(payload: bytes, custom_objects: dict,
-                  allow_pickle: bool) -> Tuple[dict, "OrderedDict[str, np.ndarray]"]:
-    """``(data, params)`` of an SB2 zip: members size-checked before decompression, parameters numeric only."""
-    limits = get_load_limits()
-    what = "stable-baselines zip file"
-    with open_zip(payload, what) as archive:
-        members = set(archive.namelist())
-        data_bytes = read_member(archive, "data", limits.max_json_bytes, what)
-        list_bytes = (read_member(archive, "parameter_list", limits.max_json_bytes, what)
-                      if "parameter_list" in members else None)
-        if "parameters" not in members:
-            raise CorruptedFileError("This stable-baselines zip file has no 'parameters' member; it is truncated or "
-                                     "corrupted.")
-        params_bytes = read_member(archive, "parameters", limits.max_array_bytes + (1 << 20), what)
-    raw = _parse_json(data_bytes, "'data' member of this stable-baselines zip file")
-    if not isinstance(raw, dict):
-        raise CorruptedFileError("The 'data' member of this stable-baselines zip file is not a JSON object; the file "
-                                 "is corrupted.")
-    param_list = None
-    if list_bytes is not None:
-        param_list = _parse_json(list_bytes, "'parameter_list' member of this stable-baselines zip file")
-        if not isinstance(param_list, list) or not all(isinstance(n, str) for n in param_list):
-            raise CorruptedFileError("The 'parameter_list' member of this stable-baselines zip file is not a list of "
-                                     "names; the file is corrupted.")
-    params = read_npz(params_bytes, names=param_list, what="parameters of this stable-baselines zip file")
-    carried = max((int(v.size) for v in params.values()), default=0)
-    data = {}
-    for key, value in raw.items():
-        if key in custom_objects:
-            data[key] = custom_objects[key]
-        elif isinstance(value, dict) and ":serialized:" in value:
-            try:
-                blob = base64.b64decode(value[":serialized:"], validate=False)
-            except (binascii.Error, ValueError, TypeError) as exc:
-                raise CorruptedFileError(f"Data entry {key!r} of this zip file is not valid base64 ({exc}).") from exc
-            try:
-                data[key] = _unpickle(blob, allow_pickle, f"data entry {key!r} of this zip file", carried)
-            except RefusedGlobalError as exc:
-                raise RefusedGlobalError(f"Data entry {key!r}: {exc}") from exc
-        else:
-            data[key] = value
-    for key, value in custom_objects.items():
-        data.setdefault(key, value)
-    return data, OrderedDict((str(n), v) for n, v in params.items())
-
-
-def read_sb2_file(source: Source, custom_objects: Optional[dict] = None,
-                  allow_pickle: bool = False) -> Tuple[str, dict, Union[list, "OrderedDict[str, np.ndarray]"], str]:
-    """
-    Read an SB2 model file: ``(format, data, params, parameter storage)`` with ``format`` in ``{"pkl", "zip"}``,
-    ``data`` the unpickled data dict (stand-ins materialised, see :mod:`sbtf_converters.sb2_pickle`) and
-    ``params`` a list (pre-2.6 pickles) or an ordered dict name -> array. ``custom_objects`` values replace data
-    entries (in zip files the stored entry is then not even unpickled).
-    """
-
-    payload, path = _read_source(source)
-    custom_objects = dict(custom_objects or {})
-    kind = inspect_model_bytes(payload)
-    if kind == "sbtf":
-        raise ModelFileError(f"{path or 'This file'} is already an sbtf model file; load it with <Algorithm>.load.")
-    if kind != "sb2-pkl":
-        data, named = _read_sb2_zip(payload, custom_objects, allow_pickle)
-        return "zip", data, named, "npz"
-    loaded = _unpickle(payload, allow_pickle, "stable-baselines model file")
-    if not (isinstance(loaded, (tuple, list)) and len(loaded) == 2 and isinstance(loaded[0], dict)
-            and isinstance(loaded[1], (list, tuple, dict))):
-        raise CorruptedFileError(f"{path or 'This pickle'} is not a stable-baselines model file: expected a "
-                                 f"(data dict, parameters) pair, got {type(loaded).__name__}.")
-    data, params = dict(loaded[0]), loaded[1]
-    for key, value in custom_objects.items():
-        data[key] = value
-
-    def as_array(v: Any) -> Any:  # scalars such as deepq/eps are pickled as numpy scalars
-        return np.asarray(v) if isinstance(v, np.generic) else v
-
-    if isinstance(params, dict):
-        storage = "OrderedDict"
-        odd = next((k for k in params if not isinstance(k, str)), None)
-        if odd is not None:
-            raise CorruptedFileError(f"The parameters of this stable-baselines file are named by "
-                                     f"{describe_value(odd, 120)} ({type(odd).__name__}), not by strings; the file is "
-                                     "corrupted.")
-        params = OrderedDict((k, as_array(v)) for k, v in params.items())
-        values = list(params.values())
-    else:
-        storage = "list"
-        params = [as_array(v) for v in params]
-        values = params
-    bad = [i for i, v in enumerate(values) if not isinstance(v, np.ndarray)]
-    if bad:
-        unknown = find_unknown_globals(values)
-        if unknown:
-            raise RefusedGlobalError(f"The parameters of this file refer to {unknown[0].sb2_path!r}, which is not "
-                                     "an array; refusing to load it.")
-        raise CorruptedFileError(f"The parameters of this stable-baselines file are not all arrays (entry {bad[0]} is "
-                                 f"{type(values[bad[0]]).__name__}); the file is corrupted.")
-    return "pkl", data, params, storage
 
 
 # ------------------------------------------------------------------------------------------------
@@ -962,214 +784,22 @@ def load_sb2_model(cls: Any, payload: Source, env: Any = None, custom_objects: O
     return _build_model(cls, parsed, env, kwargs)
 
 
-# ------------------------------------------------------------------------------------------------
-# VecNormalize statistics
-# ------------------------------------------------------------------------------------------------
-def _read_bytes(path: Union[str, os.PathLike, bytes]) -> Tuple[bytes, str]:
-    if isinstance(path, (bytes, bytearray)):
-        return _read_limited(path, "statistics file"), "<bytes>"
-    return _read_limited(path, "statistics file"), os.fspath(path)
+#: names that moved to :mod:`sbtf_converters.convert` (conversion and the ``convert`` command), still importable here
+_CONVERT_NAMES = ("convert", "register_cli", "add_arguments", "run_cli", "main", "CLI_HELP", "CLI_DESCRIPTION")
 
 
-def is_sb2_pickle(path_or_bytes: Union[str, os.PathLike, bytes]) -> bool:
-    """True when the file is a pickle that refers to ``stable_baselines`` classes (read statically, not run)."""
-    try:
-        payload, _ = _read_bytes(path_or_bytes)
-    except (OSError, ModelFileError):
-        return False
-    if payload[:1] != b"\x80" and payload[:1] not in (b"(", b"c", b"}", b"]"):
-        return False
-    try:
-        found = pickle_globals(payload)
-    except ValueError:
-        return b"stable_baselines" in payload
-    return any(module.split(".")[0] == "stable_baselines" for module, _ in found)
+def __getattr__(name: str) -> Any:
+    """``legacy.convert`` & co.: imported from :mod:`sbtf_converters.convert` on first use (it imports this module)."""
+    if name in _CONVERT_NAMES:
+        from sbtf_converters import convert as _convert_module  # pylint: disable=import-outside-toplevel
+
+        return getattr(_convert_module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _check_refs(value: Any, where: str) -> None:
-    unknown = find_unknown_globals(value, kinds=("unknown", "policy", "function", "activation", "algorithm"))
-    if unknown:
-        raise RefusedGlobalError(f"{where} refers to {unknown[0].sb2_path!r}, which is not allowed in a statistics "
-                                 "file; refusing to load it.")
+if __name__ == "__main__":  # pragma: no cover  (python -m sbtf_converters.legacy convert OLD NEW)
+    import sys
 
+    from sbtf_converters.convert import main as _main
 
-def _rms_from_value(value: Any, name: str) -> Any:
-    _check_refs(value, name)
-    if isinstance(value, RunningMeanStd):
-        return running_mean_std_from_data(value, name)
-    if isinstance(value, dict) and all(k in value for k in ("mean", "var", "count")):
-        return running_mean_std_from_data(rms_from_state(value, name), name)
-    raise ModelDataError(f"{name} does not hold RunningMeanStd statistics (found {describe(value)}).")
-
-
-_VECNORM_SETTINGS = ("clip_obs", "clip_reward", "gamma", "epsilon", "training", "norm_obs", "norm_reward")
-
-
-def _vec_normalize_from_value(value: Any, name: str) -> dict:
-    if not isinstance(value, dict) or not all(k in value for k in ("obs_rms", "ret_rms")):
-        raise ModelDataError(f"{name} is not a stable-baselines VecNormalize file (found {describe(value)}).")
-    out = {key: _rms_from_value(value[key], f"{name}[{key!r}]") for key in ("obs_rms", "ret_rms")}
-    for key in _VECNORM_SETTINGS:
-        if key in value:
-            item = value[key]
-            item = item.item() if isinstance(item, np.generic) else item
-            flag = key in ("training", "norm_obs", "norm_reward")
-            if (flag and not isinstance(item, (bool, int))) or (not flag and (
-                    isinstance(item, bool) or not isinstance(item, (int, float)) or item != item
-                    or (isinstance(item, int) and abs(item) > 2 ** 64))):
-                raise ModelDataError(f"{name}: the VecNormalize setting {key!r} is {describe(item)}, not a "
-                                     f"{'bool' if flag else 'number'}; the file is corrupted.")
-            out[key] = bool(item) if flag else float(item)
-    VecNormalize.from_data(out, name)  # the settings checked against their meaning (clips, epsilon > 0, gamma)
-    return out
-
-
-def read_running_mean_std(path: Union[str, os.PathLike, bytes]) -> Any:
-    """
-    Read an SB2 ``obs_rms.pkl`` / ``ret_rms.pkl`` (a pickled ``stable_baselines.common.running_mean_std
-    .RunningMeanStd``) -- or a plain ``{mean, var, count}`` dict pickle -- into an sbtf ``RunningMeanStd``.
-    Nothing in the file is executed.
-    """
-    payload, name = _read_bytes(path)
-    return _rms_from_value(_unpickle(payload, False, f"statistics file {name}"), name)
-
-
-def read_vec_normalize(path: Union[str, os.PathLike, bytes]) -> dict:
-    """
-    Read a VecNormalize pickle written by SB2 >= 2.9 (``VecNormalize.save``: the whole wrapper minus its venv)
-    into a dict ``{obs_rms, ret_rms, clip_obs, clip_reward, gamma, epsilon, training, norm_obs, norm_reward}``
-    (settings that the file lacks are left out). Nothing in the file is executed.
-    """
-    payload, name = _read_bytes(path)
-    return _vec_normalize_from_value(_unpickle(payload, False, f"VecNormalize file {name}"), name)
-
-
-def read_sb2_statistics(path: Union[str, os.PathLike, bytes]) -> Any:
-    """
-    Either kind of SB2 normalisation file: a VecNormalize pickle -> the dict of :func:`read_vec_normalize`;
-    a RunningMeanStd pickle -> an sbtf ``RunningMeanStd``.
-    """
-    payload, name = _read_bytes(path)
-    value = _unpickle(payload, False, f"statistics file {name}")
-    if isinstance(value, dict) and "obs_rms" in value:
-        return _vec_normalize_from_value(value, name)
-    return _rms_from_value(value, name)
-
-
-def _write_vecnormalize(stats: dict, path: str) -> None:
-    VecNormalize.from_data(stats).save(path)
-
-
-# ------------------------------------------------------------------------------------------------
-# convert
-# ------------------------------------------------------------------------------------------------
-def convert(old_path: Union[str, os.PathLike], new_path: Union[str, os.PathLike],
-            vecnormalize_folder: Optional[Union[str, os.PathLike]] = None,
-            vecnormalize_path: Optional[Union[str, os.PathLike]] = None, custom_objects: Optional[dict] = None,
-            allow_pickle: bool = False) -> ConversionReport:
-    """
-    Convert a stable-baselines 2.x model file to an sbtf model file.
-
-    :param old_path: the SB2 ``.pkl`` / ``.zip`` file
-    :param new_path: where to write the sbtf ``.zip`` (written atomically)
-    :param vecnormalize_folder: a folder with SB2 VecNormalize statistics: ``vecnormalize.pkl`` (SB2 >= 2.9) or
-        ``obs_rms.pkl`` + ``ret_rms.pkl`` (``save_running_average``); converted to an sbtf VecNormalize file
-    :param vecnormalize_path: where to write that file (default: ``vecnormalize.pkl`` next to ``new_path``); load
-        it with ``VecNormalize.load(path, venv)`` and set ``training=False, norm_reward=False`` to evaluate
-    :param custom_objects: as for ``load``
-    :param allow_pickle: as for ``load`` (trusted files only)
-    :return: (ConversionReport) what was mapped and what could not be
-    """
-    report = ConversionReport(source=os.fspath(old_path))
-    parsed = parse_sb2(old_path, custom_objects=custom_objects, allow_pickle=allow_pickle, report=report)
-    report.emit_warnings(stacklevel=2)
-    cls = ALGORITHMS[parsed.algorithm].sbtf_class()
-    model = _build_model(cls, parsed, None, {"verbose": 0})  # no "model without an env" chatter
-    model.verbose = parsed.data.get("verbose", 0)
-    target = resolve_save_path(os.fspath(new_path))
-    model.save(target)
-    report.target = str(target)
-    if vecnormalize_folder is not None:
-        folder = os.fspath(vecnormalize_folder)
-        out_path = os.fspath(vecnormalize_path) if vecnormalize_path is not None else os.path.join(
-            os.path.dirname(os.path.abspath(target)), "vecnormalize.pkl")
-        whole = os.path.join(folder, "vecnormalize.pkl")
-        if os.path.exists(whole):
-            stats = read_vec_normalize(whole)
-            source = whole
-        else:
-            obs_path, ret_path = os.path.join(folder, "obs_rms.pkl"), os.path.join(folder, "ret_rms.pkl")
-            if not os.path.exists(obs_path):
-                raise FileNotFoundError(f"{folder} has neither vecnormalize.pkl nor obs_rms.pkl")
-            stats = {"obs_rms": read_running_mean_std(obs_path)}
-            if os.path.exists(ret_path):
-                stats["ret_rms"] = read_running_mean_std(ret_path)
-            else:
-                stats["ret_rms"] = RunningMeanStd(shape=())
-                report.notes.append("no ret_rms.pkl: return statistics start fresh")
-            source = obs_path
-            report.notes.append("obs_rms.pkl/ret_rms.pkl carry no settings: the VecNormalize file has the defaults "
-                                "(clip_obs=10, training=True, norm_reward=True); for evaluation set training=False "
-                                "and norm_reward=False after loading")
-        _write_vecnormalize(stats, out_path)
-        report.vecnormalize.append((source, out_path))
-    return report
-
-
-# ------------------------------------------------------------------------------------------------
-# command line: ``sbtf convert`` (sbtf_converters.cli_plugin registers it with the sbtf command)
-# ------------------------------------------------------------------------------------------------
-CLI_HELP = "convert a stable-baselines 2.x model file (.pkl/.zip) to the sbtf format"
-CLI_DESCRIPTION = ("Convert a stable-baselines 2.x model file (.pkl or .zip) to an sbtf model file, without running "
-                   "code from the old file, and print what was mapped and what could not be. Exit codes: 0 done, "
-                   "2 the file cannot be converted (not a model, refused content, algorithm not in sbtf yet).")
-
-
-def add_arguments(parser: argparse.ArgumentParser, paths_optional: bool = False) -> None:
-    """
-    The ``convert`` arguments (for ``sbtf.cli.register_subcommand`` or :func:`register_cli`).
-
-    :param parser: (argparse.ArgumentParser)
-    :param paths_optional: (bool) OLD and NEW may be left out (a command that converts other things too checks them)
-    """
-    nargs = "?" if paths_optional else None
-    parser.add_argument("old_path", nargs=nargs, help="the stable-baselines 2.x model file")
-    parser.add_argument("new_path", nargs=nargs, help="the sbtf model file to write (.zip)")
-    parser.add_argument("--vecnormalize-folder", default=None,
-                        help="folder with vecnormalize.pkl or obs_rms.pkl/ret_rms.pkl to convert too")
-    parser.add_argument("--vecnormalize-path", default=None,
-                        help="where to write the sbtf VecNormalize file (default: vecnormalize.pkl next to new_path)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-
-
-def register_cli(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``convert`` to an ``argparse`` sub-parsers object; its handler is ``args.func(args)`` (:func:`run_cli`)."""
-    parser = subparsers.add_parser("convert", help=CLI_HELP, description=CLI_DESCRIPTION)
-    add_arguments(parser)
-    parser.set_defaults(func=run_cli)
-    return parser
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    """Run ``convert`` for parsed arguments; errors are one line on stderr (exit code 2)."""
-    try:
-        report = convert(args.old_path, args.new_path, vecnormalize_folder=args.vecnormalize_folder,
-                         vecnormalize_path=args.vecnormalize_path)
-    except (LegacyModelError, ModelFileError, pickle.UnpicklingError, ImportError, FileNotFoundError) as exc:
-        print(f"sbtf convert: error: {exc}", file=sys.stderr)
-        return 2
-    print(report.to_json() if args.json else str(report))
-    return 0
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    """``python -m sbtf_converters.legacy convert OLD NEW [...]``."""
-    parser = argparse.ArgumentParser(prog="sbtf")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    register_cli(subparsers)
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(_main())
