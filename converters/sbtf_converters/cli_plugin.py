@@ -20,7 +20,7 @@ from typing import Optional
 from sbtf.cli import DECODER_ERRORS, CLIError, add_zoo_arguments, convert_zoo_run, file_error, register_subcommand
 from sbtf.common import save_util
 from sbtf.common.file_errors import ModelFileError
-from sbtf_converters import convert, export
+from sbtf_converters import convert, export_cli
 
 __all__ = ["register_subcommands"]
 
@@ -33,8 +33,8 @@ CONVERT_DESCRIPTION = (convert.CLI_DESCRIPTION + " With --folder ZOO_FOLDER --al
 
 def _run_export(args: argparse.Namespace) -> int:
     try:
-        return export.run_command(args)
-    except export.CommandError as exc:
+        return export_cli.run_command(args)
+    except export_cli.CommandError as exc:
         raise CLIError(exc.message, exc.exit_code) from exc
     except (ModelFileError,) + DECODER_ERRORS as exc:  # e.g. the --vecnormalize statistics: one line
         raise file_error(exc, "cannot export {}".format(args.model_path)) from exc
@@ -108,8 +108,8 @@ def register_subcommands() -> None:
     """Add ``convert`` and ``export`` to the ``sbtf`` command (idempotent: registering again replaces them)."""
     register_subcommand("convert", _run_convert, _add_convert_arguments, help=CONVERT_HELP,
                         description=CONVERT_DESCRIPTION, replace=True)
-    register_subcommand("export", _run_export, export.add_cli_arguments, help=export.CLI_HELP,
-                        description=export.CLI_DESCRIPTION, replace=True)
+    register_subcommand("export", _run_export, export_cli.add_cli_arguments, help=export_cli.CLI_HELP,
+                        description=export_cli.CLI_DESCRIPTION, replace=True)
 
 
 register_subcommands()

@@ -110,15 +110,17 @@ def convert_sb3(old_path: PathLike, new_path: PathLike, vecnormalize_folder: Opt
         warnings.simplefilter("always")
         model = load_sb3_model(cls, payload, custom_objects=custom_objects, allow_pickle=allow_pickle, source=source,
                                verbose=0)
-    report.warnings.extend(str(item.message) for item in caught if issubclass(item.category, UserWarning))
+    # the reader's warnings (e.g. schedules stored as code); not those of the libraries building the network
+    report.warnings.extend(str(item.message) for item in caught if issubclass(item.category, UserWarning)
+                           and "sbtf" in item.filename.replace(os.sep, "/").split("/site-packages/")[-1])
     report.emit_warnings(stacklevel=2)
     report.sbtf_policy = f"{cls.__module__.split('.')[1]}.{cls.__name__} {type(model.policy_tf).__name__}"
     report.parameters = [(key, key, tuple(value.shape)) for key, value in sb3.state.items()]
     if sb3.version:
         report.notes.append(f"written by stable-baselines3 {sb3.version}")
     for member in sb3.ignored:
-        report.dropped_keys.append((member, "optimizer state / other member: not read (training starts a fresh "
-                                            "optimizer)" if member.endswith(".pth") else "not read"))
+        report.notes.append(f"member {member} not read" + (" (optimizer state: training starts a fresh optimizer)"
+                                                           if member.endswith("optimizer.pth") else ""))
     target = resolve_save_path(os.fspath(new_path))
     model.save(target)
     report.target = str(target)

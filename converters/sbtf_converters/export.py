@@ -6,7 +6,12 @@ Entry points
 * :func:`write_demo` -- a ready-to-serve web folder (CartPole page + the TF.js model + the vendored tfjs bundle);
 * :func:`register_exporter` -- how an algorithm plugs in its *deterministic action graph*;
 * :func:`register_cli` / :func:`run_cli` / :func:`run_command` -- the ``export`` command (``sbtf export`` through
-  :mod:`sbtf_converters.cli_plugin`, or ``python -m sbtf_converters.export``).
+  :mod:`sbtf_converters.cli_plugin`, or ``python -m sbtf_converters.export``); they live in
+  :mod:`sbtf_converters.export_cli` and are importable from here.
+
+The graphs of the algorithms (:class:`ExportGraph`, :func:`register_exporter`) live in
+:mod:`sbtf_converters.export_graphs`; this module turns a graph into a ``tf.Module`` (VecNormalize folded in) and
+writes the formats.
 
 The exported function maps a batch of observations to a dict of named outputs. ``action`` is always there and is
 what ``model.predict(obs, deterministic=True)`` returns (same dtype, same scaling): the distribution mode of
@@ -25,32 +30,27 @@ imported when a format needs them, with an error that says how to install them.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import math
 import os
 import shutil
 import sys
 import tempfile
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import gymnasium as gym
 import numpy as np
 
 from sbtf import __version__ as sbtf_version
-from sbtf import algorithms
-from sbtf.common import save_util
-from sbtf.common.dict_obs import layout_of
-from sbtf.common.save_util import space_to_dict
 from sbtf.common.vec_env import VecNormalize
-from sbtf_converters.legacy import parse_sb2
+from sbtf_converters.export_graphs import (HER_FLAT_OBSERVATION, ExportError, ExportGraph, _json_safe, _json_space,
+                                           _spec, _tf, get_export_graph, register_exporter)
 
 __all__ = [
     "FORMATS", "DEFAULT_OPSET", "ExportError", "ExportGraph", "ExportBundle", "export_model", "build_export_module",
     "register_exporter", "get_export_graph", "load_vecnormalize_stats", "write_demo", "find_tfjs_bundle",
-    "web_source_dir", "register_cli", "run_cli", "run_command", "add_cli_arguments", "CommandError", "main",
+    "web_source_dir", "main", "HER_FLAT_OBSERVATION",
 ]
 
 #: the formats :func:`export_model` writes
@@ -68,408 +68,6 @@ METADATA_VERSION = 1
 #: the files of the browser demo copied by :func:`write_demo`
 DEMO_FILES = ("index.html", "cartpole.js", "policy.js")
 _EXTRA_HINT = "pip install 'sbtf[export]' (see docs/export.md for the versions that work together)"
-
-
-class ExportError(ValueError):
-    """A model, policy, option or format that cannot be exported; the message says why and what to do."""
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# the deterministic action graph of each algorithm
-# ---------------------------------------------------------------------------------------------------------------
-@dataclass
-class ExportGraph:
-    """
-    What an algorithm contributes to an export: its inputs and the TF maths from inputs to named outputs.
-
-    :param inputs: ordered ``{name: tf.TensorSpec}``; ``observation`` first (batch dimension None), then for
-        recurrent policies ``state`` (batch, state_size) and ``mask`` (batch,)
-    :param outputs: ``outputs(**inputs) -> {name: tf.Tensor}``; ``action`` first, with predict's dtype and scaling
-    :param descriptions: ``{output name: one-line meaning}`` (written to the export's metadata)
-    :param notes: extra JSON-able metadata: ``action`` (how it is computed) and any other key, which is added to
-        the export's metadata as is (e.g. HER's ``her`` entry)
-    :param observation_inputs: the inputs that carry observations (HER: ``observation``, ``achieved_goal``,
-        ``desired_goal``): the ``serving_float`` signature casts all of them
-    :param vecnormalize_refused: when set, why VecNormalize statistics cannot be folded into this graph (the error
-        message of an export with ``vecnormalize=``)
-    """
-
-    inputs: "OrderedDict[str, Any]"
-    outputs: Callable[..., Dict[str, Any]]
-    descriptions: Dict[str, str] = field(default_factory=dict)
-    notes: Dict[str, Any] = field(default_factory=dict)
-    observation_inputs: Tuple[str, ...] = ("observation",)
-    vecnormalize_refused: Optional[str] = None
-
-
-_EXPORTERS: "OrderedDict[Union[type, str], Callable[[Any], ExportGraph]]" = OrderedDict()
-#: algorithms (class names) that cannot be exported, with the reason (the message of the ExportError)
-_NOT_EXPORTABLE: Dict[str, str] = {}
-
-
-def register_exporter(key: Union[type, str], builder: Callable[[Any], ExportGraph]) -> None:
-    """
-    Register how models of a class are exported.
-
-    The builder of the most specific class of a model's MRO is used (a class object or its ``__name__`` may be the
-    key, so that a builder can be registered without importing the algorithm). A model class can instead define
-    ``_export_outputs(self, obs) -> dict`` (feed-forward policies: observation in, ``{"action": ..., ...}`` out,
-    TF ops only); a method defined on a more specific class than a registered builder wins.
-
-    :param key: (type or str) the model class, or its name (e.g. ``"ACER"``)
-    :param builder: (callable) ``builder(model) -> ExportGraph``
-    """
-    if not callable(builder):
-        raise TypeError(f"builder must be callable, got {builder!r}")
-    _EXPORTERS[key] = builder
-
-
-def get_export_graph(model: Any) -> ExportGraph:
-    """
-    The :class:`ExportGraph` of a model (see :func:`register_exporter` for how it is found).
-
-    :raises ExportError: when the model's algorithm has no export graph (the message says why)
-    """
-    if getattr(model, "policy_tf", None) is None:
-        raise ExportError(f"the {type(model).__name__} model has no network yet (it was created with "
-                          "_init_setup_model=False and never set up); nothing to export")
-    graph = _algorithm_graph(model)
-    space = vars(model).get("observation_space")
-    if getattr(model.policy_tf, "dict_layout", None) is not None and type(space).__name__ == "Dict":
-        return _dict_obs_graph(space, graph)
-    return graph
-
-
-def _algorithm_graph(model: Any) -> ExportGraph:
-    for klass in type(model).__mro__:
-        if "_export_outputs" in vars(klass):
-            return _graph_from_method(model)
-        for key in (klass, klass.__name__):
-            if key in _EXPORTERS:
-                return _EXPORTERS[key](model)
-        if klass.__name__ in _NOT_EXPORTABLE:
-            raise ExportError(f"cannot export this {type(model).__name__} model: {_NOT_EXPORTABLE[klass.__name__]}")
-    raise ExportError(f"cannot export a {type(model).__name__} model: no export graph is registered for it (sbtf "
-                      "exports actor-critic models (A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL), DQN, SAC, TD3, "
-                      "DDPG and HER over DQN, SAC, TD3 or DDPG); define _export_outputs(obs) on the class or call "
-                      "sbtf_converters.export.register_exporter(cls, builder)")
-
-
-def _dict_obs_graph(space: Any, inner: ExportGraph) -> ExportGraph:
-    """
-    A model with Dict observations (``MultiInputPolicy``): one named input per key (Box keys in their dtype, uint8
-    images stay uint8, other floats float32; Discrete, MultiDiscrete and MultiBinary keys int32), packed in the graph
-    into the flat row the policy takes, as ``sbtf.common.dict_obs.DictObsLayout.pack`` does.
-    """
-    tf = _tf()
-
-    layout = layout_of(space)
-    others = [name for name in inner.inputs if name != "observation"]
-    clash = [entry.key for entry in layout.entries if entry.key in others]
-    if clash:
-        raise ExportError(f"cannot export this model: its Dict observation keys {clash} clash with the inputs "
-                          f"{others} of its graph")
-    inputs = OrderedDict()
-    for entry in layout.entries:
-        if isinstance(entry.space, gym.spaces.Box):
-            dtype = "uint8" if entry.space.dtype == np.uint8 else "float32"
-        else:
-            dtype = "int32"
-        inputs[entry.key] = _spec((None,) + entry.shape, dtype, entry.key)
-    for name in others:
-        inputs[name] = inner.inputs[name]
-
-    def outputs(**feed):
-        parts = [tf.reshape(tf.cast(feed[entry.key], tf.float32), (-1, entry.size)) for entry in layout.entries]
-        rest = {name: feed[name] for name in others}
-        return inner.outputs(observation=tf.concat(parts, axis=-1), **rest)
-
-    notes = dict(inner.notes)
-    notes["dict_observation"] = {"keys": layout.keys, "packing": "each key flattened and cast to float32, "
-                                                                 "concatenated in this order"}
-    return ExportGraph(inputs, outputs, dict(inner.descriptions), notes, observation_inputs=tuple(layout.keys),
-                       vecnormalize_refused="cannot fold VecNormalize statistics into a model with Dict "
-                                            "observations; export without vecnormalize and normalise the "
-                                            "observations before feeding them")
-
-
-def _tf():
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    return tf
-
-
-def _spec(shape, dtype, name):
-    tf = _tf()
-    return tf.TensorSpec(tuple(shape), tf.as_dtype(dtype), name=name)
-
-
-def _obs_spec(policy) -> Any:
-    spec = policy.obs_signature()
-    return _spec(spec.shape, spec.dtype, "observation")
-
-
-def _graph_from_method(model: Any) -> ExportGraph:
-    """``model._export_outputs(observation, **extra)``; ``model._export_extra_inputs()`` (when defined) names the
-    extra inputs as ``{name: (shape, dtype)}`` (MaskablePPO's ``action_masks``)."""
-    policy = model.policy_tf
-    inputs = OrderedDict(observation=_obs_spec(policy))
-    extra = getattr(model, "_export_extra_inputs", None)
-    for name, (shape, dtype) in (extra() if callable(extra) else {}).items():
-        inputs[name] = _spec(shape, dtype, name)
-
-    def outputs(observation, **more):
-        result = model._export_outputs(observation, **more)  # pylint: disable=protected-access
-        if not isinstance(result, Mapping) or "action" not in result:
-            raise ExportError(f"{type(model).__name__}._export_outputs must return a dict with an 'action' entry")
-        return OrderedDict([("action", result["action"])] + [(k, v) for k, v in result.items() if k != "action"])
-
-    return ExportGraph(inputs, outputs,
-                       {"action": "the deterministic action (as predict(deterministic=True))"},
-                       {"action": f"{type(model).__name__}._export_outputs"})
-
-
-def _finite_bounds(space) -> Tuple[np.ndarray, np.ndarray]:
-    """Box bounds as float32 with infinities replaced by the float32 limits (same clipping, finite constants)."""
-    big = np.finfo(np.float32).max
-    low = np.nan_to_num(np.asarray(space.low, np.float32), neginf=-big, posinf=big)
-    high = np.nan_to_num(np.asarray(space.high, np.float32), neginf=-big, posinf=big)
-    return low.astype(np.float32), high.astype(np.float32)
-
-
-def _actor_critic_graph(model: Any, include_q: bool = False) -> ExportGraph:
-    """
-    A2C, ACER, ACKTR, PPO1, PPO2, TRPO, GAIL: the mode of the policy's distribution (Box: clipped).
-
-    With ``include_q`` (ACER) the ``q_values`` head is exported too, and ``value`` is ACER's state value
-    ``sum_a pi(a|s) Q(s, a)`` (ACER does not train the value head).
-    """
-    tf = _tf()
-
-    policy = model.policy_tf
-    space = model.action_space
-    recurrent = bool(getattr(policy, "recurrent", False))
-    inputs = OrderedDict(observation=_obs_spec(policy))
-    if recurrent:
-        inputs["state"] = _spec((None, int(policy.state_size)), "float32", "state")
-        inputs["mask"] = _spec((None,), "float32", "mask")
-    descriptions = OrderedDict()
-    squash = bool(getattr(policy, "squash_output", False))  # gSDE + squash_output: tanh(mean) rescaled to the bounds
-    if isinstance(space, gym.spaces.Box) and squash:
-        descriptions["action"] = "tanh(Gaussian mean) rescaled from [-1, 1] to the action space bounds (float32)"
-        note = "low + 0.5 * (tanh(mean) + 1) * (high - low)"
-    elif isinstance(space, gym.spaces.Box):
-        low, high = _finite_bounds(space)
-        descriptions["action"] = "Gaussian mean clipped to the action space bounds (float32)"
-        note = "mean of the diagonal Gaussian, clipped to [low, high]"
-    elif isinstance(space, gym.spaces.Discrete):
-        descriptions["action"] = "argmax of the logits (int64; int32 in TF.js)"
-        note = "argmax(logits)"
-    elif isinstance(space, gym.spaces.MultiDiscrete):
-        descriptions["action"] = "argmax of each component's logits (int64; int32 in TF.js)"
-        note = "per-component argmax(logits)"
-    elif isinstance(space, gym.spaces.MultiBinary):
-        descriptions["action"] = "round(sigmoid(logits)) (float32)"
-        note = "round(sigmoid(logits))"
-    else:
-        raise ExportError(f"cannot export a {type(model).__name__} model with action space {space!r}")
-
-    def outputs(observation, state=None, mask=None):
-        flat, value, q_values, new_state = policy.forward(observation, state, mask, n_steps=1)
-        dist = policy.proba_distribution_from_flat(flat)
-        action = dist.mode()
-        out = OrderedDict()
-        if isinstance(space, gym.spaces.Box):
-            if squash:  # the distribution's mode is tanh(mean) already
-                out["action"] = _unscale(model, action)
-            else:  # a multi-dimensional Box (RecurrentPPO): the flat Gaussian's mode in the space's shape
-                action = tf.reshape(action, (-1,) + tuple(space.shape))
-                out["action"] = tf.minimum(tf.maximum(action, tf.constant(low)), tf.constant(high))
-            mean, logstd = tf.split(flat, 2, axis=-1)
-            out["mean"] = mean
-            out["std"] = tf.exp(logstd)
-        elif isinstance(space, gym.spaces.Discrete):
-            out["action"] = action
-            out["logits"] = flat
-            out["probabilities"] = tf.nn.softmax(flat, axis=-1)
-        elif isinstance(space, gym.spaces.MultiDiscrete):
-            out["action"] = action
-            out["logits"] = flat
-            parts = tf.split(flat, [int(n) for n in np.asarray(space.nvec).ravel()], axis=-1)
-            out["probabilities"] = tf.concat([tf.nn.softmax(p, axis=-1) for p in parts], axis=-1)
-        else:
-            out["action"] = action
-            out["logits"] = flat
-            out["probabilities"] = tf.sigmoid(flat)
-        if include_q:
-            out["value"] = tf.reduce_sum(tf.nn.softmax(flat, axis=-1) * q_values, axis=-1)
-            out["q_values"] = q_values
-        else:
-            out["value"] = value
-        if recurrent:
-            out["state"] = new_state
-        return out
-
-    if isinstance(space, gym.spaces.Box):
-        descriptions["mean"] = "Gaussian mean (before the tanh squashing)" if squash else \
-            "Gaussian mean (before clipping)"
-        descriptions["std"] = "Gaussian standard deviation"
-    else:
-        descriptions["logits"] = "flat distribution parameters (logits)"
-        descriptions["probabilities"] = ("softmax of the logits" if not isinstance(space, gym.spaces.MultiDiscrete)
-                                         else "softmax of each component's logits, concatenated")
-        if isinstance(space, gym.spaces.MultiBinary):
-            descriptions["probabilities"] = "sigmoid of the logits"
-    descriptions["value"] = "state-value estimate V(s)"
-    if include_q:
-        descriptions["value"] = "state value V(s) = sum_a pi(a|s) Q(s, a) (ACER)"
-        descriptions["q_values"] = "Q(s, a) for every action"
-    if recurrent:
-        descriptions["state"] = "the next LSTM state (concat[c, h]); feed it back with mask = done flags"
-    return ExportGraph(inputs, outputs, descriptions, {"action": note})
-
-
-def _dqn_graph(model: Any) -> ExportGraph:
-    tf = _tf()
-    q_net = model.q_net
-
-    def outputs(observation):
-        q_values = q_net.q_values(observation)
-        return OrderedDict(action=tf.argmax(q_values, axis=1), q_values=q_values)
-
-    return ExportGraph(OrderedDict(observation=_obs_spec(q_net)), outputs,
-                       OrderedDict(action="argmax of the Q-values (int64; int32 in TF.js)",
-                                   q_values="Q(s, a) for every action"),
-                       {"action": "argmax(Q)"})
-
-
-def _unscale(model: Any, scaled):
-    """``low + 0.5 * (scaled + 1) * (high - low)`` (SB2's ``unscale_action``) in TF."""
-    tf = _tf()
-    low = np.asarray(model.action_space.low, np.float32)
-    high = np.asarray(model.action_space.high, np.float32)
-    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-        raise ExportError(f"cannot export a {type(model).__name__} model whose action space has infinite bounds "
-                          f"({model.action_space!r}): its actions are rescaled from [-1, 1] to the bounds")
-    return tf.constant(low) + 0.5 * (scaled + 1.0) * tf.constant(high - low)
-
-
-def _sac_graph(model: Any) -> ExportGraph:
-    tf = _tf()
-    policy = model.policy_tf
-    has_vf = "vf" in getattr(policy, "critic_heads", {})
-
-    def outputs(observation):
-        mu_, log_std = policy.actor_mu_log_std(observation)
-        out = OrderedDict(action=_unscale(model, tf.tanh(mu_)))
-        out["mean"] = mu_
-        out["std"] = tf.exp(log_std)
-        if has_vf:
-            out["value"] = policy.critic("vf", policy.critic_features(observation))[:, 0]
-        return out
-
-    descriptions = OrderedDict(action="unscale(tanh(mu)) in the action space bounds (float32)",
-                               mean="mean mu of the Gaussian before the tanh squashing",
-                               std="standard deviation of the Gaussian before the tanh squashing")
-    if has_vf:
-        descriptions["value"] = "state-value estimate V(s) (SAC's value function)"
-    return ExportGraph(OrderedDict(observation=_obs_spec(policy)), outputs, descriptions,
-                       {"action": "low + 0.5 * (tanh(mu) + 1) * (high - low)"})
-
-
-def _td3_graph(model: Any) -> ExportGraph:
-    policy = model.policy_tf
-
-    def outputs(observation):
-        return OrderedDict(action=_unscale(model, policy.actor(observation)))
-
-    return ExportGraph(OrderedDict(observation=_obs_spec(policy)), outputs,
-                       OrderedDict(action="unscale(actor(obs)) in the action space bounds (float32)"),
-                       {"action": "low + 0.5 * (actor(obs) + 1) * (high - low)"})
-
-
-#: the flat observation a HER model's wrapped model sees (``sbtf.her.utils.KEY_ORDER``)
-HER_FLAT_OBSERVATION = "concat[observation, achieved_goal, desired_goal]"
-_HER_VECNORMALIZE_REFUSED = (
-    "cannot fold VecNormalize statistics into a HER model: HER trains without VecNormalize (it refuses "
-    "VecEnvWrappers), so its networks take the goal env's observations as they are; export without vecnormalize "
-    "(DDPG's own normalize_observations statistics are folded in automatically)")
-
-
-def _her_graph(model: Any) -> ExportGraph:
-    """
-    HER over DQN, SAC, TD3 or DDPG: the goal env's dict observation as three inputs (``observation``,
-    ``achieved_goal``, ``desired_goal``), flattened in the graph as ``HERGoalEnvWrapper.convert_dict_to_obs`` does
-    (``concat`` in ``KEY_ORDER``; Discrete goal spaces: stacked into the ``MultiDiscrete`` triple; MultiBinary: cast
-    to integers and back, as the wrapper's int8 cast), then the wrapped model's export graph.
-    """
-    from sbtf.her.utils import KEY_ORDER, GoalObsConverter  # pylint: disable=import-outside-toplevel
-    tf = _tf()
-
-    inner = vars(model).get("model")
-    if inner is None:
-        raise ExportError("cannot export this HER model: it has no wrapped model (model.model is None)")
-    dict_space = vars(model).get("observation_space")
-    instead = (f"export the wrapped {type(inner).__name__} model instead (model.model.export(...)), whose input is "
-               f"the flat observation {HER_FLAT_OBSERVATION}")
-    if dict_space is None:
-        raise ExportError("cannot export this HER model: it does not record its goal env's dict observation space "
-                          "(her_obs_space), so the sizes of observation, achieved_goal and desired_goal are unknown; "
-                          f"set model.observation_space to the goal env's observation space, or {instead}")
-    try:
-        converter = GoalObsConverter(dict_space)
-    except (ValueError, NotImplementedError) as exc:
-        raise ExportError(f"cannot export this HER model: {exc}; {instead}") from exc
-    inner_graph = get_export_graph(inner)
-    if list(inner_graph.inputs) != ["observation"]:
-        raise ExportError(f"cannot export this HER model: the wrapped {type(inner).__name__} model's export takes "
-                          f"{list(inner_graph.inputs)}, HER only knows how to feed 'observation'")
-    inner_spec = inner_graph.inputs["observation"]
-    flat_space = converter.observation_space
-    if tuple(inner_spec.shape[1:]) != tuple(flat_space.shape):
-        raise ExportError(f"cannot export this HER model: its wrapped {type(inner).__name__} model takes "
-                          f"observations of shape {tuple(inner_spec.shape[1:])}, but {HER_FLAT_OBSERVATION} of the "
-                          f"goal observation space {dict_space} has shape {tuple(flat_space.shape)}")
-    flat_dtype = inner_spec.dtype
-    discrete = isinstance(converter.spaces[0], gym.spaces.Discrete)
-    multibinary = isinstance(converter.spaces[0], gym.spaces.MultiBinary)
-    inputs = OrderedDict()
-    part_sizes = []
-    for key, space in zip(KEY_ORDER, converter.spaces):
-        if discrete:
-            inputs[key] = _spec((None,), flat_dtype, key)
-            part_sizes.append(None)
-        else:
-            inputs[key] = _spec((None,) + tuple(int(d) for d in space.shape), "float32", key)
-            part_sizes.append(None if len(space.shape) == 1 else int(np.prod(space.shape)))
-
-    def outputs(observation, achieved_goal, desired_goal):
-        parts = [observation, achieved_goal, desired_goal]
-        if discrete:  # convert_dict_to_obs: MultiDiscrete([n_obs, n_goal, n_goal]) rows
-            flat = tf.stack([tf.cast(part, flat_dtype) for part in parts], axis=-1)
-        else:
-            parts = [part if size is None else tf.reshape(part, (-1, size)) for part, size in zip(parts, part_sizes)]
-            if multibinary:  # the wrapper casts MultiBinary observations to int8 (values 0 / 1)
-                parts = [tf.cast(tf.cast(part, tf.int32), tf.float32) for part in parts]
-            flat = tf.cast(tf.concat(parts, axis=-1), flat_dtype)
-        return inner_graph.outputs(observation=flat)
-
-    kind = "stacked (MultiDiscrete)" if discrete else "concatenated"
-    descriptions = OrderedDict(inner_graph.descriptions)
-    notes = dict(inner_graph.notes)
-    notes["action"] = f"{type(inner).__name__} on {HER_FLAT_OBSERVATION}: {inner_graph.notes.get('action', '')}"
-    notes["her"] = {"wrapped_algo": type(inner).__name__, "flat_observation": HER_FLAT_OBSERVATION,
-                    "flattening": kind, "flat_observation_space": _json_space(flat_space)}
-    return ExportGraph(inputs, outputs, descriptions, notes, observation_inputs=tuple(KEY_ORDER),
-                       vecnormalize_refused=_HER_VECNORMALIZE_REFUSED)
-
-
-register_exporter("ActorCriticRLModel", _actor_critic_graph)
-register_exporter("ACER", lambda model: _actor_critic_graph(model, include_q=True))
-register_exporter("DQN", _dqn_graph)
-register_exporter("SAC", _sac_graph)
-register_exporter("TD3", _td3_graph)
-register_exporter("HER", _her_graph)
-# DDPG defines DDPG._export_outputs itself (the actor on its normalised observations, unscaled)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -644,27 +242,6 @@ def build_export_module(model: Any, vecnormalize: Any = None) -> ExportBundle:
 
 def _shape_list(shape) -> list:
     return [None if dim is None else int(dim) for dim in shape]
-
-
-def _json_space(space: Any) -> Any:
-    try:
-        return _json_safe(space_to_dict(space))
-    except TypeError:
-        return repr(space)
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _json_safe(value.tolist())
-    if isinstance(value, np.generic):
-        return _json_safe(value.item())
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
 
 
 def _metadata(model, inputs_meta, outputs_meta, graph, stats, vecnormalize) -> Dict[str, Any]:
@@ -1027,165 +604,26 @@ def write_demo(model: Any, out_dir: Union[str, os.PathLike], vecnormalize: Any =
     return os.path.join(out_dir, "index.html")
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# command line: sbtf export MODEL.zip --format savedmodel|tfjs|onnx -o OUT [--algo A] [--vecnormalize P] [--demo D]
-# ---------------------------------------------------------------------------------------------------------------
-CLI_HELP = "export a trained model to a TF SavedModel, TF.js (with a browser demo) or ONNX"
-CLI_DESCRIPTION = ("Export the deterministic policy of an sbtf or stable-baselines 2 model file: a TensorFlow "
-                   "SavedModel (serving_default: observation -> action, ...), a TF.js graph model (model.json + "
-                   "weights; --demo writes a CartPole web page that runs it) or an ONNX file. The exported 'action' "
-                   "equals model.predict(obs, deterministic=True). See docs/export.md.")
+#: names that live in :mod:`sbtf_converters.export_cli` (the ``export`` command), still importable from here
+_CLI_NAMES = ("CLI_HELP", "CLI_DESCRIPTION", "add_cli_arguments", "register_cli", "CommandError", "detect_algorithm",
+              "run_command", "run_cli")
 
 
-def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``sbtf export``."""
-    parser.add_argument("model_path", metavar="MODEL", help="model file (.zip from sbtf; .zip or .pkl from "
-                                                            "stable-baselines 2)")
-    parser.add_argument("--format", default="savedmodel", choices=FORMATS,
-                        help="output format (default: savedmodel)")
-    parser.add_argument("-o", "--output", default=None, metavar="OUT",
-                        help="output folder (savedmodel, tfjs) or file (onnx); default: next to MODEL "
-                             "(MODEL_savedmodel/, MODEL_tfjs/, MODEL.onnx)")
-    parser.add_argument("--algo", default=None, metavar="ALGO",
-                        help="algorithm of the file (a2c, ppo2, dqn, ...); default: read from the file")
-    parser.add_argument("--vecnormalize", default=None, metavar="PATH",
-                        help="VecNormalize statistics (vecnormalize.pkl or its folder) to fold into the exported "
-                             "model, which then takes raw observations")
-    parser.add_argument("--demo", default=None, metavar="OUT_DIR",
-                        help="with --format tfjs: also write a ready-to-serve CartPole web page (model + page + "
-                             "vendored tf.min.js) to OUT_DIR")
-    parser.add_argument("--opset", type=int, default=DEFAULT_OPSET,
-                        help=f"ONNX opset (default {DEFAULT_OPSET})")
+def __getattr__(name: str) -> Any:
+    """``export.run_cli`` & co.: imported from :mod:`sbtf_converters.export_cli` on first use (it imports this
+    module)."""
+    if name in _CLI_NAMES:
+        from sbtf_converters import export_cli  # pylint: disable=import-outside-toplevel
 
-
-def register_cli(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``export`` sub-command to an ``argparse`` sub-parsers object; its handler is ``args.func(args)``."""
-    parser = subparsers.add_parser("export", help=CLI_HELP, description=CLI_DESCRIPTION)
-    add_cli_arguments(parser)
-    parser.set_defaults(func=run_cli)
-    return parser
-
-
-class CommandError(Exception):
-    """A one-line error of ``sbtf export`` with its exit code (2 bad input, 1 the export could not be done)."""
-
-    def __init__(self, message: str, exit_code: int):
-        super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
-
-
-def detect_algorithm(model_path: str) -> str:
-    """The algorithm class name (``PPO2``, ``DQN``, ...) of an sbtf or stable-baselines 2 model file."""
-
-    payload = save_util.read_file_bytes(model_path)
-    kind = save_util.inspect_model_bytes(payload)
-    if kind == "sbtf":
-        from sbtf.common.file_errors import get_load_limits  # pylint: disable=import-outside-toplevel
-        from sbtf.common.safe_zip import open_zip, read_member  # pylint: disable=import-outside-toplevel
-
-        with open_zip(payload, "model file") as archive:  # bounded, like every zip sbtf reads
-            info = save_util.parse_json(read_member(archive, save_util.FORMAT_MEMBER,
-                                                    get_load_limits().max_json_bytes, "model file"),
-                                        f"'{save_util.FORMAT_MEMBER}' member of the model file")
-        algo = info.get("algo") if isinstance(info, dict) else None
-        if not algo:
-            raise ExportError(f"{model_path} does not record its algorithm; pass --algo")
-        return str(algo)
-    parsed = parse_sb2(payload)
-    if not parsed.algorithm:
-        raise ExportError(f"cannot tell which algorithm wrote {model_path} ({parsed.report.detected_by}); pass --algo")
-    return str(parsed.algorithm)
-
-
-def _algorithm_class(name: str) -> type:
-    info = algorithms.find(name.strip())
-    if info is None:
-        choices = sorted(algo.cli_name for algo in algorithms.all_algorithms())
-        raise CommandError(f"unknown algorithm {name!r}; valid choices: {', '.join(choices)}", 2)
-    try:
-        return info.load()
-    except ImportError as exc:
-        raise CommandError(f"algorithm {info.name} is not available in this version of sbtf ({exc})", 2) from exc
-
-
-def _default_output(model_path: str, fmt: str) -> str:
-    stem = os.path.splitext(model_path)[0]
-    return stem + (".onnx" if fmt == "onnx" else f"_{fmt}")
-
-
-def run_command(args: argparse.Namespace) -> int:
-    """Run ``export`` for parsed arguments (see :func:`add_cli_arguments`); errors raise :class:`CommandError`."""
-    model_path = args.model_path
-    if not os.path.isfile(model_path):
-        for ext in (".zip", ".pkl"):
-            if os.path.isfile(model_path + ext):
-                model_path += ext
-                break
-        else:
-            raise CommandError(f"model file {args.model_path} not found", 2)
-    if args.demo and args.format != "tfjs":
-        raise CommandError("--demo writes a TF.js web page: use it with --format tfjs", 2)
-    if args.vecnormalize and not os.path.exists(args.vecnormalize):
-        raise CommandError(f"--vecnormalize: {args.vecnormalize} not found", 2)
-    if args.demo:  # fail before the (slow) load if the page cannot be made
-        bundle = find_tfjs_bundle()
-        if bundle is None:
-            raise CommandError(_missing_bundle_message(web_source_dir()), 1)
-    try:
-        algo = args.algo or detect_algorithm(model_path)
-    except (ExportError, ValueError) as exc:
-        raise CommandError(f"cannot read {model_path}: {exc}", 2) from exc
-    cls = _algorithm_class(algo)
-    try:
-        model = cls.load(model_path)
-    except (ValueError, TypeError, KeyError, OSError, NotImplementedError) as exc:
-        raise CommandError(f"cannot load {model_path} as {cls.__name__}: {exc}", 2) from exc
-    if args.vecnormalize is None:  # statistics where `sbtf train` / the rl-baselines-zoo put them
-        folder, stem = os.path.dirname(os.path.abspath(model_path)), os.path.splitext(model_path)[0]
-        for beside in (os.path.join(folder, "vecnormalize.pkl"), os.path.join(stem, "vecnormalize.pkl"),
-                       os.path.join(stem, "obs_rms.pkl")):
-            if os.path.isfile(beside):
-                print(f"note: {beside} exists; pass --vecnormalize {beside} if the model was trained on normalised "
-                      "observations (the export then takes raw observations)", file=sys.stderr)
-                break
-    output = args.output or _default_output(model_path, args.format)
-    try:
-        if hasattr(model, "export"):  # the model's own method (an algorithm may extend it)
-            written = model.export(output, format=args.format, vecnormalize=args.vecnormalize, opset=args.opset)
-        else:
-            written = export_model(model, output, format=args.format, vecnormalize=args.vecnormalize,
-                                   opset=args.opset)
-        wrapped = vars(model).get("model") if cls.__name__ == "HER" else None
-        label = f"{cls.__name__} ({type(model.policy_tf).__name__}" + (
-            f" of {type(wrapped).__name__})" if wrapped is not None else ")")
-        print(f"Exported {label} from {model_path} to {written} ({args.format})")
-        if args.demo:
-            index = write_demo(model, args.demo, vecnormalize=args.vecnormalize, tfjs_dir=written)
-            print(f"Wrote the CartPole demo to {args.demo}: serve it with `python -m http.server -d {args.demo} "
-                  f"8000` and open http://127.0.0.1:8000/{os.path.basename(index)}")
-    except ExportError as exc:
-        raise CommandError(str(exc), 1) from exc
-    return 0
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    """Handler of ``sbtf export`` for a plain argparse parser (errors: one line on stderr, exit code 1 or 2)."""
-    try:
-        return run_command(args)
-    except CommandError as exc:
-        print(f"sbtf export: error: {exc.message}", file=sys.stderr)
-        return exc.exit_code
+        return getattr(export_cli, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m sbtf_converters.export MODEL ...`` (the same as ``sbtf export MODEL ...``)."""
-    parser = argparse.ArgumentParser(prog="sbtf")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    register_cli(subparsers)
-    args = parser.parse_args(["export"] + list(sys.argv[1:] if argv is None else argv))
-    return args.func(args)
+    from sbtf_converters import export_cli  # pylint: disable=import-outside-toplevel
 
+    return export_cli.main(argv)
 
 
 if __name__ == "__main__":  # pragma: no cover
