@@ -9,7 +9,9 @@ by playwright-core (``converters/web/tools/browser_check.js``). The test checks 
 * the page's JavaScript CartPole follows gymnasium's CartPole-v1 physics step for step;
 * the agent keeps the pole up for the full 500 steps in the page, and the page says so;
 
-and saves a screenshot (its path is printed).
+and saves a screenshot (its path is printed). The RL Zoo's stable-baselines3 PPO and DQN CartPole agents
+(../shared/fixtures/sb3_zoo, loaded from their zips without PyTorch; skipped with a reason when absent) play the
+same page: real SB3's actions and values / Q-values on the fixture's inputs, and the full 500 steps.
 
 Needs, and otherwise skips saying which is missing: Chromium at /usr/bin/chromium (Debian package ``chromium``;
 ``SBTF_CHROMIUM`` overrides the path), Node.js, and ``npm install`` run in converters/web (playwright-core,
@@ -119,33 +121,27 @@ def _gymnasium_trajectory(state, actions):
     return np.array(states), flags
 
 
-def test_cartpole_demo_in_chromium(tmp_path):
-    node = _requirements()
+def _play_in_chromium(node, model, tmp_path, observations, physics=None, seed: int = 3) -> dict:
+    """Write the demo of ``model`` (``write_demo``), serve it on 127.0.0.1 and open it in Chromium: the page's
+    policy on ``observations``, its CartPole on ``physics`` (``{state, actions}``) and one episode from ``seed``.
+    Returns browser_check.js's JSON result (a screenshot is written to tmp_path / "cartpole_demo.png")."""
     from sbtf_converters.export import write_demo
-
-    model = _cloned_agent()
-    lengths = [_episode_length(model, seed) for seed in (0, 1, 2)]
-    assert min(lengths) == 500, f"the behaviour-cloned agent is not good enough in Python: {lengths}"
 
     demo = tmp_path / "demo"
     index = write_demo(model, demo)
     assert Path(index).is_file() and (demo / "vendor" / "tf.min.js").is_file()
-
-    rng = np.random.default_rng(7)
-    observations = rng.uniform([-2.0, -2.0, -0.2, -2.0], [2.0, 2.0, 0.2, 2.0], (32, 4)).astype(np.float32)
-    start = [0.02, -0.1, 0.03, 0.2]
-    actions = rng.integers(0, 2, 80).tolist()
     screenshot = tmp_path / "cartpole_demo.png"
-
     handler = functools.partial(_QuietHandler, directory=str(demo))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         port = server.server_address[1]
-        request = {"url": f"http://127.0.0.1:{port}/index.html?seed=3&episodes=1&speed=max",
-                   "observations": observations.tolist(), "physics": {"state": start, "actions": actions},
-                   "screenshot": str(screenshot), "timeout_ms": 60000, "chromium": CHROMIUM}
+        request = {"url": f"http://127.0.0.1:{port}/index.html?seed={seed}&episodes=1&speed=max",
+                   "observations": np.asarray(observations).tolist(), "screenshot": str(screenshot),
+                   "timeout_ms": 60000, "chromium": CHROMIUM}
+        if physics is not None:
+            request["physics"] = physics
         request_path = tmp_path / "request.json"
         request_path.write_text(json.dumps(request))
         proc = subprocess.run([node, str(WEB / "tools" / "browser_check.js"), str(request_path)],
@@ -157,6 +153,22 @@ def test_cartpole_demo_in_chromium(tmp_path):
     result = json.loads(proc.stdout)
     print(f"\nscreenshot of the demo page: {screenshot}")
     print(f"TF.js {result['tfjs_version']} on the {result['backend']} backend in {result['user_agent']}")
+    return result
+
+
+def test_cartpole_demo_in_chromium(tmp_path):
+    node = _requirements()
+
+    model = _cloned_agent()
+    lengths = [_episode_length(model, seed) for seed in (0, 1, 2)]
+    assert min(lengths) == 500, f"the behaviour-cloned agent is not good enough in Python: {lengths}"
+
+    rng = np.random.default_rng(7)
+    observations = rng.uniform([-2.0, -2.0, -0.2, -2.0], [2.0, 2.0, 0.2, 2.0], (32, 4)).astype(np.float32)
+    start = [0.02, -0.1, 0.03, 0.2]
+    actions = rng.integers(0, 2, 80).tolist()
+    screenshot = tmp_path / "cartpole_demo.png"
+    result = _play_in_chromium(node, model, tmp_path, observations, {"state": start, "actions": actions})
 
     # the page's policy gives predict()'s actions
     predictions = result["predictions"]
@@ -185,3 +197,42 @@ def test_cartpole_demo_in_chromium(tmp_path):
     assert image.shape[0] > 300 and image.shape[1] > 500
     pole = np.all(np.abs(image.astype(int) - [0xca, 0x98, 0x65]) <= 2, axis=-1)
     assert pole.sum() > 500, "the pole is not drawn on the canvas"
+
+
+#: stable-baselines3 agents of the RL Zoo (../shared/fixtures/sb3_zoo): run -> (class path, the output SB3 computed)
+SB3_AGENTS = {"ppo/CartPole-v1_1": ("sbtf.sb3:PPO", "values", "value"),
+              "dqn/CartPole-v1_1": ("sbtf.sb3:DQN", "q_values", "q_values")}
+
+
+@pytest.mark.parametrize("run", sorted(SB3_AGENTS))
+def test_rl_zoo_sb3_agent_plays_in_chromium(run, tmp_path):
+    """A stable-baselines3 agent of the RL Zoo, loaded from its zip (no PyTorch), plays CartPole in the browser: the
+    page's TF.js policy gives real SB3's actions (exactly) and values / Q-values (to 1e-4) on the fixture's inputs,
+    and balances the pole for the full 500 steps, as the zoo's benchmark lists for it."""
+    import importlib
+    import warnings
+
+    from conftest import shared_fixture
+
+    node = _requirements()
+    class_path, sb3_key, output = SB3_AGENTS[run]
+    module, name = class_path.split(":")
+    expected = json.loads(shared_fixture("sb3_zoo", "expected_outputs.json").read_text())["agents"][run]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the old file's schedules are code: sbtf's defaults (acting unaffected)
+        model = getattr(importlib.import_module(module), name).load(
+            str(shared_fixture("sb3_zoo", run, "CartPole-v1.zip")))
+    observations = np.asarray(expected["obs"], dtype=np.float32)
+
+    result = _play_in_chromium(node, model, tmp_path, observations, seed=5)
+
+    predictions = result["predictions"]
+    want = np.asarray(expected["deterministic_actions"])
+    np.testing.assert_array_equal(np.asarray(predictions["action"]["data"]), want)
+    np.testing.assert_array_equal(np.asarray(predictions["action"]["data"]),
+                                  model.predict(observations, deterministic=True)[0])
+    np.testing.assert_allclose(np.reshape(predictions[output]["data"], np.shape(expected[sb3_key])),
+                               expected[sb3_key], rtol=1e-4, atol=1e-4)
+    assert result["episode"] == {"seed": 5, "steps": 500, "terminated": False, "truncated": True}
+    assert "Balanced for 500 steps" in result["dom"]["status"]
+    assert result["console_errors"] == []
