@@ -200,3 +200,34 @@ def test_convert_command_errors_and_help(tmp_path, capsys):
     assert main(["convert", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "a stable-baselines3 / sb3-contrib model zip, or an RL-Zoo3 run folder" in text
+
+
+@pytest.mark.parametrize("policy_class, data, algorithm", [
+    ("stable_baselines3.common.policies.ActorCriticPolicy", {"clip_range": 0.2, "n_epochs": 10}, "PPO"),
+    ("stable_baselines3.common.policies.ActorCriticPolicy", {"normalize_advantage": False}, "A2C"),
+    ("stable_baselines3.common.policies.ActorCriticPolicy", {"cg_max_steps": 15, "target_kl": 0.01}, "TRPO"),
+    ("stable_baselines3.td3.policies.TD3Policy", {"policy_delay": 2, "target_noise_clip": 0.5}, "TD3"),
+    ("stable_baselines3.td3.policies.TD3Policy", {"policy_delay": 1, "target_noise_clip": 0.0}, "DDPG"),
+    ("sb3_contrib.common.maskable.policies.MaskableActorCriticPolicy", {}, "MaskablePPO"),
+    ("sb3_contrib.common.recurrent.policies.RecurrentActorCriticPolicy", {}, "RecurrentPPO"),
+    ("sb3_contrib.ars.policies.ARSPolicy", {}, "ARS"),
+    ("stable_baselines3.sac.policies.SACPolicy", {}, "SAC"),
+])
+def test_the_algorithm_of_an_sb3_file_is_read_from_its_policy_class(policy_class, data, algorithm):
+    from sbtf_converters.sb3_files import sb3_algorithm_name, sb3_class
+    from sbtf_converters.sb3_reader import Sb3File
+
+    sb3 = Sb3File(dict(data, policy_class=policy_class), {}, "2.3.0", "", [], "test file", False)
+    assert sb3_algorithm_name(sb3) == algorithm
+    cls = sb3_class(algorithm)
+    assert cls.__name__ == algorithm and cls.__module__.startswith(("sbtf.sb3.", "sbtf.contrib."))
+
+
+def test_an_sb3_file_that_does_not_tell_its_algorithm_asks_for_it():
+    from sbtf.common.file_errors import ModelDataError
+    from sbtf_converters.sb3_files import sb3_algorithm_name
+    from sbtf_converters.sb3_reader import Sb3File
+
+    sb3 = Sb3File({"policy_class": "my_package.policies.MyPolicy"}, {}, "", "", [], "mine.zip", False)
+    with pytest.raises(ModelDataError, match=r"mine.zip does not tell which algorithm.*pass the algorithm \(--algo"):
+        sb3_algorithm_name(sb3)
