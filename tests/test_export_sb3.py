@@ -231,3 +231,20 @@ def test_an_sb3_file_that_does_not_tell_its_algorithm_asks_for_it():
     sb3 = Sb3File({"policy_class": "my_package.policies.MyPolicy"}, {}, "", "", [], "mine.zip", False)
     with pytest.raises(ModelDataError, match=r"mine.zip does not tell which algorithm.*pass the algorithm \(--algo"):
         sb3_algorithm_name(sb3)
+
+
+@pytest.mark.parametrize("name", ["SAC", "TD3", "DDPG"])
+def test_sb3_off_policy_classes_export_their_own_graph(name, tmp_path):
+    """sbtf.sb3's SAC / TD3 / DDPG share their names with stable-baselines 2's: the export must use their own
+    graph (_export_outputs), not SB2's builder registered for the name (no fixture needed)."""
+    import sbtf.sb3
+    from sbtf_converters import export as sx
+
+    model = getattr(sbtf.sb3, name)("MlpPolicy", "Pendulum-v1", learning_starts=0, seed=0,
+                                    policy_kwargs={"net_arch": [16, 16]})
+    sx.export_model(model, str(tmp_path / "sm"))
+    meta = json.loads((tmp_path / "sm" / sx.METADATA_FILE).read_text())
+    assert meta["action"] == f"{name}._export_outputs"
+    obs = np.random.default_rng(0).uniform([-1, -1, -8], [1, 1, 8], (10, 3)).astype(np.float32)
+    got = _run_savedmodel(tmp_path / "sm", {"observation": obs})
+    _assert_actions(got["action"], model.predict(obs, deterministic=True)[0])
