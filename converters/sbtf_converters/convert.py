@@ -104,13 +104,16 @@ def convert_sb3(old_path: PathLike, new_path: PathLike, vecnormalize_folder: Opt
     report = ConversionReport(source=source, file_format=SB3_FILE_KIND,
                               parameter_storage="policy.pth" + (" + pytorch_variables.pth" if any(
                                   key.startswith("log_ent_coef") for key in sb3.state) else ""),
-                              algorithm=cls.__name__, detected_by="--algo" if algo else f"the policy class {module}",
+                              algorithm=cls.__name__, detected_by="--algo" if algo else f"the policy class {module}."
+                              f"{policy}" + (" and the hyperparameters" if ".common." in module else ""),
                               sb2_policy=f"{module}.{policy}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = load_sb3_model(cls, payload, custom_objects=custom_objects, allow_pickle=allow_pickle, source=source,
                                verbose=0)
     # the reader's warnings (e.g. schedules stored as code); not those of the libraries building the network
+    verbose = sb3.data.get("verbose", 0)
+    model.verbose = verbose if isinstance(verbose, int) and not isinstance(verbose, bool) else 0
     report.warnings.extend(str(item.message) for item in caught if issubclass(item.category, UserWarning)
                            and "sbtf" in item.filename.replace(os.sep, "/").split("/site-packages/")[-1])
     report.emit_warnings(stacklevel=2)
