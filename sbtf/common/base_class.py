@@ -769,6 +769,8 @@ class BaseRLModel(ABC):
             from sbtf.common import formats
 
             reader = formats.model_reader(kind, source=str(load_path))
+            if kind == "sb3-zip":  # its reader's messages name the file
+                kwargs = dict(kwargs, source=f"the stable-baselines3 file {load_path}")
             return reader(cls, payload, env=env, custom_objects=custom_objects, allow_pickle=allow_pickle, **kwargs)
         data, params, info = save_util.load_from_zip_bytes(payload, custom_objects, allow_pickle)
         algo = info.get("algo")
