@@ -37,9 +37,11 @@ _PREFIXES = {"dqn": "q_net.", "qrdqn": "quantile_net."}
 
 
 def optimizer_parameter_names(class_name: str, member: str, state_names: Sequence[str],
-                              aliases: Sequence[str]) -> List[str]:
+                              aliases: Sequence[str]) -> List[List[str]]:
     """
-    The SB3 tensor names of the parameters a ``*.optimizer.pth`` member's indices refer to, in index order.
+    The SB3 tensor names of the parameters a ``*.optimizer.pth`` member's indices refer to, in index order: one
+    list per SB3 version's layout (DQN / QR-DQN's optimizer holds the online network since SB3 1.x, the whole
+    policy, target network included, before); the one whose length is the file's is used.
 
     :param class_name: the sbtf class (``"PPO"``, ``"SAC"``...)
     :param member: the zip member (``"policy.optimizer.pth"``...)
@@ -50,14 +52,14 @@ def optimizer_parameter_names(class_name: str, member: str, state_names: Sequenc
     names = [name for name in state_names if name not in alias and name != "log_ent_coef"]
     family = family_of(class_name)
     if member == "ent_coef_optimizer.pth":
-        return ["log_ent_coef"] if "log_ent_coef" in state_names else []
+        return [["log_ent_coef"] if "log_ent_coef" in state_names else []]
     if member == "policy.optimizer.pth":
         prefix = _PREFIXES.get(family)
         if prefix is None:
-            return names
-        return [name for name in names if name.startswith(prefix)]
+            return [names]
+        return [[name for name in names if name.startswith(prefix)], names]
     prefix = member.split(".", 1)[0] + "."
-    return [name for name in names if name.startswith(prefix)]
+    return [[name for name in names if name.startswith(prefix)]]
 
 
 def _param_indices(payload: Any, what: str) -> Tuple[List[int], dict, dict]:
@@ -194,10 +196,11 @@ def restore_optimizers(model: Any, class_name: str, members: Mapping[str, Any], 
                 raise ModelDataError(f"sbtf's {class_name} has no optimizer of PyTorch's state for it "
                                      f"({type(optimizer).__name__})")
             indices, group, state = _param_indices(payload, what)
-            order = optimizer_parameter_names(class_name, member, state_names, aliases)
-            if len(order) != len(indices):
+            orders = optimizer_parameter_names(class_name, member, state_names, aliases)
+            order = next((names for names in orders if len(names) == len(indices)), None)
+            if order is None:
                 raise ModelDataError(f"it lists {len(indices)} parameters, the {class_name} policy has "
-                                     f"{len(order)} for it")
+                                     f"{' or '.join(str(len(names)) for names in orders)} for it")
             differs = _hyperparameters_differ(optimizer, group, kind)
             if differs:
                 raise ModelDataError(f"its settings differ from the optimizer sbtf built ({differs})")
