@@ -57,3 +57,27 @@ def test_load_with_a_renamed_env_id(tmp_path):
     assert loaded.get_env().envs[0].unwrapped.spec.id == "LunarLander-v3"
     with pytest.raises(RetiredEnvIdError, match="Ant-v2 observes 111 values"):
         PPO.load(tmp_path / "lander.zip", env="Ant-v2")
+
+
+_CONFIG = "!!python/object/apply:collections.OrderedDict\n- - - n_envs\n    - 1\n  - - policy\n    - MlpPolicy\n"
+
+
+def test_enjoy_plays_an_rl_zoo_run_of_a_renamed_id(tmp_path, capsys):
+    """An RL-Zoo3 run folder named after LunarLander-v2 (an SB3 zip written by real stable-baselines3,
+    tests/data/sb3/ppo_lunar.zip) plays on LunarLander-v3; Ant-v2 is refused with the reason."""
+    from pathlib import Path
+
+    from sbtf.cli import main
+
+    run = tmp_path / "ppo" / "LunarLander-v2_1"
+    (run / "LunarLander-v2").mkdir(parents=True)
+    (run / "LunarLander-v2.zip").write_bytes((Path(__file__).parent / "data" / "sb3" / "ppo_lunar.zip").read_bytes())
+    (run / "LunarLander-v2" / "config.yml").write_text(_CONFIG)
+    code = main(["enjoy", "--algo", "ppo", "--env", "LunarLander-v2", "-f", str(tmp_path), "-n", "120", "--seed", "0"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "LunarLander-v2.zip" in captured.out and "on LunarLander-v3" in captured.out
+    assert re.search(r"Episode 1: return -?[\d.]+", captured.out)
+    code = main(["enjoy", "--algo", "ppo", "--env", "Ant-v2", "-f", str(tmp_path), "-n", "10"])
+    assert code == 2
+    assert "Ant-v2 observes 111 values" in capsys.readouterr().err

@@ -2,8 +2,8 @@
 sb3-contrib in a separate venv, never sbtf's own environment)::
 
     python -m venv /tmp/sb3venv
-    /tmp/sb3venv/bin/pip install torch stable-baselines3 sb3-contrib
-    /tmp/sb3venv/bin/python tests/data/sb3/make_reference.py
+    /tmp/sb3venv/bin/pip install torch stable-baselines3 sb3-contrib box2d
+    /tmp/sb3venv/bin/python tests/data/sb3/make_reference.py [NAME ...]   # all agents, or only those named
 
 Each agent trains a few steps on a small env of ``reference_envs.py`` (so its optimizers hold state), is saved as
 ``<name>.zip`` by SB3, and SB3's own outputs on fixed inputs go to ``reference.json`` (deterministic actions, values
@@ -46,6 +46,9 @@ AGENTS = {
     "a2c_rmsprop": (A2C, "MlpPolicy", "cartpole", dict(n_steps=8, policy_kwargs=dict(net_arch=[16])), 80),
     "a2c_rmsprop_tf_like": (A2C, "MlpPolicy", "cartpole", dict(n_steps=8, policy_kwargs=dict(
         net_arch=[16], optimizer_class=RMSpropTFLike, optimizer_kwargs=dict(alpha=0.99, eps=1e-5))), 40),
+    # played from an RL-Zoo run folder under its old id LunarLander-v2 (tests/test_env_id_table.py)
+    "ppo_lunar": (PPO, "MlpPolicy", "lunar", dict(n_steps=32, batch_size=16, n_epochs=1,
+                                                  policy_kwargs=dict(net_arch=[8])), 32),
 }
 N_INPUTS = 6
 
@@ -92,12 +95,19 @@ def _optimizer_state(name, model, out):
                         value.detach().cpu().numpy() if th.is_tensor(value) else value, dtype=np.float32)
 
 
-def main() -> None:
+def main(names) -> None:
     th.manual_seed(0)
     reference = {"stable_baselines3": __import__("stable_baselines3").__version__, "torch": th.__version__,
                  "agents": {}}
     optimizer_state = {}
+    if names:  # update only these agents' files and entries
+        with open(os.path.join(HERE, "reference.json"), encoding="utf-8") as handle:
+            reference["agents"] = json.load(handle)["agents"]
+        optimizer_state = dict(np.load(os.path.join(HERE, "optimizer_state.npz")))
+        optimizer_state = {k: v for k, v in optimizer_state.items() if k.split("/")[0] not in names}
     for index, (name, (cls, policy, env_name, kwargs, steps)) in enumerate(AGENTS.items()):
+        if names and name not in names:
+            continue
         env = make_env(env_name)
         model = cls(policy, env, seed=index, device="cpu", **kwargs)
         model.learn(steps)
@@ -126,4 +136,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -80,4 +80,5 @@ def make_env(name: str) -> gym.Env:
     """The env an agent of ``tests/data/sb3`` was trained on, by the name its reference entry records."""
     return {"image": lambda: ImageEnv(3), "gray": lambda: ImageEnv(1), "dict_image": DictImageEnv,
             "dict_vector": lambda: DictVectorEnv(False), "dict_vector_box": lambda: DictVectorEnv(True),
-            "cartpole": lambda: gym.make("CartPole-v1"), "pendulum": lambda: gym.make("Pendulum-v1")}[name]()
+            "cartpole": lambda: gym.make("CartPole-v1"), "pendulum": lambda: gym.make("Pendulum-v1"),
+            "lunar": lambda: gym.make("LunarLander-v3")}[name]()
