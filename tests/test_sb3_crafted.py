@@ -594,3 +594,37 @@ def test_hostile_optimizer_pth(tmp_path, case):
     finally:
         tracemalloc.stop()
     assert peak < 64 << 20, f"{case}: {peak:,} bytes allocated"
+
+
+def test_malformed_optimizer_contents_leave_fresh_state(tmp_path):
+    """Whatever data an optimizer member holds (read safely as data), restoring it gives the note, never another
+    exception, and leaves the optimizer fresh."""
+    from sbtf_converters.sb3_layouts import plan_state_dict
+    from sbtf_converters.sb3_optimizers import restore_optimizers
+
+    model = _load(tmp_path, sb3_zip())
+    weights = _weights()
+    shapes = {n: tuple(v.shape) for n, v in model._named_parameters().items()}  # pylint: disable=protected-access
+    targets, aliases = plan_state_dict("DQN", weights, shapes)
+    group = {"betas": (0.9, 0.999), "eps": 1e-8, "params": [0, 1, 2, 3]}
+    good = {"exp_avg": np.ones((8, 4), np.float32), "exp_avg_sq": np.ones((8, 4), np.float32), "step": 1.0}
+    payloads = [None, [], "state", {"state": {}}, {"state": [], "param_groups": [group]},
+                {"state": {0: good}, "param_groups": [dict(group, params="0123")]},
+                {"state": {0: good}, "param_groups": [dict(group, params=[0, 0, 1, 2])]},
+                {"state": {7: good}, "param_groups": [group]},
+                {"state": {0: [good]}, "param_groups": [group]},
+                {"state": {0: dict(good, step="seven")}, "param_groups": [group]},
+                {"state": {0: dict(good, step=[1.0, 2.0])}, "param_groups": [group]},
+                {"state": {0: dict(good, step=-3.0)}, "param_groups": [group]},
+                {"state": {0: dict(good, exp_avg={"a": 1})}, "param_groups": [group]},
+                {"state": {0: dict(good, exp_avg_sq=np.ones((8, 4), np.int32))}, "param_groups": [group]},
+                {"state": {0: dict(good, exp_avg=np.ones((2, 2, 2, 2), np.float32))}, "param_groups": [group]},
+                {"state": {0: good}, "param_groups": [dict(group, betas="no")]},
+                {"state": {0: good}, "param_groups": [dict(group, eps=None)]},
+                {"state": {0: good, 1: dict(good, step=2.0)}, "param_groups": [group]}]
+    for index, payload in enumerate(payloads):
+        outcome = restore_optimizers(model, "DQN", {"policy.optimizer.pth": payload}, list(weights), targets,
+                                     aliases, source=f"case {index}")
+        assert outcome["policy.optimizer.pth"] != "restored", index
+        assert float(model.optimizer.t.numpy()) == 0.0
+        assert not any(np.any(slot.numpy()) for slot in model.optimizer.m + model.optimizer.v), index

@@ -138,7 +138,10 @@ def _slot_values(class_name: str, optimizer: Any, kind: str, order: Sequence[str
         if type(entry) is not dict:
             raise ModelDataError(f"{what} holds a parameter state that is not a dict")
         if kind == "Adam":
-            steps.add(float(np.asarray(entry.get("step", np.nan), dtype=np.float64)))
+            try:
+                steps.add(float(np.asarray(entry.get("step", np.nan), dtype=np.float64)))
+            except (TypeError, ValueError):
+                raise ModelDataError(f"{what}: the step count of {sb3_name} is not a number") from None
         for slot, key in zip((first, second), keys):
             if key not in entry:
                 if key == "momentum_buffer":
