@@ -8,7 +8,11 @@ sb3-contrib in a separate venv, never sbtf's own environment)::
 Each agent trains a few steps on a small env of ``reference_envs.py`` (so its optimizers hold state), is saved as
 ``<name>.zip`` by SB3, and SB3's own outputs on fixed inputs go to ``reference.json`` (deterministic actions, values
 and log-probabilities, Q-values, critic values), its optimizers' per-parameter state to ``optimizer_state.npz``
-(``<name>/<optimizer>/<parameter>/<exp_avg|exp_avg_sq|square_avg|step>``).
+(``<name>/<optimizer>/<parameter>/<exp_avg|exp_avg_sq|square_avg|step>``). For the agents of ``STEP_CHECK``, the
+saved zip is loaded back by SB3 and its optimizer takes one step on the gradient of a fixed loss (the sum of the
+Q-values / values on the reference inputs) at the file's learning rate: the parameters after it are stored as
+``step_check/<name>/<parameter>`` and the learning rate as ``reference.json``'s ``step_check_lr``, so that sbtf's
+continuation from the restored state can be compared with PyTorch's.
 """
 from __future__ import annotations
 
@@ -51,6 +55,7 @@ AGENTS = {
                                                   policy_kwargs=dict(net_arch=[8])), 32),
 }
 N_INPUTS = 6
+STEP_CHECK = ("dqn_dict", "a2c_rmsprop", "ppo_cnn")
 
 
 def _inputs(env, seed: int):
@@ -95,6 +100,21 @@ def _optimizer_state(name, model, out):
                         value.detach().cpu().numpy() if th.is_tensor(value) else value, dtype=np.float32)
 
 
+def _step_check(cls, name, obs, out) -> float:
+    """One step of the reloaded agent's optimizer on d(sum of Q-values or values)/d(parameters); the parameters
+    after it go to ``out``; returns the learning rate used (the file's)."""
+    loaded = cls.load(os.path.join(HERE, f"{name}.zip"), device="cpu")
+    obs_t, _ = loaded.policy.obs_to_tensor(obs)
+    optimizer = loaded.policy.optimizer
+    optimizer.zero_grad()
+    loss = loaded.q_net(obs_t).sum() if cls is DQN else loaded.policy.predict_values(obs_t).sum()
+    loss.backward()
+    optimizer.step()
+    for key, value in loaded.policy.state_dict().items():
+        out[f"step_check/{name}/{key}"] = value.detach().cpu().numpy()
+    return float(optimizer.param_groups[0]["lr"])
+
+
 def main(names) -> None:
     th.manual_seed(0)
     reference = {"stable_baselines3": __import__("stable_baselines3").__version__, "torch": th.__version__,
@@ -104,7 +124,9 @@ def main(names) -> None:
         with open(os.path.join(HERE, "reference.json"), encoding="utf-8") as handle:
             reference["agents"] = json.load(handle)["agents"]
         optimizer_state = dict(np.load(os.path.join(HERE, "optimizer_state.npz")))
-        optimizer_state = {k: v for k, v in optimizer_state.items() if k.split("/")[0] not in names}
+        optimizer_state = {k: v for k, v in optimizer_state.items()
+                           if k.split("/")[0] not in names and not (k.startswith("step_check/") and
+                                                                     k.split("/")[1] in names)}
     for index, (name, (cls, policy, env_name, kwargs, steps)) in enumerate(AGENTS.items()):
         if names and name not in names:
             continue
@@ -128,6 +150,8 @@ def main(names) -> None:
                 scaled = th.as_tensor(model.policy.scale_action(actions), dtype=th.float32)
                 entry["critic_q_of_scaled_deterministic_actions"] = th.cat(
                     model.critic(obs_t, scaled), dim=1).numpy().tolist()
+        if name in STEP_CHECK:
+            entry["step_check_lr"] = _step_check(cls, name, obs, optimizer_state)
         reference["agents"][name] = entry
         _optimizer_state(name, model, optimizer_state)
     with open(os.path.join(HERE, "reference.json"), "w", encoding="utf-8") as handle:
