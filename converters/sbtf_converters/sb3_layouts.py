@@ -4,8 +4,13 @@ A layout is a list of rules per policy family. A rule matches SB3 state-dict nam
 names the sbtf variable: ``nn.Sequential`` containers (``mlp_extractor.policy_net``, ``q_net.q_net``,
 ``critic.qf0``...) are renumbered by the order of their ``nn.Linear`` layers (PyTorch counts the activations too:
 ``0, 2, 4``), the last one becoming ``out`` where sbtf's network has an output layer. PyTorch's ``weight`` is
-``(out, in)``, a Keras kernel ``(in, out)``: weights are transposed. :func:`map_state_dict` maps a whole state dict
-and checks every shape against the model's variable *before* anything is assigned.
+``(out, in)``, a Keras kernel ``(in, out)``: weights are transposed. Features extractors (NatureCNN's ``cnn.0/2/4``
+and ``linear.0``, CombinedExtractor's ``extractors.<key>.``) land in the extractor of the same scope: conv weights
+OIHW -> HWIO, the Linear after the flatten with its rows permuted from PyTorch's (C, H, W) flatten to sbtf's
+(H, W, C) one; a module SB3 registered twice (``features_extractor`` / ``pi_features_extractor``, a shared
+``vf_features_extractor``) is an *alias*, checked equal and loaded once. :func:`plan_state_dict` says where each
+tensor goes (with the layout transform, reused for the optimizer state); :func:`map_state_dict` maps a whole state
+dict and checks every shape against the model's variable *before* anything is assigned.
 """
 from __future__ import annotations
 
