@@ -628,3 +628,37 @@ def test_malformed_optimizer_contents_leave_fresh_state(tmp_path):
         assert outcome["policy.optimizer.pth"] != "restored", index
         assert float(model.optimizer.t.numpy()) == 0.0
         assert not any(np.any(slot.numpy()) for slot in model.optimizer.m + model.optimizer.v), index
+
+
+def test_fuzzed_optimizer_pickle_gives_typed_errors_or_a_note(tmp_path):
+    """Byte mutations of a valid policy.optimizer.pth pickle (re-packed, so they reach the unpickler): the load
+    either succeeds (the state restored or left fresh with the note) or raises a ModelFileError; bounded memory."""
+    weights = _weights()
+    _, moments = _adam_state(weights)
+    state, storages = {}, {}
+    for index, name in enumerate(moments):
+        storages.update({f"{index}a": moments[name][0].tobytes(), f"{index}b": moments[name][1].tobytes(),
+                         f"{index}s": np.float32(3.0).tobytes()})
+        state[index] = {"step": _tensor(f"{index}s", ()), "exp_avg": _tensor(f"{index}a", weights[name].shape),
+                        "exp_avg_sq": _tensor(f"{index}b", weights[name].shape)}
+    good = _pickle({"state": state, "param_groups": [{"lr": 0.001, "betas": (0.9, 0.999), "eps": 1e-8,
+                                                      "params": [0, 1, 2, 3]}]})
+    rng = np.random.default_rng(5)
+    outcomes = set()
+    tracemalloc.start()
+    try:
+        for _ in range(60):
+            mutated = bytearray(good)
+            for _ in range(int(rng.integers(1, 4))):
+                mutated[int(rng.integers(2, len(mutated) - 1))] = int(rng.integers(0, 256))
+            try:
+                model = _load(tmp_path, _with_optimizer(torch_zip({}, storages, pickle_bytes=bytes(mutated))))
+                outcomes.add("restored" if model.sb3_optimizer_restore["policy.optimizer.pth"] == "restored"
+                             else "note")
+            except ModelFileError:
+                outcomes.add("error")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20
+    assert "error" in outcomes
