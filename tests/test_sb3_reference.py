@@ -4,7 +4,7 @@
 (``tests/data/sb3/make_reference.py``, run in a separate venv) and SB3's own outputs on fixed inputs
 (``reference.json``) and optimizer states (``optimizer_state.npz``). Checked without PyTorch: deterministic actions,
 values, log-probabilities, Q-values and critic values to float32 precision (NatureCNN, CombinedExtractor with an
-image key, ``share_features_extractor=False``); the optimizers' slots equal the file's ``exp_avg`` / ``exp_avg_sq`` /
+image key, ``share_features_extractor=False`` for PPO and ``True`` for SAC); the optimizers' slots equal the file's ``exp_avg`` / ``exp_avg_sq`` /
 ``square_avg`` and step; training continues; sbtf's own save / load round-trips; RMSpropTFLike leaves fresh state
 with one note; ``print_system_info``; error messages name the file.
 """
@@ -107,7 +107,8 @@ _OPTIMIZERS = {"policy.optimizer": "optimizer", "actor.optimizer": "actor_optimi
                "critic.optimizer": "critic_optimizer", "ent_coef_optimizer": "ent_coef_optimizer"}
 
 
-@pytest.mark.parametrize("name", ["ppo_cnn", "ppo_dict_separate", "dqn_cnn", "sac_dict", "a2c_rmsprop"])
+@pytest.mark.parametrize("name", ["ppo_cnn", "ppo_dict_separate", "dqn_cnn", "sac_dict", "sac_dict_image_shared",
+                                  "a2c_rmsprop"])
 def test_optimizer_state_equals_the_files(name):
     model = _load(name)
     assert set(model.sb3_optimizer_restore.values()) == {"restored"}

@@ -50,6 +50,9 @@ AGENTS = {
     "a2c_rmsprop": (A2C, "MlpPolicy", "cartpole", dict(n_steps=8, policy_kwargs=dict(net_arch=[16])), 80),
     "a2c_rmsprop_tf_like": (A2C, "MlpPolicy", "cartpole", dict(n_steps=8, policy_kwargs=dict(
         net_arch=[16], optimizer_class=RMSpropTFLike, optimizer_kwargs=dict(alpha=0.99, eps=1e-5))), 40),
+    "sac_dict_image_shared": (SAC, "MultiInputPolicy", "dict_image", dict(
+        buffer_size=200, learning_starts=16, batch_size=8, policy_kwargs=dict(
+            net_arch=[16], share_features_extractor=True, features_extractor_kwargs=dict(cnn_output_dim=8))), 40),
     # played from an RL-Zoo run folder under its old id LunarLander-v2 (tests/test_env_id_table.py)
     "ppo_lunar": (PPO, "MlpPolicy", "lunar", dict(n_steps=32, batch_size=16, n_epochs=1,
                                                   policy_kwargs=dict(net_arch=[8])), 32),
