@@ -4,9 +4,10 @@
 (``tests/data/sb3/make_reference.py``, run in a separate venv) and SB3's own outputs on fixed inputs
 (``reference.json``) and optimizer states (``optimizer_state.npz``). Checked without PyTorch: deterministic actions,
 values, log-probabilities, Q-values and critic values to float32 precision (NatureCNN, CombinedExtractor with an
-image key, ``share_features_extractor=False`` for PPO and ``True`` for SAC); the optimizers' slots equal the file's ``exp_avg`` / ``exp_avg_sq`` /
-``square_avg`` and step; training continues; sbtf's own save / load round-trips; RMSpropTFLike leaves fresh state
-with one note; ``print_system_info``; error messages name the file.
+image key, ``share_features_extractor=False`` for PPO and ``True`` for SAC); the optimizers' slots equal the
+file's ``exp_avg`` / ``exp_avg_sq`` / ``square_avg`` and step; one optimizer step equals PyTorch's; training
+continues; sbtf's own save / load round-trips; RMSpropTFLike leaves fresh state with one note;
+``print_system_info``; error messages name the file.
 """
 import io
 import json
@@ -159,7 +160,7 @@ def test_learning_continues_and_sbtf_format_round_trips(tmp_path, name, steps):
     changed = [n for n, v in model._named_parameters().items()  # pylint: disable=protected-access
                if not np.array_equal(v.numpy(), weights[n])]
     assert changed
-    assert all(np.all(np.isfinite(v.numpy())) for v in model._named_parameters().values())  # noqa: E501 pylint: disable=protected-access
+    assert all(np.all(np.isfinite(v.numpy())) for v in model._named_parameters().values())  # noqa: SLF001
     obs = _obs(entry)
     actions = model.predict(obs, deterministic=True)[0]
     model.save(tmp_path / "continued.zip")

@@ -125,7 +125,8 @@ def _fits(stored: tuple, wanted: tuple) -> bool:
 
 
 _EXTRACTOR = re.compile(r"(?P<container>(?:.*\.)?(?:pi_|vf_)?features_extractor)\."
-                        r"(?:extractors\.(?P<key>[^.]+)\.)?(?P<layer>cnn\.(?P<conv>0|2|4)|linear\.0)\.(?P<kind>weight|bias)$")
+                        r"(?:extractors\.(?P<key>[^.]+)\.)?"
+                        r"(?P<layer>cnn\.(?P<conv>0|2|4)|linear\.0)\.(?P<kind>weight|bias)$")
 _CONV_NAMES = {"0": "c1", "2": "c2", "4": "c3"}
 
 

@@ -207,8 +207,8 @@ def restore_optimizers(model: Any, class_name: str, members: Mapping[str, Any], 
             differs = _hyperparameters_differ(optimizer, group, kind)
             if differs:
                 raise ModelDataError(f"its settings differ from the optimizer sbtf built ({differs})")
-            assignments, step = _slot_values(class_name, optimizer, kind, order, indices, state, sbtf_to_sb3, var_names, targets,
-                                             what)
+            assignments, step = _slot_values(class_name, optimizer, kind, order, indices, state, sbtf_to_sb3,
+                                             var_names, targets, what)
         except ModelDataError as exc:
             reason = str(exc)
             LOGGER.warning("Note: %s: the optimizer state is not restored (%s); training continues from a fresh "

@@ -447,8 +447,8 @@ def read_sb3_zip(payload: bytes, source: str = "the stable-baselines3 file", all
                         raise CorruptedFileError(f"{source} holds the tensor {key} twice.")
                     state[key] = value
             elif member in OPTIMIZER_MEMBERS:
-                optimizers[member] = read_torch_file(read_member(archive, member, 2 * limits.max_array_bytes + (1 << 20),
-                                                                 source), f"the {member} of {source}", allow_pickle)
+                raw = read_member(archive, member, 2 * limits.max_array_bytes + (1 << 20), source)
+                optimizers[member] = read_torch_file(raw, f"the {member} of {source}", allow_pickle)
             elif member not in ("data", "policy.pth", "_stable_baselines3_version", "system_info.txt"):
                 ignored.append(member)
         version = ""

@@ -1,8 +1,8 @@
-"""Generate the stable-baselines3 reference agents of ``tests/data/sb3`` (run with PyTorch, stable-baselines3 and
-sb3-contrib in a separate venv, never sbtf's own environment)::
+"""Generate the stable-baselines3 reference agents of ``tests/data/sb3`` (run with PyTorch and stable-baselines3
+in a separate venv, never sbtf's own environment)::
 
     python -m venv /tmp/sb3venv
-    /tmp/sb3venv/bin/pip install torch stable-baselines3 sb3-contrib box2d
+    /tmp/sb3venv/bin/pip install torch stable-baselines3 box2d pygame
     /tmp/sb3venv/bin/python tests/data/sb3/make_reference.py [NAME ...]   # all agents, or only those named
 
 Each agent trains a few steps on a small env of ``reference_envs.py`` (so its optimizers hold state), is saved as
@@ -27,7 +27,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from reference_envs import make_env  # noqa: E402
-from sb3_contrib import QRDQN  # noqa: E402,F401
 from stable_baselines3 import A2C, DQN, PPO, SAC  # noqa: E402
 from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike  # noqa: E402
 
