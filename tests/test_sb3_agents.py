@@ -137,6 +137,44 @@ def _check_score(run: str, model, n_episodes: int) -> None:
     assert abs(score - mean) <= std + 1e-6, f"{run}: {score:.2f} over {n_episodes} episodes, zoo {mean} +- {std}"
 
 
+_OPTIMIZER_ATTRS = {"policy.optimizer.pth": "optimizer", "actor.optimizer.pth": "actor_optimizer",
+                    "critic.optimizer.pth": "critic_optimizer", "ent_coef_optimizer.pth": "ent_coef_optimizer"}
+
+
+def test_optimizer_state_is_restored(agent):
+    """Every slot of sbtf's optimizers holds one parameter's state from the file's ``*.optimizer.pth`` (Adam's
+    exp_avg / exp_avg_sq, RMSprop's square_avg, in the weight's layout), and Adam's step count is the file's."""
+    import zipfile
+
+    from sbtf_converters.torch_pickle import read_torch_file
+
+    run, model = agent
+    _, env_id = AGENTS[run]
+    path = shared_fixture("sb3_zoo", run, f"{env_id}.zip")
+    assert set(model.sb3_optimizer_restore.values()) == {"restored"}, model.sb3_optimizer_restore
+    with zipfile.ZipFile(path) as archive:
+        members = {m: read_torch_file(archive.read(m)) for m in archive.namelist() if m.endswith("optimizer.pth")}
+    assert set(members) == set(model.sb3_optimizer_restore)
+    for member, saved in members.items():
+        optimizer = getattr(model, _OPTIMIZER_ATTRS[member])
+        entries = list(saved["state"].values())
+        if hasattr(optimizer, "m"):
+            pairs = [(e["exp_avg"], e["exp_avg_sq"]) for e in entries]
+            slots = list(zip(optimizer.m, optimizer.v))
+            assert {float(e["step"]) for e in entries} == {float(optimizer.t.numpy())}
+        else:
+            pairs = [(e["square_avg"], e["square_avg"]) for e in entries]
+            slots = list(zip(optimizer.ms, optimizer.ms))
+        names = {id(v): n for n, v in model._named_parameters().items()}  # pylint: disable=protected-access
+        for var, (first, second) in zip(optimizer.variables_, slots):
+            if names[id(var)].startswith("model/q/"):
+                continue  # sbtf's actor-critic q head: not in SB3's maths, no state in the file
+            first, second = first.numpy(), second.numpy()
+            assert any(np.array_equal(first, np.asarray(a).T.reshape(first.shape)) and
+                       np.array_equal(second, np.asarray(b).T.reshape(second.shape))
+                       for a, b in pairs if np.size(a) == first.size), (member, first.shape)
+
+
 def test_score_within_benchmark(agent):
     run, model = agent
     _check_score(run, model, n_episodes=3 if "Pendulum" in run else 2)

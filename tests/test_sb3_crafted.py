@@ -507,3 +507,158 @@ def test_action_noise_and_schedule_objects_are_data():
     assert [schedule(p) for p in (1.0, 0.75, 0.5, 0.0)] == pytest.approx([1.0, 0.5, 0.0, 0.0])
     with pytest.raises(UnsafeFileError):
         sb3.decode("d")
+
+
+# ------------------------------------------------------------------------------------------------ optimizer state
+def _adam_state(weights, step: float = 7.0, eps: float = 1e-8, shapes=None, n_params: int = 4, seed: int = 3):
+    """(payload, moments) of a ``policy.optimizer.pth`` for the DQN's online network (SB3 >= 1.x: q_net only)."""
+    rng = np.random.default_rng(seed)
+    names = [n for n in weights if n.startswith("q_net.")][:n_params]
+    tensors, storages, moments, state = [], {}, {}, {}
+    for index, name in enumerate(names):
+        shape = (shapes or {}).get(name, weights[name].shape)
+        avg, avg_sq = rng.standard_normal(shape).astype(np.float32), rng.random(shape).astype(np.float32)
+        moments[name] = (avg, avg_sq)
+        keys = [f"{index}a", f"{index}b", f"{index}s"]
+        storages.update({keys[0]: avg.tobytes(), keys[1]: avg_sq.tobytes(),
+                         keys[2]: np.float32(step).tobytes()})
+        state[index] = {"step": _tensor(keys[2], ()), "exp_avg": _tensor(keys[0], shape),
+                        "exp_avg_sq": _tensor(keys[1], shape)}
+        tensors.append(name)
+    groups = [{"lr": 0.001, "betas": (0.9, 0.999), "eps": eps, "weight_decay": 0, "amsgrad": False,
+               "params": list(range(len(names)))}]
+    payload = torch_zip({}, storages, pickle_bytes=_pickle({"state": state, "param_groups": groups}))
+    return payload, moments
+
+
+def _with_optimizer(payload: bytes) -> bytes:
+    return sb3_zip(members=[(n, r) for n, r in _members(sb3_zip())] + [("policy.optimizer.pth", payload)])
+
+
+def _members(payload: bytes):
+    with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+        return [(name, archive.read(name)) for name in archive.namelist()]
+
+
+def test_crafted_optimizer_state_is_restored(tmp_path):
+    payload, moments = _adam_state(_weights())
+    model = _load(tmp_path, _with_optimizer(payload))
+    assert model.sb3_optimizer_restore == {"policy.optimizer.pth": "restored"}
+    assert float(model.optimizer.t.numpy()) == 7.0
+    named = model._named_parameters()  # pylint: disable=protected-access
+    for name, (avg, avg_sq) in moments.items():
+        sbtf = name.replace("q_net.q_net.0.", "model/q_net/fc0/").replace("q_net.q_net.2.", "model/q_net/out/")
+        sbtf = sbtf.replace("weight", "kernel") + ":0"
+        position = [id(v) for v in model.optimizer.variables_].index(id(named[sbtf]))
+        np.testing.assert_array_equal(model.optimizer.m[position].numpy(), avg.T)
+        np.testing.assert_array_equal(model.optimizer.v[position].numpy(), avg_sq.T)
+
+
+@pytest.mark.parametrize("case", ["other eps", "wrong moment shape", "parameter count"])
+def test_unusable_optimizer_state_is_left_fresh_with_a_note(tmp_path, caplog, case):
+    weights = _weights()
+    if case == "other eps":
+        payload, _ = _adam_state(weights, eps=0.5)
+    elif case == "wrong moment shape":
+        payload, _ = _adam_state(weights, shapes={"q_net.q_net.0.weight": (3, 3)})
+    else:
+        payload, _ = _adam_state(weights, n_params=3)
+    with caplog.at_level("WARNING", logger="sbtf.sb3"):
+        model = _load(tmp_path, _with_optimizer(payload))
+    notes = [r.getMessage() for r in caplog.records if "optimizer state is not restored" in r.getMessage()]
+    assert len(notes) == 1 and "agent.zip" in notes[0]
+    assert model.sb3_optimizer_restore["policy.optimizer.pth"] != "restored"
+    assert float(model.optimizer.t.numpy()) == 0.0
+    assert not any(np.any(slot.numpy()) for slot in model.optimizer.m + model.optimizer.v)
+
+
+HOSTILE_OPTIMIZERS = {
+    "os.system": (lambda: torch_zip({}, {}, pickle_bytes=_pickle({"state": _system_call(), "param_groups": []})),
+                  UnsafeFileError),
+    "storage size lies": (lambda: torch_zip({}, {"0": b"\0" * 8}, pickle_bytes=_pickle(
+        {"state": {0: {"exp_avg": _tensor("0", (64, 64))}}, "param_groups": []})), CorruptedFileError),
+    "huge declared storage": (lambda: torch_zip({}, {"0": b"\0" * 8}, pickle_bytes=_pickle(
+        {"state": {0: {"exp_avg": _tensor("0", (1 << 40,))}}, "param_groups": []})), ModelFileError),
+    "truncated": (lambda: _adam_state(_weights())[0][:200], CorruptedFileError),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_OPTIMIZERS))
+def test_hostile_optimizer_pth(tmp_path, case):
+    make, error = HOSTILE_OPTIMIZERS[case]
+    tracemalloc.start()
+    try:
+        with pytest.raises(error, match="policy.optimizer.pth"):
+            _load(tmp_path, _with_optimizer(make()))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"{case}: {peak:,} bytes allocated"
+
+
+def test_malformed_optimizer_contents_leave_fresh_state(tmp_path):
+    """Whatever data an optimizer member holds (read safely as data), restoring it gives the note, never another
+    exception, and leaves the optimizer fresh."""
+    from sbtf_converters.sb3_layouts import plan_state_dict
+    from sbtf_converters.sb3_optimizers import restore_optimizers
+
+    model = _load(tmp_path, sb3_zip())
+    weights = _weights()
+    shapes = {n: tuple(v.shape) for n, v in model._named_parameters().items()}  # pylint: disable=protected-access
+    targets, aliases = plan_state_dict("DQN", weights, shapes)
+    group = {"betas": (0.9, 0.999), "eps": 1e-8, "params": [0, 1, 2, 3]}
+    good = {"exp_avg": np.ones((8, 4), np.float32), "exp_avg_sq": np.ones((8, 4), np.float32), "step": 1.0}
+    payloads = [None, [], "state", {"state": {}}, {"state": [], "param_groups": [group]},
+                {"state": {0: good}, "param_groups": [dict(group, params="0123")]},
+                {"state": {0: good}, "param_groups": [dict(group, params=[0, 0, 1, 2])]},
+                {"state": {7: good}, "param_groups": [group]},
+                {"state": {0: [good]}, "param_groups": [group]},
+                {"state": {0: dict(good, step="seven")}, "param_groups": [group]},
+                {"state": {0: dict(good, step=[1.0, 2.0])}, "param_groups": [group]},
+                {"state": {0: dict(good, step=-3.0)}, "param_groups": [group]},
+                {"state": {0: dict(good, exp_avg={"a": 1})}, "param_groups": [group]},
+                {"state": {0: dict(good, exp_avg_sq=np.ones((8, 4), np.int32))}, "param_groups": [group]},
+                {"state": {0: dict(good, exp_avg=np.ones((2, 2, 2, 2), np.float32))}, "param_groups": [group]},
+                {"state": {0: good}, "param_groups": [dict(group, betas="no")]},
+                {"state": {0: good}, "param_groups": [dict(group, eps=None)]},
+                {"state": {0: good, 1: dict(good, step=2.0)}, "param_groups": [group]}]
+    for index, payload in enumerate(payloads):
+        outcome = restore_optimizers(model, "DQN", {"policy.optimizer.pth": payload}, list(weights), targets,
+                                     aliases, source=f"case {index}")
+        assert outcome["policy.optimizer.pth"] != "restored", index
+        assert float(model.optimizer.t.numpy()) == 0.0
+        assert not any(np.any(slot.numpy()) for slot in model.optimizer.m + model.optimizer.v), index
+
+
+def test_fuzzed_optimizer_pickle_gives_typed_errors_or_a_note(tmp_path):
+    """Byte mutations of a valid policy.optimizer.pth pickle (re-packed, so they reach the unpickler): the load
+    either succeeds (the state restored or left fresh with the note) or raises a ModelFileError; bounded memory."""
+    weights = _weights()
+    _, moments = _adam_state(weights)
+    state, storages = {}, {}
+    for index, name in enumerate(moments):
+        storages.update({f"{index}a": moments[name][0].tobytes(), f"{index}b": moments[name][1].tobytes(),
+                         f"{index}s": np.float32(3.0).tobytes()})
+        state[index] = {"step": _tensor(f"{index}s", ()), "exp_avg": _tensor(f"{index}a", weights[name].shape),
+                        "exp_avg_sq": _tensor(f"{index}b", weights[name].shape)}
+    good = _pickle({"state": state, "param_groups": [{"lr": 0.001, "betas": (0.9, 0.999), "eps": 1e-8,
+                                                      "params": [0, 1, 2, 3]}]})
+    rng = np.random.default_rng(5)
+    outcomes = set()
+    tracemalloc.start()
+    try:
+        for _ in range(60):
+            mutated = bytearray(good)
+            for _ in range(int(rng.integers(1, 4))):
+                mutated[int(rng.integers(2, len(mutated) - 1))] = int(rng.integers(0, 256))
+            try:
+                model = _load(tmp_path, _with_optimizer(torch_zip({}, storages, pickle_bytes=bytes(mutated))))
+                outcomes.add("restored" if model.sb3_optimizer_restore["policy.optimizer.pth"] == "restored"
+                             else "note")
+            except ModelFileError:
+                outcomes.add("error")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20
+    assert "error" in outcomes

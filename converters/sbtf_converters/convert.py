@@ -122,8 +122,10 @@ def convert_sb3(old_path: PathLike, new_path: PathLike, vecnormalize_folder: Opt
     if sb3.version:
         report.notes.append(f"written by stable-baselines3 {sb3.version}")
     for member in sb3.ignored:
-        report.notes.append(f"member {member} not read" + (" (optimizer state: training starts a fresh optimizer)"
-                                                           if member.endswith("optimizer.pth") else ""))
+        report.notes.append(f"member {member} not read")
+    for member in sorted(sb3.optimizers):
+        report.notes.append(f"member {member}: optimizer state not kept (sbtf model files hold weights only): the "
+                            "converted model trains on with a fresh optimizer; load the SB3 zip itself to keep it")
     target = resolve_save_path(os.fspath(new_path))
     model.save(target)
     report.target = str(target)

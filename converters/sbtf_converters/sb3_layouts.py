@@ -4,19 +4,24 @@ A layout is a list of rules per policy family. A rule matches SB3 state-dict nam
 names the sbtf variable: ``nn.Sequential`` containers (``mlp_extractor.policy_net``, ``q_net.q_net``,
 ``critic.qf0``...) are renumbered by the order of their ``nn.Linear`` layers (PyTorch counts the activations too:
 ``0, 2, 4``), the last one becoming ``out`` where sbtf's network has an output layer. PyTorch's ``weight`` is
-``(out, in)``, a Keras kernel ``(in, out)``: weights are transposed. :func:`map_state_dict` maps a whole state dict
-and checks every shape against the model's variable *before* anything is assigned.
+``(out, in)``, a Keras kernel ``(in, out)``: weights are transposed. Features extractors (NatureCNN's ``cnn.0/2/4``
+and ``linear.0``, CombinedExtractor's ``extractors.<key>.``) land in the extractor of the same scope: conv weights
+OIHW -> HWIO, the Linear after the flatten with its rows permuted from PyTorch's (C, H, W) flatten to sbtf's
+(H, W, C) one; a module SB3 registered twice (``features_extractor`` / ``pi_features_extractor``, a shared
+``vf_features_extractor``) is an *alias*, checked equal and loaded once. :func:`plan_state_dict` says where each
+tensor goes (with the layout transform, reused for the optimizer state); :func:`map_state_dict` maps a whole state
+dict and checks every shape against the model's variable *before* anything is assigned.
 """
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from sbtf.common.file_errors import ModelDataError, ParameterShapeError, describe_value
 
-__all__ = ["FAMILIES", "family_of", "map_state_dict"]
+__all__ = ["FAMILIES", "family_of", "map_state_dict", "plan_state_dict", "Target", "unmapped_allowed"]
 
 #: sbtf class name -> policy family of its SB3 layout
 FAMILIES: Dict[str, str] = {
@@ -61,6 +66,13 @@ def family_of(class_name: str) -> str:
     except KeyError:
         raise ModelDataError(f"sbtf does not know the stable-baselines3 weight layout of {class_name} yet "
                              f"(known: {sorted(FAMILIES)}).") from None
+
+
+def unmapped_allowed(class_name: str, sbtf_name: str) -> bool:
+    """Whether an sbtf variable of ``class_name`` has no SB3 counterpart by design (left as built, e.g. the
+    unused ``model/q/`` head of sbtf's actor-critic policies)."""
+    allowed = _UNMATCHED_OK.get(family_of(class_name))
+    return bool(allowed and re.match(allowed, sbtf_name))
 
 
 def _sequential_targets(family: str, names: Sequence[str]) -> Dict[str, Tuple[str, bool]]:
@@ -112,6 +124,127 @@ def _fits(stored: tuple, wanted: tuple) -> bool:
         [d for d in wanted if d != 1]
 
 
+_EXTRACTOR = re.compile(r"(?P<container>(?:.*\.)?(?:pi_|vf_)?features_extractor)\."
+                        r"(?:extractors\.(?P<key>[^.]+)\.)?"
+                        r"(?P<layer>cnn\.(?P<conv>0|2|4)|linear\.0)\.(?P<kind>weight|bias)$")
+_CONV_NAMES = {"0": "c1", "2": "c2", "4": "c3"}
+
+
+def _conv_kernel(array: np.ndarray) -> np.ndarray:
+    """PyTorch's ``Conv2d.weight`` (out, in, h, w) as a channels-last kernel (h, w, in, out)."""
+    return np.transpose(array, (2, 3, 1, 0)) if array.ndim == 4 else array
+
+
+def _flat_linear(channels: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The ``nn.Linear`` after NatureCNN's flatten: PyTorch flattens (C, H, W), sbtf (H, W, C): the kernel's rows
+    are permuted from channel-major to channel-minor (the spatial index h * W + w is the same in both)."""
+
+    def transform(array: np.ndarray) -> np.ndarray:
+        kernel = array.T
+        if kernel.ndim != 2 or channels <= 0 or kernel.shape[0] % channels:
+            return kernel  # the shape check below reports it
+        spatial = kernel.shape[0] // channels
+        return kernel.reshape(channels, spatial, -1).transpose(1, 0, 2).reshape(kernel.shape)
+
+    return transform
+
+
+def _transpose(array: np.ndarray) -> np.ndarray:
+    return array.T if array.ndim == 2 else array
+
+
+def _same(array: np.ndarray) -> np.ndarray:
+    return array
+
+
+class Target(NamedTuple):
+    """Where one SB3 tensor lands: the sbtf variable and the function turning the tensor into its layout (the
+    same one serves the optimizer's per-parameter state)."""
+    name: str
+    transform: Callable[[np.ndarray], np.ndarray]
+
+
+def _extractor_targets(state: Mapping[str, np.ndarray], model_shapes: Mapping[str, object]
+                       ) -> Tuple[Dict[str, Target], Dict[str, str]]:
+    """
+    Targets of the features extractors' tensors (NatureCNN: ``cnn.0/2/4`` and ``linear.0``; CombinedExtractor:
+    ``extractors.<key>.`` before them), and the *aliases*: tensors of an extractor module SB3 registers twice
+    (``features_extractor`` is ``pi_features_extractor``; with a shared extractor ``vf_features_extractor`` and the
+    critic's ``features_extractor`` are the actor's too): alias name -> its scope's relative name, matched later
+    against a mapped tensor of equal value.
+    """
+    prefixes = {name.rsplit("/", 2)[0] for name in model_shapes}
+    targets: Dict[str, Target] = {}
+    aliases: Dict[str, str] = {}
+    for name in state:
+        match = _EXTRACTOR.match(name)
+        if match is None:
+            continue
+        container, key, conv, kind = match.group("container", "key", "conv", "kind")
+        scope = "model/" + container.replace(".", "/")
+        relative = name[len(container) + 1:]
+        if not any(prefix == scope or prefix.startswith(scope + "/") for prefix in prefixes):
+            aliases[name] = relative
+            continue
+        layer = _CONV_NAMES[conv] if conv is not None else "fc1"
+        sbtf_name = f"{scope}/{key + '/' if key else ''}{layer}/{'w' if kind == 'weight' else 'b'}:0"
+        if kind == "bias":
+            transform = _same
+        elif conv is not None:
+            transform = _conv_kernel
+        else:
+            last_conv = state.get(f"{container}.{'extractors.' + key + '.' if key else ''}cnn.4.weight")
+            transform = _flat_linear(int(np.shape(last_conv)[0]) if last_conv is not None else 0)
+        targets[name] = Target(sbtf_name, transform)
+    return targets, aliases
+
+
+def plan_state_dict(class_name: str, state: Mapping[str, np.ndarray], model_shapes: Mapping[str, tuple],
+                    source: str = "the stable-baselines3 file") -> Tuple[Dict[str, Target], List[str]]:
+    """
+    Where each tensor of an SB3 state dict lands (nothing is read or checked but names): ``(targets, aliases)``,
+    targets SB3 name -> :class:`Target`, aliases the names of tensors SB3 stores twice (checked equal to their
+    original by :func:`map_state_dict`, not assigned, not in any optimizer's parameter list).
+
+    :raises ModelDataError: a tensor sbtf does not know where to put
+    """
+    family = family_of(class_name)
+    targets: Dict[str, Target] = {}
+    for name, (sbtf_name, transpose) in _sequential_targets(family, list(state)).items():
+        targets[name] = Target(sbtf_name, _transpose if transpose else _same)
+    extractor_targets, aliases = _extractor_targets(state, model_shapes)
+    targets.update(extractor_targets)
+    unknown = []
+    for name in state:
+        if name in targets or name in aliases:
+            continue
+        single = _single_target(family, name, model_shapes)
+        if single is None or single[0] not in model_shapes:
+            unknown.append(name)
+            continue
+        targets[name] = Target(single[0], _transpose if single[1] else _same)
+    unknown += [name for name, target in targets.items() if target.name not in model_shapes]
+    if unknown:
+        raise ModelDataError(f"{source} holds tensors sbtf's {class_name} has no place for: "
+                             f"{describe_value(sorted(set(unknown))[:8], 400)} (a custom network or features "
+                             "extractor sbtf does not map yet).")
+    return targets, list(aliases)
+
+
+def _check_aliases(aliases: Sequence[str], targets: Mapping[str, Target], state: Mapping[str, np.ndarray],
+                   source: str) -> None:
+    """Each alias must equal a mapped extractor tensor of the same relative name (SB3 saved one module twice)."""
+    for alias in aliases:
+        relative = alias[alias.index("features_extractor.") + len("features_extractor."):]
+        originals = [name for name in targets if _EXTRACTOR.match(name) and name.endswith(
+            "features_extractor." + relative)]
+        if not any(np.array_equal(np.asarray(state[alias]), np.asarray(state[name])) for name in originals):
+            raise ModelDataError(f"{source}: the tensor {alias} belongs to a features extractor the policy "
+                                 "does not have on its own and equals none it has (a shared extractor whose "
+                                 "copies differ: the file was edited, or its share_features_extractor setting is "
+                                 "not the one it was saved with).")
+
+
 def map_state_dict(class_name: str, state: Mapping[str, np.ndarray], model_shapes: Mapping[str, tuple],
                    source: str = "the stable-baselines3 file") -> Dict[str, np.ndarray]:
     """
@@ -125,36 +258,23 @@ def map_state_dict(class_name: str, state: Mapping[str, np.ndarray], model_shape
     :raises ModelDataError: a tensor sbtf does not know where to put, or a model variable the file lacks
     """
     family = family_of(class_name)
-    targets = _sequential_targets(family, list(state))
+    targets, aliases = plan_state_dict(class_name, state, model_shapes, source)
     out: Dict[str, np.ndarray] = {}
-    unknown = []
-    for name, value in state.items():
-        target = targets.get(name) or _single_target(family, name, model_shapes)
-        if target is None:
-            unknown.append(name)
-            continue
-        sbtf_name, transpose = target
-        array = np.asarray(value)
-        if transpose and array.ndim == 2:
-            array = array.T
-        if sbtf_name not in model_shapes:
-            unknown.append(name)
-            continue
+    for name, (sbtf_name, transform) in targets.items():
+        value = np.asarray(state[name])
+        if value.dtype.kind != "f":
+            raise ModelDataError(f"{source}: the tensor {name} holds {value.dtype} values, not floats.")
+        array = transform(value)
         wanted = tuple(int(d) for d in model_shapes[sbtf_name])
         if not _fits(tuple(array.shape), wanted):
             raise ParameterShapeError(
-                f"{source}: the tensor {name} of shape {tuple(np.asarray(value).shape)} does not fit the parameter "
+                f"{source}: the tensor {name} of shape {tuple(value.shape)} does not fit the parameter "
                 f"{sbtf_name} of shape {wanted} (the file's policy_kwargs / spaces do not describe its weights, or "
                 "the file was edited).", sbtf_name, tuple(array.shape), wanted)
         if sbtf_name in out:
             raise ModelDataError(f"{source} holds two tensors for the parameter {sbtf_name}.")
-        if array.dtype.kind != "f":
-            raise ModelDataError(f"{source}: the tensor {name} holds {array.dtype} values, not floats.")
         out[sbtf_name] = np.array(array.reshape(wanted), dtype=np.float32)  # (ascontiguousarray makes 0-d 1-d)
-    if unknown:
-        raise ModelDataError(f"{source} holds tensors sbtf's {class_name} has no place for: "
-                             f"{describe_value(sorted(unknown)[:8], 400)} (a custom network or features extractor "
-                             "sbtf does not map yet).")
+    _check_aliases(aliases, targets, state, source)
     allowed = _UNMATCHED_OK.get(family)
     missing = [n for n in model_shapes if n not in out and not (allowed and re.match(allowed, n))]
     if missing:

@@ -16,8 +16,9 @@ An SB3 zip holds:
   classes, last observations, episode buffers, ``lr_schedule``...) is ignored.
 * ``policy.pth`` (the policy's state dict) and ``pytorch_variables.pth`` (SAC / TQC's ``log_ent_coef``; ``tensors.pth``
   in the oldest files): read by :mod:`sbtf_converters.torch_pickle`, mapped by :mod:`sbtf_converters.sb3_layouts`.
-* ``*.optimizer.pth``: ignored (the optimizer starts fresh); ``_stable_baselines3_version`` and ``system_info.txt``:
-  read as text (``print_system_info=True`` prints them).
+* ``*.optimizer.pth``: read as data like ``policy.pth`` and restored into sbtf's optimizers where they keep the same
+  state (:mod:`sbtf_converters.sb3_optimizers`); ``_stable_baselines3_version`` and ``system_info.txt``: read as
+  text (``print_system_info=True`` prints them next to this machine's).
 """
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ from sbtf.common import safe_pickle, save_util
 from sbtf.common.file_errors import (CorruptedFileError, ModelDataError, UnsafeFileError, WrongAlgorithmError,
                                      describe_value, get_load_limits)
 from sbtf.common.safe_zip import open_zip, read_member
-from sbtf_converters.sb3_layouts import family_of, map_state_dict
+from sbtf_converters.sb3_layouts import family_of, map_state_dict, plan_state_dict
+from sbtf_converters.sb3_optimizers import OPTIMIZER_MEMBERS, restore_optimizers
 from sbtf_converters.torch_pickle import read_torch_file, state_dict_arrays
 
 __all__ = ["SB3_FILE_KIND", "is_sb3_zip", "read_sb3_zip", "load_sb3_model", "data_resolver", "Sb3File"]
@@ -238,6 +240,8 @@ def data_resolver(module: str, name: str) -> Optional[safe_pickle.Handler]:
             return safe_pickle.Constant(name)
     if root == "torch" and module.startswith("torch.optim") and name in _OPTIMIZERS:
         return safe_pickle.Constant(_OPTIMIZERS[name])
+    if module == "stable_baselines3.common.sb2_compat.rmsprop_tf_like" and name == "RMSpropTFLike":
+        return safe_pickle.Constant("RMSpropTFLike")  # trained on as PyTorch's RMSprop (see load_sb3_model)
     if module.startswith("torch.nn.modules.activation") and name in _ACTIVATIONS:
         return safe_pickle.Constant(_ACTIVATIONS[name])
     return None
@@ -357,8 +361,10 @@ class Sb3File:
     ``version``, ``system_info``, ``ignored`` (members not read)."""
 
     def __init__(self, data: dict, state: Dict[str, np.ndarray], version: str, system_info: str, ignored: list,
-                 source: str, allow_pickle: bool):
+                 source: str, allow_pickle: bool, optimizers: Optional[Dict[str, Any]] = None):
         self.data = data
+        #: ``*.optimizer.pth`` member -> its content, read as data (nested dicts / lists / arrays)
+        self.optimizers = dict(optimizers or {})
         self.state = state
         self.version = version
         self.system_info = system_info
@@ -430,6 +436,7 @@ def read_sb3_zip(payload: bytes, source: str = "the stable-baselines3 file", all
                                                   f"the policy.pth of {source}", allow_pickle),
                                   f"the policy.pth of {source}")
         ignored = []
+        optimizers: Dict[str, Any] = {}
         for member in names:
             if member in ("pytorch_variables.pth", "tensors.pth"):
                 extra = state_dict_arrays(read_torch_file(read_member(archive, member, 1 << 20, source),
@@ -439,6 +446,9 @@ def read_sb3_zip(payload: bytes, source: str = "the stable-baselines3 file", all
                     if key in state:
                         raise CorruptedFileError(f"{source} holds the tensor {key} twice.")
                     state[key] = value
+            elif member in OPTIMIZER_MEMBERS:
+                raw = read_member(archive, member, 2 * limits.max_array_bytes + (1 << 20), source)
+                optimizers[member] = read_torch_file(raw, f"the {member} of {source}", allow_pickle)
             elif member not in ("data", "policy.pth", "_stable_baselines3_version", "system_info.txt"):
                 ignored.append(member)
         version = ""
@@ -447,7 +457,7 @@ def read_sb3_zip(payload: bytes, source: str = "the stable-baselines3 file", all
         system_info = ""
         if "system_info.txt" in names:
             system_info = read_member(archive, "system_info.txt", 1 << 16, source).decode("utf-8", "replace")
-    return Sb3File(data, state, version.strip(), system_info, ignored, source, allow_pickle)
+    return Sb3File(data, state, version.strip(), system_info, ignored, source, allow_pickle, optimizers)
 
 
 # ------------------------------------------------------------------------------------------------ building
@@ -532,7 +542,8 @@ def load_sb3_model(cls: type, payload: bytes, env: Any = None, custom_objects: O
     :param env: the environment to attach (None: predict only)
     :param custom_objects: values replacing the file's entries by key (e.g. ``learning_rate``)
     :param allow_pickle: let the file's pickles import what the allow-list does not know (trusted files only)
-    :param print_system_info: print the SB3 version and system info the file records
+    :param print_system_info: print the system info the file records (its ``system_info.txt``) and this
+        machine's, as SB3's ``load`` does
     :param kwargs: attributes set on the model before it is built (as SB3's ``load``)
     """
     if not cls.__module__.startswith(("sbtf.sb3.", "sbtf.contrib.")):
@@ -542,8 +553,7 @@ def load_sb3_model(cls: type, payload: bytes, env: Any = None, custom_objects: O
     custom_objects = dict(custom_objects or {})
     sb3 = read_sb3_zip(payload, source, allow_pickle)
     if print_system_info:
-        print(f"== stable-baselines3 file: version {sb3.version or 'unknown'} ==")
-        print(sb3.system_info or "(no system info stored)")
+        _print_system_info(sb3)
     family_of(cls.__name__)
     policy_module, policy_class_name = sb3.policy_class_name()
     _check_algorithm(cls, policy_module, policy_class_name, source)
@@ -559,6 +569,9 @@ def load_sb3_model(cls: type, payload: bytes, env: Any = None, custom_objects: O
             raise ModelDataError(f"{source} has no {key}; it is truncated or not a model file.")
     policy_kwargs = custom_objects["policy_kwargs"] if "policy_kwargs" in custom_objects else \
         _policy_kwargs(sb3.decode("policy_kwargs") if "policy_kwargs" in sb3.data else None, source)
+    file_optimizer = policy_kwargs.get("optimizer_class", "") if isinstance(policy_kwargs, dict) else ""
+    if file_optimizer == "RMSpropTFLike":  # SB3's TF1-like RMSprop: trained on as PyTorch's (see sb3_optimizers)
+        policy_kwargs = dict(policy_kwargs, optimizer_class="RMSprop")
     values, defaulted = _constructor_values(cls, sb3, custom_objects)
     if defaulted:
         warnings.warn(f"{source} stores {defaulted} as cloudpickled functions (code), which sbtf does not run: "
@@ -573,7 +586,7 @@ def load_sb3_model(cls: type, payload: bytes, env: Any = None, custom_objects: O
         try:
             model = cls(policy=_policy_name(policy_class_name), env=None, policy_kwargs=policy_kwargs,
                         _init_setup_model=False, **values)
-            model.observation_space = spaces["observation_space"]
+            model.observation_space = _channels_last(spaces["observation_space"])  # SB3 saves (C, H, W) images
             model.action_space = spaces["action_space"]
             for key in _STATE_KEYS:
                 value = sb3.data.get(key)
@@ -588,9 +601,32 @@ def load_sb3_model(cls: type, payload: bytes, env: Any = None, custom_objects: O
                                  f"({type(exc).__name__}: {describe_value(str(exc), 300)}); it is corrupted, was "
                                  "edited, or uses an option sbtf does not support.") from exc
     named = model._named_parameters()  # pylint: disable=protected-access
-    params = map_state_dict(cls.__name__, sb3.state, {name: tuple(var.shape) for name, var in named.items()}, source)
+    shapes = {name: tuple(var.shape) for name, var in named.items()}
+    params = map_state_dict(cls.__name__, sb3.state, shapes, source)
     model.load_parameters(params, exact_match=False)
+    if sb3.optimizers:
+        targets, aliases = plan_state_dict(cls.__name__, sb3.state, shapes, source)
+        model.sb3_optimizer_restore = restore_optimizers(model, cls.__name__, sb3.optimizers, list(sb3.state),
+                                                         targets, aliases, str(file_optimizer), source)
     return model
+
+
+def _channels_last(space: gym.Space) -> gym.Space:
+    """The channel-last form of a space whose images SB3 saved channel-first (``VecTransposeImage``)."""
+    from sbtf.common.vec_env.vec_transpose import channels_last_space  # pylint: disable=import-outside-toplevel
+
+    return channels_last_space(space) or space
+
+
+def _print_system_info(sb3: Sb3File) -> None:
+    """What SB3's ``load(print_system_info=True)`` prints: the file's system info, then this machine's."""
+    from sbtf.common.sb3_api import get_system_info  # pylint: disable=import-outside-toplevel
+
+    print(f"== SAVED MODEL SYSTEM INFO ({sb3.source}) ==")
+    print(sb3.system_info.rstrip() if sb3.system_info else
+          f"(the file stores no system_info.txt; stable-baselines3 version {sb3.version or 'unknown'})")
+    print("== CURRENT SYSTEM INFO ==")
+    get_system_info(print_info=True)
 
 
 def _sb3_counterpart(name: str) -> str:

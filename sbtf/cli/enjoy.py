@@ -12,7 +12,7 @@ import inspect
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import gymnasium
 import numpy as np
@@ -25,6 +25,7 @@ from sbtf.cli.plugins import register_subcommand
 from sbtf.cli.runs import add_common_arguments, find_run_dir, safe_name
 from sbtf.cli.zoo_folders import ZooRecord, add_zoo_arguments, open_zoo_agent, read_zoo_record
 from sbtf.common.file_errors import ModelFileError, describe_value
+from sbtf.common.gym_compat import RETIRED_ENV_IDS
 from sbtf.common.safe_yaml import read_yaml
 from sbtf.common.vec_env import VecFrameStack
 from sbtf.common.vec_env.vec_video_recorder import VIDEO_INSTALL_HINT
@@ -173,7 +174,7 @@ def _open_run(args: argparse.Namespace, algo: str, render_mode: Optional[str]) -
         if os.path.basename(stats_dir) == "checkpoints" and not os.path.isfile(os.path.join(stats_dir, "config.yml")):
             stats_dir = os.path.dirname(stats_dir)  # a checkpoint of a run: the run's config and statistics
     else:
-        stats_dir = find_run_dir(args.log_folder, algo, name, args.exp_id or 0)
+        stats_dir, name = _find_run_of(args, algo, env_id)
         model_path = os.path.join(stats_dir, "best_model.zip" if args.load_best else "{}.zip".format(name))
         if not os.path.isfile(model_path):
             what = "best model (was the run evaluated? see --eval-freq)" if args.load_best else "model"
@@ -205,6 +206,20 @@ def _open_run(args: argparse.Namespace, algo: str, render_mode: Optional[str]) -
         raise file_error(exc, "cannot load {} (--algo {})".format(model_path, algo)) from exc
     return PlaySession(model=model, env=env, model_path=model_path, env_id=env_id, deterministic=deterministic,
                        atari=record.atari)
+
+
+def _find_run_of(args: argparse.Namespace, algo: str, env_id: str) -> Tuple[str, str]:
+    """``(run folder, file name)`` of the run of ``env_id``, or of an id gymnasium renamed to it (an RL-Zoo run of
+    ``LunarLander-v2`` played on ``LunarLander-v3``; see ``sbtf.common.gym_compat.ENV_ID_TABLE``)."""
+    names = [safe_name(env_id)] + [safe_name(old) for old in [args.env.strip().rpartition(":")[2]] + sorted(
+        old for old, new in RETIRED_ENV_IDS.items() if new == env_id) if old != env_id]
+    first_error = None
+    for name in dict.fromkeys(names):
+        try:
+            return find_run_dir(args.log_folder, algo, name, args.exp_id or 0), name
+        except CLIError as exc:
+            first_error = first_error or exc
+    raise first_error
 
 
 def _sb3_class_for_file(algo_class: type, model_path: str) -> type:

@@ -19,7 +19,7 @@ import gymnasium
 from sbtf.cli.errors import CLIError, exc_text
 from sbtf.cli.hyperparams import is_atari_id, parse_value, safe_eval
 from sbtf.common.file_errors import describe_value
-from sbtf.common.gym_compat import resolve_env_id
+from sbtf.common.gym_compat import RetiredEnvIdError, resolve_env_id
 from sbtf.common.vec_env import VecFrameStack, VecNormalize
 from sbtf.zoo.config import (VEC_NORMALIZE_KEYS, check_env_kwargs, check_frame_stack, check_normalize_kwargs,
                              check_wrapper_count, check_wrapper_kwargs)
@@ -82,15 +82,18 @@ def resolve_env(env_arg: str, algo: str, tuned: Sequence[str] = ()) -> str:
         except ImportError as exc:
             raise CLIError("cannot import {!r} (from the env id {!r}): {}".format(module, env_arg, exc)) from exc
     _register_atari_envs(env_id)
-    if env_id in gymnasium.registry:
-        return env_id
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        successor = resolve_env_id(env_id)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            successor = resolve_env_id(env_id)  # also the registered ids gymnasium can no longer make (mujoco-py)
+    except RetiredEnvIdError as exc:
+        raise CLIError(str(exc).replace("Error: ", "", 1)) from exc
     if successor != env_id and successor in gymnasium.registry:
         print("sbtf: note: env id {} was retired by gymnasium; using its successor {}".format(env_id, successor),
               file=sys.stderr)
         return successor
+    if env_id in gymnasium.registry:
+        return env_id
     close = difflib.get_close_matches(env_id, list(gymnasium.registry), n=3)
     hint = "; did you mean {}?".format(" or ".join(close)) if close else ""
     choices = ", ".join(tuned) if tuned else "(none)"

@@ -769,7 +769,13 @@ class BaseRLModel(ABC):
             from sbtf.common import formats
 
             reader = formats.model_reader(kind, source=str(load_path))
+            if kind == "sb3-zip":  # its reader's messages name the file
+                kwargs = dict(kwargs, source=f"the stable-baselines3 file {load_path}")
+            elif kwargs.pop("print_system_info", False):
+                _print_current_system_info()
             return reader(cls, payload, env=env, custom_objects=custom_objects, allow_pickle=allow_pickle, **kwargs)
+        if kwargs.pop("print_system_info", False):
+            _print_current_system_info()
         data, params, info = save_util.load_from_zip_bytes(payload, custom_objects, allow_pickle)
         algo = info.get("algo")
         if algo is not None and algo not in cls._accepted_algos():
@@ -975,6 +981,14 @@ class BaseRLModel(ABC):
         observation = np.asarray(observation)
         vectorized = _is_vectorized_observation(observation, self.observation_space)
         return observation.reshape((-1,) + self.observation_space.shape), vectorized
+
+
+def _print_current_system_info() -> None:
+    """SB3's ``load(print_system_info=True)`` for files that store no system info: this machine's."""
+    from sbtf.common.sb3_api import get_system_info
+
+    print("== CURRENT SYSTEM INFO ==")
+    get_system_info(print_info=True)
 
 
 def _model_observation_space(space: gym.Space) -> gym.Space:

@@ -17,52 +17,104 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections import OrderedDict
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-# Old env ids (gym <= 0.21, what stable-baselines 2.x scripts use) that gymnasium no longer registers, mapped to the
-# id gymnasium registers now. Ids that gymnasium still has (CartPole-v0, MountainCar-v0, Acrobot-v1, ...) are not here:
-# they are made as they are. The mapping is only applied when the old id is not registered.
-RETIRED_ENV_IDS: Dict[str, str] = {
+class EnvIdChange(NamedTuple):
+    """What became of an env id gymnasium no longer makes: its successor (None: refused) and why."""
+    successor: Optional[str]
+    why: str
+
+
+def _same(old: str, new: str, obs: int, act: int) -> EnvIdChange:
+    return EnvIdChange(new, f"{old} and {new} both observe {obs} values and take {act} actions")
+
+
+def _mujoco_py(name: str, versions: Tuple[str, ...], obs: int, act: int) -> Dict[str, EnvIdChange]:
+    """The mujoco-py versions of a MuJoCo env, mapped to ``-v4`` (the same model and spaces on the maintained
+    ``mujoco`` bindings; ``-v5`` changed some spaces and defaults)."""
+    return {f"{name}-{v}": _same(f"{name}-{v}", f"{name}-v4", obs, act) for v in versions}
+
+
+#: The one table of env ids that gymnasium renamed or retired (gym <= 0.21 ids in stable-baselines 2 scripts, the
+#: ids of stable-baselines3 / RL-Zoo files), each mapped to the id gymnasium makes now where the observation and
+#: action spaces are the same, or refused (successor None) with the reason where they differ. Ids gymnasium still
+#: makes (CartPole-v0, MountainCar-v0, Acrobot-v1, BipedalWalker-v3...) are not here. The MuJoCo ``-v2`` / ``-v3``
+#: ids are still registered but need mujoco-py, which no longer installs: they are mapped too.
+ENV_ID_TABLE: Dict[str, EnvIdChange] = {
     # classic control
-    "Pendulum-v0": "Pendulum-v1",
+    "Pendulum-v0": _same("Pendulum-v0", "Pendulum-v1", 3, 1),
     # box2d
-    "LunarLander-v2": "LunarLander-v3",
-    "LunarLanderContinuous-v2": "LunarLanderContinuous-v3",
-    "BipedalWalker-v2": "BipedalWalker-v3",
-    "BipedalWalkerHardcore-v2": "BipedalWalkerHardcore-v3",
-    "CarRacing-v0": "CarRacing-v3",
-    "CarRacing-v1": "CarRacing-v3",
-    "CarRacing-v2": "CarRacing-v3",
+    "LunarLander-v2": _same("LunarLander-v2", "LunarLander-v3", 8, 4),
+    "LunarLanderContinuous-v2": _same("LunarLanderContinuous-v2", "LunarLanderContinuous-v3", 8, 2),
+    "BipedalWalker-v2": _same("BipedalWalker-v2", "BipedalWalker-v3", 24, 4),
+    "BipedalWalkerHardcore-v2": _same("BipedalWalkerHardcore-v2", "BipedalWalkerHardcore-v3", 24, 4),
+    "CarRacing-v0": EnvIdChange("CarRacing-v3", "the same 96x96 RGB images and 3 actions"),
+    "CarRacing-v1": EnvIdChange("CarRacing-v3", "the same 96x96 RGB images and 3 actions"),
+    "CarRacing-v2": EnvIdChange("CarRacing-v3", "the same 96x96 RGB images and 3 actions"),
     # toy text
-    "FrozenLake-v0": "FrozenLake-v1",
-    "FrozenLake8x8-v0": "FrozenLake8x8-v1",
-    "Taxi-v2": "Taxi-v4",
-    "Taxi-v3": "Taxi-v4",
-    "CliffWalking-v0": "CliffWalking-v1",
-    "Blackjack-v0": "Blackjack-v1",
+    "FrozenLake-v0": EnvIdChange("FrozenLake-v1", "the same 16 states and 4 actions"),
+    "FrozenLake8x8-v0": EnvIdChange("FrozenLake8x8-v1", "the same 64 states and 4 actions"),
+    "Taxi-v2": EnvIdChange("Taxi-v4", "the same 500 states and 6 actions"),
+    "Taxi-v3": EnvIdChange("Taxi-v4", "the same 500 states and 6 actions"),
+    "CliffWalking-v0": EnvIdChange("CliffWalking-v1", "the same 48 states and 4 actions"),
+    "Blackjack-v0": EnvIdChange("Blackjack-v1", "the same observations and 2 actions"),
+    # MuJoCo (mujoco-py -> mujoco)
+    **_mujoco_py("HalfCheetah", ("v2", "v3"), 17, 6),
+    **_mujoco_py("Hopper", ("v2", "v3"), 11, 3),
+    **_mujoco_py("Walker2d", ("v2", "v3"), 17, 6),
+    **_mujoco_py("Swimmer", ("v2", "v3"), 8, 2),
+    **_mujoco_py("Humanoid", ("v2", "v3"), 376, 17),
+    **_mujoco_py("HumanoidStandup", ("v2",), 376, 17),
+    **_mujoco_py("Reacher", ("v2",), 11, 2),
+    **_mujoco_py("InvertedPendulum", ("v2",), 4, 1),
+    **_mujoco_py("InvertedDoublePendulum", ("v2",), 11, 1),
+    **_mujoco_py("Pusher", ("v2",), 23, 7),
+    **{f"Ant-{v}": EnvIdChange(None, f"Ant-{v} observes 111 values (with contact forces); Ant-v4 observes 27 by "
+                                     "default and Ant-v5 105, so a policy trained on it cannot act there. Make the env "
+                                     "yourself with gymnasium.make('Ant-v4', use_contact_forces=True) (111 values) "
+                                     "and pass it as env=")
+       for v in ("v2", "v3")},
 }
+
+#: old id -> the id gymnasium makes now, for the ids :data:`ENV_ID_TABLE` maps
+RETIRED_ENV_IDS: Dict[str, str] = {old: change.successor for old, change in ENV_ID_TABLE.items()
+                                   if change.successor is not None}
+
+
+class RetiredEnvIdError(ValueError):
+    """An env id gymnasium no longer makes and whose successor's spaces differ (see :data:`ENV_ID_TABLE`)."""
+
+
+def _needs_mujoco_py(env_id: str) -> bool:
+    entry_point = gymnasium.registry[env_id].entry_point
+    return "mujoco_py" in str(getattr(entry_point, "__name__", entry_point))
 
 
 def resolve_env_id(env_id: str) -> str:
     """
-    Map an env id that gymnasium retired to its successor (with a warning naming both).
+    Map an env id that gymnasium retired to its successor (with a warning naming both), from :data:`ENV_ID_TABLE`.
 
-    :param env_id: (str) an env id, possibly from gym <= 0.21
+    :param env_id: (str) an env id, possibly from gym <= 0.21 or an old stable-baselines3 / RL-Zoo file
     :return: (str) the id to pass to ``gymnasium.make``
+    :raises RetiredEnvIdError: the id's successor has other observation or action spaces (the message says why
+        and what to do)
     """
-    if env_id in gymnasium.registry:
+    if env_id in gymnasium.registry and not _needs_mujoco_py(env_id):
         return env_id
-    successor = RETIRED_ENV_IDS.get(env_id)
-    if successor is None:
+    change = ENV_ID_TABLE.get(env_id)
+    if change is None:
         return env_id
-    warnings.warn("Env id '{}' was retired by gymnasium; using its successor '{}' instead (check that the "
-                  "changes between the versions do not matter for you).".format(env_id, successor), UserWarning,
-                  stacklevel=3)
-    return successor
+    if change.successor is None:
+        raise RetiredEnvIdError(f"Error: gymnasium no longer makes the env '{env_id}' and sbtf does not map it: "
+                                f"{change.why}.")
+    warnings.warn("Env id '{}' was retired by gymnasium; using its successor '{}' instead ({}; check that the "
+                  "changes between the versions do not matter for you).".format(env_id, change.successor, change.why),
+                  UserWarning, stacklevel=3)
+    return change.successor
 
 
 def _space_kind(space: Any) -> Optional[str]:

@@ -285,7 +285,6 @@ class Sb3ModelApi:
         :param kwargs: attributes set on the model before it is built
         """
         del device, force_reset
-        if print_system_info:
-            print("== CURRENT SYSTEM INFO ==")
-            get_system_info()
+        if print_system_info:  # a stable-baselines3 file's reader prints its system_info.txt, then this machine's
+            kwargs["print_system_info"] = True
         return super().load(path, env=env, custom_objects=custom_objects, allow_pickle=allow_pickle, **kwargs)
