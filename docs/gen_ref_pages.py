@@ -10,8 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Tuple
 
-import mkdocs_gen_files
-
 ROOT = Path(__file__).resolve().parent.parent
 #: (folder that holds the package, package name): the packages whose public modules the reference covers
 PACKAGES = ((ROOT, "sbtf"),)
@@ -38,7 +36,9 @@ def public_modules(base: Path, package: str) -> Iterator[Tuple[str, ...]]:
 
 
 def main() -> None:
-    """Write the reference pages and their navigation."""
+    """Write the reference pages and their navigation (inside a MkDocs build, through mkdocs-gen-files)."""
+    import mkdocs_gen_files
+
     nav = mkdocs_gen_files.Nav()
     for base, package in PACKAGES:
         for parts in public_modules(base, package):
@@ -51,4 +51,5 @@ def main() -> None:
         handle.writelines(nav.build_literate_nav())
 
 
-main()
+if __name__ in ("__main__", "<run_path>"):  # mkdocs-gen-files runs the script with runpy.run_path; tests import it
+    main()
