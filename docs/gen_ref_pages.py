@@ -46,7 +46,8 @@ def main() -> None:
                 else Path("reference", *parts).with_suffix(".md")
             nav[parts] = doc_path.relative_to("reference").as_posix()
             with mkdocs_gen_files.open(doc_path, "w") as handle:
-                handle.write(f"# `{'.'.join(parts)}`\n\n::: {'.'.join(parts)}\n")
+                name = ".".join(parts)
+                handle.write(f"# `{name}`\n\n::: {name}\n    options:\n      show_root_heading: false\n")
     with mkdocs_gen_files.open("reference/SUMMARY.md", "w") as handle:
         handle.writelines(nav.build_literate_nav())
 

@@ -560,7 +560,8 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
 
     def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
         """
-        DDPG has no action distribution to report (its policy is deterministic): this warns and returns None, as stable-baselines 2.
+        DDPG has no action distribution to report (its policy is deterministic): this warns and returns None,
+        as stable-baselines 2.
 
         :param observation: (np.ndarray) the input observation
         :param state: (np.ndarray) unused (no recurrent policy)

@@ -298,7 +298,8 @@ class SAC(ActorCriticOffPolicyAlgorithm):
     # ------------------------------------------------------------------ predict
     def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
         """
-        SAC has no action distribution to report (its Gaussian is squashed by a tanh, then scaled): this warns and returns None, as stable-baselines 2.
+        SAC has no action distribution to report (its Gaussian is squashed by a tanh, then scaled): this warns and
+        returns None, as stable-baselines 2.
 
         :param observation: (np.ndarray) the input observation
         :param state: (np.ndarray) unused (no recurrent policy)

@@ -218,7 +218,8 @@ class TD3(ActorCriticOffPolicyAlgorithm):
     # ------------------------------------------------------------------ predict
     def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
         """
-        TD3 has no action distribution to report (its policy is deterministic): this warns and returns None, as stable-baselines 2.
+        TD3 has no action distribution to report (its policy is deterministic): this warns and returns None,
+        as stable-baselines 2.
 
         :param observation: (np.ndarray) the input observation
         :param state: (np.ndarray) unused (no recurrent policy)
