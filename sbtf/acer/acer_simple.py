@@ -313,6 +313,10 @@ class ACER(NStepActorCriticRLModel):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         with SetVerbosity(self.verbose):
             self._check_action_space()
             self.n_act = int(self.action_space.n)

@@ -102,6 +102,10 @@ class ACKTR(NStepActorCriticRLModel):
         return A2CRunner(self.env, self, n_steps=self.n_steps, gamma=self.gamma)
 
     def setup_model(self):
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         with SetVerbosity(self.verbose):
             self.continuous_actions = isinstance(self.action_space, gym.spaces.Box)
             self.n_batch = self.n_envs * self.n_steps

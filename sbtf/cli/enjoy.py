@@ -39,6 +39,11 @@ STEPS_PER_EPISODE_CAP = 10000
 
 
 def add_enjoy_arguments(parser: argparse.ArgumentParser) -> None:
+    """
+    Add ``sbtf enjoy``'s flags to ``parser`` (the common ones included).
+
+    :param parser: the subcommand's parser
+    """
     add_common_arguments(parser)
     parser.add_argument("--exp-id", type=int, default=None, metavar="N",
                         help="run number (LOG_FOLDER/<algo>/<ENV_ID>_<N>); 0: the latest (default). With --folder: "

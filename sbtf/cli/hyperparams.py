@@ -229,10 +229,25 @@ def parse_value(text: str) -> Any:
 
 
 def is_number(value: Any) -> bool:
+    """
+    Whether ``value`` is a finite int or float (booleans are not numbers here).
+
+    :param value: any value
+    :return: True for a finite number
+    """
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def as_int(value: Any, what: str, minimum: int) -> int:
+    """
+    ``value`` as an int of at least ``minimum`` (a string is parsed first).
+
+    :param value: the value (a number or its string)
+    :param what: its name, for the error message
+    :param minimum: the smallest valid value
+    :return: the int
+    :raises CLIError: naming ``what``, the valid range and the value given
+    """
     if isinstance(value, str):
         value = parse_value(value)
     if not is_number(value) or float(value) != int(value) or int(value) < minimum:

@@ -37,6 +37,11 @@ BEST_FILE = "best_hyperparams.yml"
 
 
 def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
+    """
+    Add ``sbtf optimize``'s flags to ``parser`` (the common ones included).
+
+    :param parser: the subcommand's parser
+    """
     add_common_arguments(parser)
     parser.add_argument("-n", "--n-timesteps", type=positive_int, default=None, metavar="TIMESTEPS",
                         help="timesteps per trial (default: n_timesteps of the shipped hyperparameters)")

@@ -23,6 +23,11 @@ LEARNING_CURVE_FILE = "learning_curve.png"
 
 
 def add_plot_arguments(parser: argparse.ArgumentParser) -> None:
+    """
+    Add ``sbtf plot``'s flags to ``parser``.
+
+    :param parser: the subcommand's parser
+    """
     parser.add_argument("-f", "--log-folder", default="logs", metavar="LOG_FOLDER",
                         help="root folder of the runs (default: logs)")
     parser.add_argument("--algo", nargs="+", required=True, metavar="ALGO", help="one or more algorithms")

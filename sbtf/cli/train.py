@@ -57,6 +57,11 @@ def dump_yaml(data: Dict[str, Any], path: str) -> None:
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """
+    Add ``sbtf train``'s flags to ``parser`` (the common ones included).
+
+    :param parser: the subcommand's parser
+    """
     add_common_arguments(parser)
     parser.add_argument("-n", "--n-timesteps", type=positive_int, default=None, metavar="TIMESTEPS",
                         help="number of timesteps to train (default: n_timesteps of the hyperparameters)")

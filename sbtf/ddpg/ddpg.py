@@ -243,6 +243,10 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         self._check_policy_class(DDPGPolicy, "MlpPolicy", needs_spaces=True)
         policy = self.policy_class
         if not isinstance(self.action_space, gym.spaces.Box):
@@ -349,6 +353,16 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
                 stats.pull()
 
     def export(self, path, format: str = "savedmodel", vecnormalize=None, **kwargs) -> str:  # pylint: disable=W0622
+        """
+        Flushes the running observation statistics, then:
+        Export the deterministic policy (what ``predict(obs, deterministic=True)`` returns) for deployment.
+
+        :param path: (str) output folder (``savedmodel``, ``tfjs``) or file (``onnx``)
+        :param format: (str) ``"savedmodel"``, ``"tfjs"`` or ``"onnx"`` (tfjs and onnx need the ``export`` extra)
+        :param vecnormalize: (VecNormalize or str) observation statistics to fold in (the export takes raw observations)
+        :param kwargs: passed to the registered exporter (e.g. ``opset`` for ONNX)
+        :return: (str) the path written
+        """
         self._flush_stats()
         return super().export(path, format=format, vecnormalize=vecnormalize, **kwargs)
 
@@ -545,6 +559,18 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
         return actions, None
 
     def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
+        """
+        DDPG has no action distribution to report (its policy is deterministic): this warns and returns None,
+        as stable-baselines 2.
+
+        :param observation: (np.ndarray) the input observation
+        :param state: (np.ndarray) unused (no recurrent policy)
+        :param mask: (np.ndarray) unused (no recurrent policy)
+        :param actions: (np.ndarray) must be None
+        :param logp: (bool) unused
+        :return: None
+        :raises ValueError: when ``actions`` is given (DDPG cannot compute their probability)
+        """
         _ = np.array(observation)
         if actions is not None:
             raise ValueError("Error: DDPG does not have action probabilities.")
@@ -564,6 +590,17 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
 
     def pretrain(self, dataset, n_epochs: int = 10, learning_rate: float = 1e-4, adam_epsilon: float = 1e-8,
                  val_interval: Optional[int] = None):
+        """
+        Flushes the running observation statistics, then:
+        Pretrain the model by behaviour cloning: supervised learning on an expert dataset.
+
+        :param dataset: (ExpertDataset) dataset manager
+        :param n_epochs: (int) number of iterations on the training set
+        :param learning_rate: (float) learning rate
+        :param adam_epsilon: (float) the epsilon value for the adam optimizer
+        :param val_interval: (int) report training and validation losses every n epochs (default: n_epochs // 10)
+        :return: (BaseRLModel) the pretrained model
+        """
         self._flush_stats()
         return super().pretrain(dataset, n_epochs, learning_rate, adam_epsilon, val_interval)
 

@@ -145,6 +145,10 @@ class DQN(OffPolicyAlgorithm):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         self._check_policy_class(DQNPolicy, "MlpPolicy", needs_spaces=True)
         policy = self.policy_class
         if not isinstance(self.action_space, gym.spaces.Discrete):

@@ -70,15 +70,6 @@ class GAIL(TRPO):
     :param policy: (ActorCriticPolicy or str) The policy model to use (MlpPolicy, CnnPolicy, ...; not recurrent)
     :param env: (Gym environment or str) The environment to learn from (if registered in Gym, can be str)
     :param expert_dataset: (ExpertDataset) the dataset manager
-    :param gamma: (float) the discount value
-    :param timesteps_per_batch: (int) the number of timesteps to run per batch (horizon)
-    :param max_kl: (float) the Kullback-Leibler loss threshold
-    :param cg_iters: (int) the number of iterations for the conjugate gradient calculation
-    :param lam: (float) GAE factor
-    :param entcoeff: (float) the weight for the entropy loss
-    :param cg_damping: (float) the compute gradient dampening factor
-    :param vf_stepsize: (float) the value function stepsize
-    :param vf_iters: (int) the value function's number iterations for learning
     :param hidden_size_adversary: (int) the hidden dimension for the MLP of the discriminator
     :param adversary_entcoeff: (float) entropy regularisation coefficient of the discriminator
     :param g_step: (int) number of steps to train policy in each epoch
@@ -86,7 +77,16 @@ class GAIL(TRPO):
     :param d_stepsize: (float) the reward giver stepsize
     :param verbose: (int) the verbosity level: 0 none, 1 training information, 2 tensorflow debug
     :param _init_setup_model: (bool) Whether or not to build the network at the creation of the instance
-    :param kwargs: the other arguments of ``TRPO`` (``gamma``, ``timesteps_per_batch``, ``max_kl``, ..., ``seed``)
+    :param kwargs: the other arguments of ``TRPO`` (``gamma``, ``timesteps_per_batch``, ``max_kl``, ..., ``seed``):
+        ``gamma`` (float) the discount value;
+        ``timesteps_per_batch`` (int) the number of timesteps to run per batch (horizon);
+        ``max_kl`` (float) the Kullback-Leibler loss threshold;
+        ``cg_iters`` (int) the number of iterations for the conjugate gradient calculation;
+        ``lam`` (float) GAE factor;
+        ``entcoeff`` (float) the weight for the entropy loss;
+        ``cg_damping`` (float) the compute gradient dampening factor;
+        ``vf_stepsize`` (float) the value function stepsize;
+        ``vf_iters`` (int) the value function's number iterations for learning
 
     Saved files hold TRPO's parameters (``model/...``, ``oldpi/model/...``) and the discriminator's
     (``adversary/...``); the discriminator's observation statistics are not saved (as SB2). The expert dataset is

@@ -139,6 +139,11 @@ class HER(BaseRLModel):
         self.model.set_env(self.env)
 
     def get_env(self):
+        """
+        The goal env HER trains on (None when loaded without one).
+
+        :return: (gym.Env) the env
+        """
         return self.env
 
     # ------------------------------------------------------------------ the wrapped model
@@ -157,25 +162,61 @@ class HER(BaseRLModel):
         return getattr(model, attr)
 
     def setup_model(self):
-        pass
+        """Nothing to build: the wrapped model was built when HER was created (or loaded)."""
 
     def get_parameter_list(self):
+        """
+        The wrapped model's parameters (tf.Variables), in stable-baselines 2's order.
+
+        :return: (list) the variables
+        """
         return self.model.get_parameter_list()
 
     def get_parameters(self):
+        """
+        The wrapped model's parameters by stable-baselines 2 name.
+
+        :return: (OrderedDict) name -> np.ndarray
+        """
         return self.model.get_parameters()
 
     def load_parameters(self, load_path_or_dict, exact_match: bool = True) -> None:
+        """
+        Load parameters into the wrapped model.
+
+        :param load_path_or_dict: (str or dict or list) a model file, a dict name -> array, or a list of arrays
+        :param exact_match: (bool) every parameter must be given (dict) / the list must be complete
+        """
         self.model.load_parameters(load_path_or_dict, exact_match=exact_match)
 
     def set_random_seed(self, seed: Optional[int]) -> None:
+        """
+        Seed the wrapped model's random generators.
+
+        :param seed: (int or None) the seed
+        """
         self.model.set_random_seed(seed)
 
     def get_vec_normalize_env(self):
+        """
+        The wrapped model's VecNormalize wrapper, if its env has one.
+
+        :return: (VecNormalize or None)
+        """
         return self.model.get_vec_normalize_env()
 
     def pretrain(self, dataset, n_epochs: int = 10, learning_rate: float = 1e-4, adam_epsilon: float = 1e-8,
                  val_interval: Optional[int] = None):
+        """
+        Pretrain the wrapped model by behaviour cloning.
+
+        :param dataset: (ExpertDataset) dataset manager
+        :param n_epochs: (int) number of iterations on the training set
+        :param learning_rate: (float) learning rate
+        :param adam_epsilon: (float) the epsilon value for the adam optimizer
+        :param val_interval: (int) report training and validation losses every n epochs (default: n_epochs // 10)
+        :return: (BaseRLModel) this HER model
+        """
         self.model.pretrain(dataset, n_epochs=n_epochs, learning_rate=learning_rate, adam_epsilon=adam_epsilon,
                             val_interval=val_interval)
         return self
@@ -232,6 +273,16 @@ class HER(BaseRLModel):
         return self.model.predict(self._check_obs(observation), state, mask, deterministic)
 
     def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
+        """
+        The wrapped model's ``action_probability`` for a goal env's dict observation (or a batch of them).
+
+        :param observation: (dict) ``observation``, ``achieved_goal``, ``desired_goal``
+        :param state: (np.ndarray) the last states (unused: no recurrent policy)
+        :param mask: (np.ndarray) the last masks (unused)
+        :param actions: (np.ndarray) actions whose probability to compute, or None
+        :param logp: (bool) return log-probabilities
+        :return: what the wrapped model returns (None for SAC, TD3 and DDPG)
+        """
         return self.model.action_probability(self._check_obs(observation), state, mask, actions, logp)
 
     # ------------------------------------------------------------------ save / load

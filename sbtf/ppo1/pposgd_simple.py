@@ -92,6 +92,10 @@ class PPO1(MpiActorCriticRLModel):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         with SetVerbosity(self.verbose):
             self.set_random_seed(self.seed)
             self._setup_policies()

@@ -96,6 +96,10 @@ class PPO2(OnPolicySDEMixin, NStepActorCriticRLModel):
         return PPO2Runner(env=self.env, model=self, n_steps=self.n_steps, gamma=self.gamma, lam=self.lam)
 
     def setup_model(self):
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         with SetVerbosity(self.verbose):
             self.n_batch = self.n_envs * self.n_steps
             recurrent = bool(getattr(self.policy_class, "recurrent", False))

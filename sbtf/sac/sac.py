@@ -117,6 +117,10 @@ class SAC(ActorCriticOffPolicyAlgorithm):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         if self.use_sde:
             base_kwargs = self.policy_kwargs
             self.policy_kwargs = dict(base_kwargs or {}, use_sde=True)
@@ -293,6 +297,18 @@ class SAC(ActorCriticOffPolicyAlgorithm):
 
     # ------------------------------------------------------------------ predict
     def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
+        """
+        SAC has no action distribution to report (its Gaussian is squashed by a tanh, then scaled): this warns and
+        returns None, as stable-baselines 2.
+
+        :param observation: (np.ndarray) the input observation
+        :param state: (np.ndarray) unused (no recurrent policy)
+        :param mask: (np.ndarray) unused (no recurrent policy)
+        :param actions: (np.ndarray) must be None
+        :param logp: (bool) unused
+        :return: None
+        :raises ValueError: when ``actions`` is given (SAC cannot compute their probability)
+        """
         if actions is not None:
             raise ValueError("Error: SAC does not have action probabilities.")
         warnings.warn("Even though SAC has a Gaussian policy, it cannot return a distribution as it "

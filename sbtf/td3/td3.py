@@ -102,6 +102,10 @@ class TD3(ActorCriticOffPolicyAlgorithm):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         policy_tf, target_policy = self._build_policies(TD3Policy)
         for network in (policy_tf, target_policy):
             network.make_actor()
@@ -213,6 +217,18 @@ class TD3(ActorCriticOffPolicyAlgorithm):
 
     # ------------------------------------------------------------------ predict
     def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
+        """
+        TD3 has no action distribution to report (its policy is deterministic): this warns and returns None,
+        as stable-baselines 2.
+
+        :param observation: (np.ndarray) the input observation
+        :param state: (np.ndarray) unused (no recurrent policy)
+        :param mask: (np.ndarray) unused (no recurrent policy)
+        :param actions: (np.ndarray) must be None
+        :param logp: (bool) unused
+        :return: None
+        :raises ValueError: when ``actions`` is given (TD3 cannot compute their probability)
+        """
         _ = np.array(observation)
         if actions is not None:
             raise ValueError("Error: TD3 does not have action probabilities.")

@@ -96,6 +96,10 @@ class ARS(Sb3ModelApi, BaseRLModel):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         with SetVerbosity(self.verbose):
             if not (isinstance(self.policy_class, type) and issubclass(self.policy_class, ARSPolicy)):
                 raise ValueError(f"Error: the policy of ARS must be an ARSPolicy subclass (or 'LinearPolicy', "

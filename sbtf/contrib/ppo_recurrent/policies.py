@@ -165,6 +165,12 @@ class LogStd(SB2Layer):
 
 
 def keras_constant(value: float):
+    """
+    A Keras initializer that fills a tensor with ``value`` (imports Keras on first use).
+
+    :param value: the constant
+    :return: a ``keras.initializers.Constant``
+    """
     import keras
 
     return keras.initializers.Constant(value)

@@ -156,6 +156,10 @@ class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         policy = self.policy_class
         if not (isinstance(policy, type) and issubclass(policy, RecurrentActorCriticPolicy)):
             raise ValueError("Error: the input policy for the RecurrentPPO model must be a subclass of "

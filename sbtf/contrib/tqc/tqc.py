@@ -102,6 +102,10 @@ class TQC(EntropyRegularisedAlgorithm):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         policy = self._build_policy(TQCPolicy)
         n_target = policy.critic.quantiles_total - int(self.top_quantiles_to_drop_per_net) * policy.n_critics
         if not 0 < n_target <= policy.critic.quantiles_total:

@@ -145,6 +145,10 @@ class TRPO(OnPolicySDEMixin, Sb3OnPolicyAlgorithm):
                              with_neg_log_probs=True)
 
     def setup_model(self):
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         with SetVerbosity(self.verbose):
             self.n_batch = self.n_envs * self.n_steps
             if self.normalize_advantage and self.n_batch <= 1:

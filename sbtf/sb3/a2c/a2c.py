@@ -104,6 +104,10 @@ class A2C(OnPolicyAlgorithm):
                              with_neg_log_probs=False)
 
     def setup_model(self):
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         with SetVerbosity(self.verbose):
             self.n_batch = self.n_envs * self.n_steps
             self._setup_policy(1, None)

@@ -284,6 +284,10 @@ class QLearningAlgorithm(ContribOffPolicyAlgorithm):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self) -> None:
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         policy = self._build_policy(self._policy_base)
         self.optimizer = policy.optimizer
         self._online_vars = policy.online_variables()

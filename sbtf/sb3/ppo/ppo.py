@@ -113,6 +113,10 @@ class PPO(OnPolicyAlgorithm):
 
     # ------------------------------------------------------------------ setup
     def setup_model(self):
+        """
+        Build the networks, optimizers and compiled train steps for the model's spaces (the constructor calls it
+        unless ``_init_setup_model=False``; ``load`` calls it before restoring the parameters).
+        """
         with SetVerbosity(self.verbose):
             self.n_batch = self.n_envs * self.n_steps
             if self.n_batch < 2 and self.normalize_advantage:
