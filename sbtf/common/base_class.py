@@ -579,6 +579,9 @@ class BaseRLModel(ABC):
 
         :return: (BaseCallback, TensorboardLogger) the callback and the writer (None without ``tensorboard_log``)
         """
+        from sbtf.common.arg_checks import check_total_timesteps
+
+        check_total_timesteps(total_timesteps)
         new_tb_log = self._init_num_timesteps(reset_num_timesteps)
         with _logging_to(self.__dict__.get("_custom_logger")):
             callback = self._init_callback(callback, progress_bar, total_timesteps)
