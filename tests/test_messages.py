@@ -63,3 +63,28 @@ def test_load_without_env_is_silent_and_learn_says_what_to_do(cartpole_files, al
     with pytest.raises(ValueError, match=r"this model has no environment to train on .* pass env= to load\(\), or "
                                          r"call model.set_env\(env\) before learn\(\)"):
         model.learn(16)
+
+
+def _build_warnings(make) -> list:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make()
+    return [str(w.message) for w in caught if "build()" in str(w.message) or "unbuilt state" in str(w.message)]
+
+
+def test_gsde_policies_build_without_a_keras_warning():
+    from sbtf import PPO2
+
+    assert _build_warnings(lambda: PPO("MlpPolicy", "Pendulum-v1", use_sde=True, n_steps=16, batch_size=16)) == []
+    assert _build_warnings(lambda: PPO2("MlpPolicy", "Pendulum-v1", use_sde=True, n_steps=16, nminibatches=1)) == []
+
+
+def test_contrib_extractor_policies_build_without_a_keras_warning():
+    from sbtf.contrib import MaskablePPO, RecurrentPPO
+    from sbtf.contrib.common.envs import InvalidActionEnvDiscrete
+
+    env = InvalidActionEnvDiscrete(dim=10, n_invalid_actions=3)
+    assert _build_warnings(lambda: MaskablePPO("MlpPolicy", env, n_steps=16, batch_size=16)) == []
+    assert _build_warnings(lambda: RecurrentPPO("MlpLstmPolicy", "CartPole-v1", n_steps=16, batch_size=16)) == []
