@@ -10,6 +10,7 @@ on), ``best_model.zip`` + ``evaluations.npz`` (when evaluating), ``checkpoints/`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import os
 import shutil
@@ -30,6 +31,7 @@ from sbtf.cli.hyperparams import (MULTI_ENV_ALGOS, algo_name, as_int, check_hype
 from sbtf.cli.plot import save_run_curve
 from sbtf.cli.plugins import register_subcommand
 from sbtf.cli.runs import add_common_arguments, new_run_dir, safe_name
+from sbtf.cli.train_output import one_line_logs
 from sbtf.common.callbacks import CheckpointCallback, EvalCallback, ProgressBarCallback
 from sbtf.common.file_errors import describe_value
 from sbtf.zoo.agent import ATARI_FRAME_STACK
@@ -76,7 +78,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-tb", "--tensorboard-log", default=None, metavar="DIR",
                         help="TensorBoard log folder (runs go to DIR/<ENV_ID>)")
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
-                        help="0: quiet, 1: training information (default), 2: debug")
+                        help="0: quiet, 1: one summary line per log interval (default), 2: the algorithm's full "
+                             "log tables and debug output")
     parser.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
 
 
@@ -154,7 +157,9 @@ def plan_training(args: argparse.Namespace) -> TrainPlan:
                      model_class, entry is not None)
 
 
-def _learn(model: Any, n_timesteps: int, callbacks: List[Any], progress: bool, log_interval: Optional[int]) -> None:
+def _learn(model: Any, n_timesteps: int, callbacks: List[Any], progress: bool, log_interval: Optional[int],
+           verbose: int = 1) -> None:
+    """Run ``model.learn``: at ``verbose`` 1 one summary line per log interval, at 2 the algorithm's tables."""
     learn_params = inspect.signature(model.learn).parameters
     kwargs: Dict[str, Any] = {}
     if log_interval is not None:
@@ -164,7 +169,8 @@ def _learn(model: Any, n_timesteps: int, callbacks: List[Any], progress: bool, l
             kwargs["progress_bar"] = True
         else:
             callbacks = callbacks + [ProgressBarCallback()]
-    model.learn(n_timesteps, callback=callbacks or None, **kwargs)
+    with one_line_logs() if verbose == 1 else contextlib.nullcontext():
+        model.learn(n_timesteps, callback=callbacks or None, **kwargs)
 
 
 def _save_learning_curve(run_dir: str, title: str) -> None:
@@ -242,7 +248,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     exit_code = 0
     try:
-        _learn(model, plan.n_timesteps, callbacks, not args.no_progress, args.log_interval)
+        _learn(model, plan.n_timesteps, callbacks, not args.no_progress, args.log_interval, args.verbose)
     except KeyboardInterrupt:
         print("\nTraining interrupted: saving the model trained so far ({} timesteps).".format(
             getattr(model, "num_timesteps", "?")), file=sys.stderr)
