@@ -21,8 +21,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import yaml
 
 from sbtf import algorithms
-from sbtf.cli.envs import (EnvSettings, env_settings, import_gym_packages, make_env, resolve_env, wrap_vec_env,
-                           wrapper_class)
+from sbtf.cli.envs import (EnvSettings, add_vec_env_argument, check_vec_env, env_settings, import_gym_packages,
+                           make_env, resolve_env, wrap_vec_env, wrapper_class)
 from sbtf.cli.errors import CLIError, exc_text
 from sbtf.cli.hyperparams import (MULTI_ENV_ALGOS, algo_name, as_int, check_hyperparameter_names, default_policy,
                                   find_env_entry, her_model_class, hyperparams_file, is_atari_id, is_number,
@@ -66,6 +66,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="overrides: YAML files (flat, or keyed by env id as the shipped files) and/or "
                              "KEY:VALUE pairs (e.g. learning_rate:lin_0.001 n_steps:64), applied in order")
     parser.add_argument("--n-envs", type=int, default=None, metavar="N", help="override n_envs")
+    add_vec_env_argument(parser)
     parser.add_argument("--eval-freq", type=int, default=10000, metavar="N",
                         help="evaluate every N timesteps and keep the best model (<= 0: no evaluation; "
                              "default: 10000)")
@@ -191,6 +192,7 @@ def run_train(args: argparse.Namespace) -> int:
     """The ``train`` subcommand."""
     plan = plan_training(args)
     algo, env_id, name, hyperparams = plan.algo, plan.env_id, plan.name, plan.hyperparams
+    check_vec_env(args.vec_env, env_id, algo)
     if args.verbose >= 1:
         source = hyperparams_file(algo) if plan.tuned else "no tuned entry: the algorithm's defaults"
         print("Hyperparameters for {} on {} ({}{}):".format(
@@ -203,7 +205,7 @@ def run_train(args: argparse.Namespace) -> int:
     run_dir, run_id = new_run_dir(algo_dir, name)
     envs_to_close: List[Any] = []
     try:
-        venv = make_env(env_id, plan.n_envs, args.seed, plan.settings, monitor_dir=run_dir)
+        venv = make_env(env_id, plan.n_envs, args.seed, plan.settings, monitor_dir=run_dir, vec_env=args.vec_env)
         envs_to_close.append(venv)
         gamma = hyperparams.get("gamma")
         train_env = wrap_vec_env(venv, plan.settings, gamma=gamma if is_number(gamma) else None)
@@ -224,7 +226,9 @@ def run_train(args: argparse.Namespace) -> int:
         if args.eval_freq and args.eval_freq > 0:
             if args.eval_episodes < 1:
                 raise CLIError("--eval-episodes must be at least 1, got {}".format(args.eval_episodes))
-            eval_venv = make_env(env_id, 1, args.seed + 1000, plan.settings)
+            # one eval env in this process; EnvPool's when training on EnvPool (its Atari frames are its own)
+            eval_venv = make_env(env_id, 1, args.seed + 1000, plan.settings,
+                                 vec_env="envpool" if args.vec_env == "envpool" else "dummy")
             envs_to_close.append(eval_venv)
             eval_env = wrap_vec_env(eval_venv, plan.settings, training=False)
             callbacks.append(EvalCallback(eval_env, n_eval_episodes=args.eval_episodes,
@@ -264,7 +268,8 @@ def run_train(args: argparse.Namespace) -> int:
     dump_yaml({"algo": algo, "env": env_id, "seed": args.seed, "n_timesteps": plan.n_timesteps,
                 "log_folder": args.log_folder, "hyperparams": list(args.hyperparams), "eval_freq": args.eval_freq,
                 "eval_episodes": args.eval_episodes, "save_freq": args.save_freq,
-                "tensorboard_log": args.tensorboard_log, "gym_packages": list(args.gym_packages)},
+                "tensorboard_log": args.tensorboard_log, "gym_packages": list(args.gym_packages),
+                "vec_env": args.vec_env},
                os.path.join(run_dir, "args.yml"))
     print("Saved the model to {}".format(model_path))
     print("Saved the hyperparameters to {}".format(config_path))
