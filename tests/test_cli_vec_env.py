@@ -70,3 +70,20 @@ def test_optimize_has_the_same_option(tmp_path, capsys):
     code = main(["optimize", "--algo", "ppo2", "--env", "CartPole-v1", "-n", "256", "--n-trials", "1", "-f",
                  str(tmp_path), "--vec-env", "nope"])
     assert code == 2 and "--vec-env: invalid choice: 'nope'" in capsys.readouterr().err
+
+
+def test_envpool_vec_env_warns_nothing_a_user_cannot_act_on():
+    pytest.importorskip("envpool", reason="EnvPool is not installed (pip install 'sbtf[envpool]')")
+    import warnings
+
+    import numpy as np
+
+    from sbtf.common.vec_env import EnvPoolVecEnv
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # gymnasium's cast warning on EnvPool's float64 bounds would raise here
+        env = EnvPoolVecEnv("CartPole-v1", n_envs=2, seed=0)
+        env.reset()
+        for _ in range(20):
+            env.step(np.array([0, 1]))
+        env.close()

@@ -88,3 +88,16 @@ def test_contrib_extractor_policies_build_without_a_keras_warning():
     env = InvalidActionEnvDiscrete(dim=10, n_invalid_actions=3)
     assert _build_warnings(lambda: MaskablePPO("MlpPolicy", env, n_steps=16, batch_size=16)) == []
     assert _build_warnings(lambda: RecurrentPPO("MlpLstmPolicy", "CartPole-v1", n_steps=16, batch_size=16)) == []
+
+
+def test_batch_size_larger_than_the_rollout_says_so():
+    from sbtf.sb3.common.on_policy_algorithm import warn_truncated_minibatch
+
+    with pytest.warns(UserWarning) as record:
+        warn_truncated_minibatch(128, 32, 1)
+    message = str(record[0].message)
+    assert message.startswith("The mini-batch size 128 is larger than the `RolloutBuffer` (`n_steps * n_envs = 32`")
+    assert "Pass a `batch_size` of at most 32" in message and "after every 0" not in message
+    with pytest.warns(UserWarning, match="after every 1 untruncated mini-batches, there will be a truncated "
+                                         "mini-batch of size 16"):
+        warn_truncated_minibatch(48, 64, 1)
