@@ -118,7 +118,7 @@ class EnvPoolVecEnv(VecEnv):
         n_envs = int(n_envs)
         self._seed = self._draw_seed_for(seed, n_envs)
         self._pool = self._make_pool(n_envs, self._seed)
-        with warnings.catch_warnings():  # EnvPool builds its spaces anew at each access: read them once, quietly
+        with warnings.catch_warnings():  # the pool's spaces are built already (_make_pool); the filter is a safety net
             warnings.filterwarnings("ignore", message=_CAST_WARNING)
             #: EnvPool's own observation space of one env (before ``channels_last``)
             self._raw_observation_space = self._pool.single_observation_space
@@ -164,8 +164,11 @@ class EnvPoolVecEnv(VecEnv):
         with warnings.catch_warnings():
             # EnvPool declares float64 bounds for float32 Boxes: gymnasium's cast warning says nothing a user can act on
             warnings.filterwarnings("ignore", message=_CAST_WARNING)
-            return _envpool().make(self.task_id, env_type="gymnasium", num_envs=n_envs, seed=seed,
+            pool = _envpool().make(self.task_id, env_type="gymnasium", num_envs=n_envs, seed=seed,
                                    num_threads=self.num_threads, **self.env_kwargs)
+            # EnvPool builds (and caches) its spaces at their first use, which may be its own reset(): build them here
+            _ = (pool.observation_space, pool.action_space)
+            return pool
 
     def _image_axes(self, space: spaces.Space) -> bool:
         """Whether ``space`` is a channel-first image this wrapper turns channel-last."""
