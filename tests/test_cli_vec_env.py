@@ -86,4 +86,6 @@ def test_envpool_vec_env_warns_nothing_a_user_cannot_act_on():
         env.reset()
         for _ in range(20):
             env.step(np.array([0, 1]))
+        env.seed(3)  # the next reset() makes a new pool
+        env.reset()
         env.close()
