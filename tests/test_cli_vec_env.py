@@ -89,3 +89,13 @@ def test_envpool_vec_env_warns_nothing_a_user_cannot_act_on():
         env.seed(3)  # the next reset() makes a new pool
         env.reset()
         env.close()
+
+
+def test_optimize_checks_envpool_before_the_study(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("optuna", reason="Optuna is not installed (pip install 'sbtf[optimize]')")
+    monkeypatch.setitem(sys.modules, "envpool", None)
+    code = main(["optimize", "--algo", "ppo2", "--env", "CartPole-v1", "-n", "256", "--n-trials", "1", "-f",
+                 str(tmp_path), "--vec-env", "envpool"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and err.startswith("sbtf optimize: error: --vec-env envpool needs EnvPool, which is not installed")
+    assert not (tmp_path / "ppo2").exists()  # no study, no trial
