@@ -62,9 +62,12 @@ HYPERPARAMETER_RULES: Dict[str, _Rule] = {
     "line_search_shrinking_factor": _OPEN_UNIT,
     # step sizes and trust regions (numbers only: schedules are callables; SB2's cliprange_vf < 0 turns clipping off)
     **{name: _POSITIVE for name in (
-        "learning_rate", "actor_lr", "critic_lr", "optim_stepsize", "vf_stepsize", "d_stepsize", "max_kl",
+        "actor_lr", "critic_lr", "optim_stepsize", "vf_stepsize", "d_stepsize", "max_kl",
         "delta_std", "cliprange", "clip_range", "clip_param", "clip_range_vf", "max_grad_norm",
         "target_kl")},
+    # learning_rate 0 freezes the weights (no crash) and is in real files: rl-baselines3-zoo's A2C Pendulum-v1 agent
+    # stores learning_rate 0.0 (the end of its linear schedule); stable-baselines3 accepts it. Negative is refused.
+    "learning_rate": _NON_NEGATIVE,
     # loss weights
     **{name: _NON_NEGATIVE for name in ("ent_coef", "vf_coef", "entcoeff", "q_coef", "cg_damping", "kfac_clip",
                                         "adversary_entcoeff")},
