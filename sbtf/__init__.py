@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from sbtf import _native_logs, algorithms
+from sbtf._version import read_version
 
 # Quiet TensorFlow's C++ start-up chatter unless the user asked for it (SBTF_TF_LOGS=1 shows everything).
 _native_logs.install()
 
-__version__ = "0.1.0"
+#: the version of the installed package (its one source: ``version`` in pyproject.toml)
+__version__ = read_version()
 
 #: the sb3-contrib algorithms offered at top level (``sbtf.MaskablePPO``; those whose name SB2 uses stay in contrib)
 _CONTRIB_TOP_LEVEL = {algo.name: algo for algo in algorithms.CONTRIB_ALGORITHMS.values() if algo.top_level}

@@ -122,11 +122,32 @@ def _remove_hook() -> None:
         pass
 
 
+def _quiet_lazy_start(tf: Any) -> None:
+    """
+    TensorFlow was imported before sbtf: its import-time lines are printed already, and its C++ log level was fixed
+    by the first of them (``TF_CPP_MIN_LOG_LEVEL`` is read once), but the device probing (``failed call to
+    cuInit`` on machines without a GPU) and XLA's CPU client banners still come on first use, in the middle of the
+    user's output. Start both now, with file descriptor 2 filtered as for a quiet import.
+    """
+    if getattr(tf, "_sbtf_quiet_start_done", False) or not hasattr(tf, "config"):
+        return  # a second install(), or TensorFlow still being imported
+    with _FdSilencer():
+        _warm_up(tf)
+    try:
+        tf._sbtf_quiet_start_done = True
+    except (AttributeError, TypeError):
+        pass
+
+
 def install() -> None:
-    """Quiet TensorFlow's native start-up logs (no-op with ``SBTF_TF_LOGS=1`` or when TF is already imported)."""
+    """Quiet TensorFlow's native start-up logs (no-op with ``SBTF_TF_LOGS=1``); when TensorFlow is already imported,
+    quiet what it would still print on first use (:func:`_quiet_lazy_start`)."""
     if not _enabled():
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    if "tensorflow" in sys.modules or _HOOK in sys.meta_path:
+    if "tensorflow" in sys.modules:
+        _quiet_lazy_start(sys.modules["tensorflow"])
+        return
+    if _HOOK in sys.meta_path:
         return
     sys.meta_path.insert(0, _HOOK)

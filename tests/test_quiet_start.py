@@ -44,3 +44,17 @@ def test_load_and_predict_do_not_import_tensorflow_probability(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "no tfp"
+
+
+def test_tensorflow_imported_first_prints_nothing_after_sbtf_is_imported():
+    """The lines TensorFlow prints while it loads are out before sbtf runs; what it would print on first use (device
+    probing, XLA's CPU client) is silenced by ``import sbtf``, so nothing comes after the marker but our own line."""
+    script = ("import sys\nimport keras\nsys.stderr.write('MARKER\\n'); sys.stderr.flush()\n" + SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "SBTF_TF_LOGS")}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.split("MARKER\n", 1)[1] == "own message\n", result.stderr
+    # and with the user's SBTF_TF_LOGS=1 the lazy lines are theirs to see (nothing is filtered)
+    shown = subprocess.run([sys.executable, "-c", script], env={**env, "SBTF_TF_LOGS": "1"}, capture_output=True,
+                           text=True, timeout=300)
+    assert shown.returncode == 0 and shown.stderr.split("MARKER\n", 1)[1].endswith("own message\n")

@@ -180,8 +180,10 @@ def test_load_with_env_and_continue_training(tmp_path, trained_ppo2):
     loaded.learn(64)
     assert loaded.num_timesteps == 64
     wrong = DummyVecEnv([lambda: gym.make("Pendulum-v1")])
-    with pytest.raises(ValueError, match="same observation space"):
+    with pytest.raises(ValueError, match="The observation space of the env Box") as info:
         loaded.set_env(wrong)
+    assert "the action space of the env Box" in str(info.value) and "differs from the model's Discrete(2)" in str(
+        info.value) and "time feature" not in str(info.value)
     with pytest.raises(ValueError, match="policy kwargs"):
         PPO2.load(tmp_path / "m.zip", policy_kwargs={"net_arch": [8]})
 

@@ -79,7 +79,7 @@ def test_batch_size_and_rollout_checks():
         PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=1, n_epochs=1, normalize_advantage=False).learn(64)
     with pytest.raises(ValueError, match=r"n_steps \* n_envs. must be greater than 1"):
         PPO("MlpPolicy", "CartPole-v1", n_steps=1, batch_size=2)
-    with pytest.raises(ValueError, match="clip_range_vf. must be positive"):
+    with pytest.raises(ValueError, match="clip_range_vf must be > 0, got -0.1"):
         PPO("MlpPolicy", "CartPole-v1", clip_range_vf=-0.1)
     with pytest.raises(ValueError, match="rollout_buffer_class"):
         PPO("MlpPolicy", "CartPole-v1", rollout_buffer_class=dict)

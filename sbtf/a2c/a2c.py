@@ -17,6 +17,7 @@ from sbtf.common.runners import RolloutRunner
 from sbtf.common.schedules import ProgressSchedule
 from sbtf.common.train_log import dump_update_log
 from sbtf.common import model_schema as ms
+from sbtf.common.arg_checks import check_hyperparameters
 
 
 class A2C(OnPolicySDEMixin, NStepActorCriticRLModel):
@@ -61,6 +62,7 @@ class A2C(OnPolicySDEMixin, NStepActorCriticRLModel):
                  learning_rate=7e-4, alpha=0.99, momentum=0.0, epsilon=1e-5, lr_schedule="constant", verbose=0,
                  tensorboard_log=None, _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False,
                  seed=None, n_cpu_tf_sess=None, rms_prop_style="tf", use_sde=False, sde_sample_freq=-1):
+        check_hyperparameters(type(self).__name__, locals())
         self.use_sde = bool(use_sde)
         self.sde_sample_freq = int(sde_sample_freq)
         self.rms_prop_style = check_rms_prop_style(rms_prop_style)

@@ -31,6 +31,7 @@ from sbtf.common.schedules import ProgressSchedule
 from sbtf.common.train_log import record_episode_means
 from sbtf.common import model_schema as ms
 from sbtf.common.tf_util import xla_pays_off
+from sbtf.common.arg_checks import check_hyperparameters
 
 #: names of the train-step statistics (SB2's ``names_ops``), in the order the train step returns them
 NAMES_OPS = ("loss", "loss_q", "entropy", "loss_policy", "loss_f", "loss_bc", "explained_variance", "norm_grads")
@@ -249,6 +250,7 @@ class ACER(NStepActorCriticRLModel):
                  buffer_size=5000, replay_ratio=4, replay_start=1000, correction_term=10.0, trust_region=True,
                  alpha=0.99, delta=1, verbose=0, tensorboard_log=None, _init_setup_model=True, policy_kwargs=None,
                  full_tensorboard_log=False, seed=None, n_cpu_tf_sess=1):
+        check_hyperparameters(type(self).__name__, locals())
         n_cpu_tf_sess = self._renamed_n_cpu("num_procs", num_procs, n_cpu_tf_sess)
         self.replay_ratio = replay_ratio
         self.buffer_size = buffer_size

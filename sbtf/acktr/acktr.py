@@ -22,6 +22,7 @@ from sbtf.common.rollout import RolloutBatch
 from sbtf.common.schedules import ProgressSchedule
 from sbtf.common.train_log import dump_update_log
 from sbtf.common import model_schema as ms
+from sbtf.common.arg_checks import check_hyperparameters
 
 #: names of the values returned by the train step, in order
 TRAIN_STATS = ("policy_loss", "value_loss", "policy_entropy", "policy_fisher_loss", "value_fisher_loss",
@@ -72,6 +73,7 @@ class ACKTR(NStepActorCriticRLModel):
                  vf_fisher_coef=1.0, learning_rate=0.25, max_grad_norm=0.5, kfac_clip=0.001, lr_schedule="linear",
                  verbose=0, tensorboard_log=None, _init_setup_model=True, async_eigen_decomp=False, kfac_update=1,
                  gae_lambda=None, policy_kwargs=None, full_tensorboard_log=False, seed=None, n_cpu_tf_sess=1):
+        check_hyperparameters(type(self).__name__, locals())
         n_cpu_tf_sess = self._renamed_n_cpu("nprocs", nprocs, n_cpu_tf_sess)
         self.gamma = gamma
         self.ent_coef = ent_coef

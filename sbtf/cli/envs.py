@@ -267,10 +267,71 @@ def wrapper_class(spec: Any, settings: Optional[EnvSettings] = None) -> Optional
     return wrap
 
 
-def make_env(env_id: str, n_envs: int, seed: Optional[int], settings: EnvSettings, monitor_dir: Optional[str] = None,
-             render_mode: Optional[str] = None) -> Any:
+#: ``--vec-env`` choices: how the envs of a run are stepped
+VEC_ENV_KINDS: Tuple[str, ...] = ("dummy", "subproc", "envpool")
+
+
+def add_vec_env_argument(parser: Any) -> None:
+    """The ``--vec-env`` option of ``train`` and ``optimize``."""
+    parser.add_argument("--vec-env", default="dummy", choices=VEC_ENV_KINDS,
+                        help="how the training envs are stepped: dummy (one process, default), subproc (one process "
+                             "per env), envpool (EnvPool's C++ envs in threads; needs the envpool extra)")
+
+
+def check_vec_env(kind: str, env_id: str, algo: str = "") -> None:
     """
-    The monitored DummyVecEnv of an env id (without VecNormalize / VecFrameStack), with a one-line error when the
+    Refuse a ``--vec-env`` that cannot be used, in one line, before anything is built: envpool not installed, an env
+    id that EnvPool does not have, HER (which wraps one Python env itself) with anything but ``dummy``.
+
+    :param kind: (str) one of :data:`VEC_ENV_KINDS`
+    :param env_id: (str) the env id
+    :param algo: (str) the algorithm's command-line name
+    """
+    if kind not in VEC_ENV_KINDS:
+        raise CLIError("--vec-env must be one of {}, got {!r}".format(", ".join(VEC_ENV_KINDS), kind))
+    if algo == "her" and kind != "dummy":
+        raise CLIError("her wraps one goal env itself: --vec-env {} is not available for it (use dummy)".format(kind))
+    if kind != "envpool":
+        return
+    try:
+        import envpool  # noqa: F401  # pylint: disable=import-outside-toplevel,unused-import
+    except ImportError as exc:
+        raise CLIError("--vec-env envpool needs EnvPool, which is not installed: pip install 'sbtf[envpool]' "
+                       "(or use --vec-env subproc)", exit_code=1) from exc
+    from sbtf.common.vec_env.envpool_vec_env import envpool_task_id  # pylint: disable=import-outside-toplevel
+
+    try:
+        envpool_task_id(env_id)
+    except ValueError as exc:
+        raise CLIError("--vec-env envpool: {} (use --vec-env dummy or subproc for this env)".format(
+            exc_text(exc)), exit_code=1) from exc
+
+
+def _make_envpool_env(env_id: str, n_envs: int, seed: Optional[int], settings: EnvSettings,
+                      monitor_dir: Optional[str], render_mode: Optional[str]) -> Any:
+    """EnvPool's envs of an id; ``env_kwargs`` are EnvPool options, Atari stacks its own ``frame_stack`` frames."""
+    from sbtf.common.vec_env.envpool_vec_env import EnvPoolVecEnv  # pylint: disable=import-outside-toplevel
+
+    if settings.env_wrapper:
+        raise CLIError("--vec-env envpool cannot apply env_wrapper {} (EnvPool's envs run in C++): remove it from {} "
+                       "or use --vec-env dummy/subproc".format(describe_value(settings.env_wrapper), settings.source))
+    if render_mode is not None:
+        raise CLIError("--vec-env envpool does not render: --gif, --video and --render need --vec-env dummy")
+    from sbtf.common.vec_env.envpool_vec_env import envpool_task_id  # pylint: disable=import-outside-toplevel
+
+    env_kwargs = dict(settings.env_kwargs)
+    try:
+        if envpool_task_id(env_id)[1]:  # Atari: EnvPool stacks the frames (wrap_vec_env adds no VecFrameStack)
+            env_kwargs.setdefault("stack_num", max(int(settings.frame_stack), 1))
+        return EnvPoolVecEnv(env_id, n_envs=n_envs, seed=seed, env_kwargs=env_kwargs, monitor_dir=monitor_dir)
+    except (ImportError, ValueError, TypeError, RuntimeError) as exc:
+        raise CLIError("cannot make {} with EnvPool: {}".format(env_id, exc_text(exc)), exit_code=1) from exc
+
+
+def make_env(env_id: str, n_envs: int, seed: Optional[int], settings: EnvSettings, monitor_dir: Optional[str] = None,
+             render_mode: Optional[str] = None, vec_env: str = "dummy") -> Any:
+    """
+    The monitored VecEnv of an env id (without VecNormalize / VecFrameStack), with a one-line error when the
     env cannot be made.
 
     :param env_id: (str) a registered env id
@@ -279,12 +340,17 @@ def make_env(env_id: str, n_envs: int, seed: Optional[int], settings: EnvSetting
     :param settings: (EnvSettings) env_wrapper and env_kwargs
     :param monitor_dir: (str) folder of the Monitor files (None: no files)
     :param render_mode: (str) gymnasium render mode
+    :param vec_env: (str) ``dummy`` (DummyVecEnv), ``subproc`` (SubprocVecEnv) or ``envpool`` (EnvPoolVecEnv)
     :return: (VecEnv)
     """
     from sbtf.common.cmd_util import make_vec_env  # pylint: disable=import-outside-toplevel
+    from sbtf.common.vec_env import SubprocVecEnv  # pylint: disable=import-outside-toplevel
 
+    if vec_env == "envpool":
+        return _make_envpool_env(env_id, n_envs, seed, settings, monitor_dir, render_mode)
     if is_atari_id(env_id):
-        return make_atari_vec_env(env_id, n_envs, seed, settings, monitor_dir, render_mode)
+        return make_atari_vec_env(env_id, n_envs, seed, settings, monitor_dir, render_mode,
+                                  subproc=vec_env == "subproc")
     env_kwargs = dict(settings.env_kwargs)
     if render_mode is not None:
         env_kwargs["render_mode"] = render_mode
@@ -293,7 +359,7 @@ def make_env(env_id: str, n_envs: int, seed: Optional[int], settings: EnvSetting
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*render_mode.*")
             return make_vec_env(env_id, n_envs=n_envs, seed=seed, monitor_dir=monitor_dir, wrapper_class=wrap,
-                                env_kwargs=env_kwargs)
+                                env_kwargs=env_kwargs, vec_env_cls=SubprocVecEnv if vec_env == "subproc" else None)
     except gymnasium.error.DependencyNotInstalled as exc:
         raise CLIError("cannot make {}: {}".format(env_id, exc), exit_code=1) from exc
     except ModuleNotFoundError as exc:
@@ -309,7 +375,8 @@ def make_env(env_id: str, n_envs: int, seed: Optional[int], settings: EnvSetting
 
 
 def make_atari_vec_env(env_id: str, n_envs: int, seed: Optional[int], settings: EnvSettings,
-                       monitor_dir: Optional[str] = None, render_mode: Optional[str] = None) -> Any:
+                       monitor_dir: Optional[str] = None, render_mode: Optional[str] = None,
+                       subproc: bool = False) -> Any:
     """The zoo's Atari env: ``make_atari_env`` (no-op reset, frame skip, Monitor, DeepMind wrappers), without frame
     stacking (:func:`wrap_vec_env` adds ``frame_stack``); a CLIError when it cannot be made."""
     from sbtf.common.cmd_util import make_atari_env  # pylint: disable=import-outside-toplevel
@@ -321,7 +388,8 @@ def make_atari_vec_env(env_id: str, n_envs: int, seed: Optional[int], settings: 
         raise CLIError("--gif, --video and --render are not available for Atari agents (the DeepMind-wrapped env is "
                        "made without a render mode)")
     try:
-        return make_atari_env(env_id, num_env=n_envs, seed=0 if seed is None else seed, monitor_dir=monitor_dir)
+        return make_atari_env(env_id, num_env=n_envs, seed=0 if seed is None else seed, monitor_dir=monitor_dir,
+                              use_subprocess=subproc)
     except (ImportError, gymnasium.error.Error) as exc:
         raise CLIError("cannot make {}: {}".format(env_id, exc_text(exc)), exit_code=1) from exc
 
@@ -344,6 +412,13 @@ def wrap_vec_env(venv: Any, settings: EnvSettings, gamma: Optional[float] = None
         if not training:
             kwargs.update(training=False, norm_reward=False)
         venv = VecNormalize(venv, **kwargs)
-    if settings.frame_stack > 0:
+    if settings.frame_stack > 0 and not _stacks_own_frames(venv):
         venv = VecFrameStack(venv, settings.frame_stack)
     return venv
+
+
+def _stacks_own_frames(venv: Any) -> bool:
+    """Whether ``venv`` stacks frames itself (EnvPool's Atari envs: ``stack_num``)."""
+    from sbtf.common.vec_env.envpool_vec_env import EnvPoolVecEnv  # pylint: disable=import-outside-toplevel
+
+    return isinstance(venv, EnvPoolVecEnv) and venv.is_atari

@@ -21,7 +21,7 @@ from typing import Any, Dict, List
 
 import yaml
 
-from sbtf.cli.envs import make_env, wrap_vec_env
+from sbtf.cli.envs import add_vec_env_argument, check_vec_env, make_env, wrap_vec_env
 from sbtf.cli.errors import CLIError, exc_text
 from sbtf.cli.hyperparams import algo_name, default_policy, is_number, model_kwargs, positive_int
 from sbtf.cli.plugins import register_subcommand
@@ -48,6 +48,7 @@ def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hyperparams", nargs="+", default=[], metavar="FILE_OR_KEY:VALUE",
                         help="fixed overrides applied before sampling (as for sbtf train)")
     parser.add_argument("--n-envs", type=int, default=None, metavar="N", help="override n_envs")
+    add_vec_env_argument(parser)
     parser.add_argument("--n-trials", type=positive_int, default=10, metavar="N",
                         help="trials to run in this call (default: 10)")
     parser.add_argument("--n-jobs", type=positive_int, default=1, metavar="N",
@@ -253,6 +254,7 @@ def run_optimize(args: argparse.Namespace) -> int:
     optuna = _import_optuna()
     plan = plan_training(args)
     env_id, base = plan.env_id, dict(plan.hyperparams)
+    check_vec_env(args.vec_env, env_id, algo)
     if plan.n_timesteps < args.n_evaluations:
         raise CLIError("-n ({}) must be at least --n-evaluations ({})".format(plan.n_timesteps, args.n_evaluations))
     eval_freq = max(plan.n_timesteps // args.n_evaluations // plan.n_envs, 1)
@@ -271,11 +273,12 @@ def run_optimize(args: argparse.Namespace) -> int:
         trial.set_user_attr("hyperparams", plain(sampled))
         envs: List[Any] = []
         try:
-            venv = make_env(env_id, plan.n_envs, args.seed + 10 * trial.number, plan.settings)
+            venv = make_env(env_id, plan.n_envs, args.seed + 10 * trial.number, plan.settings, vec_env=args.vec_env)
             envs.append(venv)
             gamma = hyperparams.get("gamma")
             train_env = wrap_vec_env(venv, plan.settings, gamma=gamma if is_number(gamma) else None)
-            eval_venv = make_env(env_id, 1, args.seed + 10 * trial.number + 1000, plan.settings)
+            eval_venv = make_env(env_id, 1, args.seed + 10 * trial.number + 1000, plan.settings,
+                                 vec_env="envpool" if args.vec_env == "envpool" else "dummy")
             envs.append(eval_venv)
             eval_env = wrap_vec_env(eval_venv, plan.settings, training=False)
             if "policy" not in hyperparams:

@@ -10,6 +10,7 @@ on), ``best_model.zip`` + ``evaluations.npz`` (when evaluating), ``checkpoints/`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import os
 import shutil
@@ -20,8 +21,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import yaml
 
 from sbtf import algorithms
-from sbtf.cli.envs import (EnvSettings, env_settings, import_gym_packages, make_env, resolve_env, wrap_vec_env,
-                           wrapper_class)
+from sbtf.cli.envs import (EnvSettings, add_vec_env_argument, check_vec_env, env_settings, import_gym_packages,
+                           make_env, resolve_env, wrap_vec_env, wrapper_class)
 from sbtf.cli.errors import CLIError, exc_text
 from sbtf.cli.hyperparams import (MULTI_ENV_ALGOS, algo_name, as_int, check_hyperparameter_names, default_policy,
                                   find_env_entry, her_model_class, hyperparams_file, is_atari_id, is_number,
@@ -30,6 +31,7 @@ from sbtf.cli.hyperparams import (MULTI_ENV_ALGOS, algo_name, as_int, check_hype
 from sbtf.cli.plot import save_run_curve
 from sbtf.cli.plugins import register_subcommand
 from sbtf.cli.runs import add_common_arguments, new_run_dir, safe_name
+from sbtf.cli.train_output import one_line_logs
 from sbtf.common.callbacks import CheckpointCallback, EvalCallback, ProgressBarCallback
 from sbtf.common.file_errors import describe_value
 from sbtf.zoo.agent import ATARI_FRAME_STACK
@@ -69,6 +71,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="overrides: YAML files (flat, or keyed by env id as the shipped files) and/or "
                              "KEY:VALUE pairs (e.g. learning_rate:lin_0.001 n_steps:64), applied in order")
     parser.add_argument("--n-envs", type=int, default=None, metavar="N", help="override n_envs")
+    add_vec_env_argument(parser)
     parser.add_argument("--eval-freq", type=int, default=10000, metavar="N",
                         help="evaluate every N timesteps and keep the best model (<= 0: no evaluation; "
                              "default: 10000)")
@@ -81,7 +84,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-tb", "--tensorboard-log", default=None, metavar="DIR",
                         help="TensorBoard log folder (runs go to DIR/<ENV_ID>)")
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
-                        help="0: quiet, 1: training information (default), 2: debug")
+                        help="0: quiet, 1: one summary line per log interval (default), 2: the algorithm's full "
+                             "log tables and debug output")
     parser.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
 
 
@@ -159,7 +163,9 @@ def plan_training(args: argparse.Namespace) -> TrainPlan:
                      model_class, entry is not None)
 
 
-def _learn(model: Any, n_timesteps: int, callbacks: List[Any], progress: bool, log_interval: Optional[int]) -> None:
+def _learn(model: Any, n_timesteps: int, callbacks: List[Any], progress: bool, log_interval: Optional[int],
+           verbose: int = 1) -> None:
+    """Run ``model.learn``: at ``verbose`` 1 one summary line per log interval, at 2 the algorithm's tables."""
     learn_params = inspect.signature(model.learn).parameters
     kwargs: Dict[str, Any] = {}
     if log_interval is not None:
@@ -169,7 +175,8 @@ def _learn(model: Any, n_timesteps: int, callbacks: List[Any], progress: bool, l
             kwargs["progress_bar"] = True
         else:
             callbacks = callbacks + [ProgressBarCallback()]
-    model.learn(n_timesteps, callback=callbacks or None, **kwargs)
+    with one_line_logs() if verbose == 1 else contextlib.nullcontext():
+        model.learn(n_timesteps, callback=callbacks or None, **kwargs)
 
 
 def _save_learning_curve(run_dir: str, title: str) -> None:
@@ -190,6 +197,7 @@ def run_train(args: argparse.Namespace) -> int:
     """The ``train`` subcommand."""
     plan = plan_training(args)
     algo, env_id, name, hyperparams = plan.algo, plan.env_id, plan.name, plan.hyperparams
+    check_vec_env(args.vec_env, env_id, algo)
     if args.verbose >= 1:
         source = hyperparams_file(algo) if plan.tuned else "no tuned entry: the algorithm's defaults"
         print("Hyperparameters for {} on {} ({}{}):".format(
@@ -202,7 +210,7 @@ def run_train(args: argparse.Namespace) -> int:
     run_dir, run_id = new_run_dir(algo_dir, name)
     envs_to_close: List[Any] = []
     try:
-        venv = make_env(env_id, plan.n_envs, args.seed, plan.settings, monitor_dir=run_dir)
+        venv = make_env(env_id, plan.n_envs, args.seed, plan.settings, monitor_dir=run_dir, vec_env=args.vec_env)
         envs_to_close.append(venv)
         gamma = hyperparams.get("gamma")
         train_env = wrap_vec_env(venv, plan.settings, gamma=gamma if is_number(gamma) else None)
@@ -223,7 +231,9 @@ def run_train(args: argparse.Namespace) -> int:
         if args.eval_freq and args.eval_freq > 0:
             if args.eval_episodes < 1:
                 raise CLIError("--eval-episodes must be at least 1, got {}".format(args.eval_episodes))
-            eval_venv = make_env(env_id, 1, args.seed + 1000, plan.settings)
+            # one eval env in this process; EnvPool's when training on EnvPool (its Atari frames are its own)
+            eval_venv = make_env(env_id, 1, args.seed + 1000, plan.settings,
+                                 vec_env="envpool" if args.vec_env == "envpool" else "dummy")
             envs_to_close.append(eval_venv)
             eval_env = wrap_vec_env(eval_venv, plan.settings, training=False)
             callbacks.append(EvalCallback(eval_env, n_eval_episodes=args.eval_episodes,
@@ -247,7 +257,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     exit_code = 0
     try:
-        _learn(model, plan.n_timesteps, callbacks, not args.no_progress, args.log_interval)
+        _learn(model, plan.n_timesteps, callbacks, not args.no_progress, args.log_interval, args.verbose)
     except KeyboardInterrupt:
         print("\nTraining interrupted: saving the model trained so far ({} timesteps).".format(
             getattr(model, "num_timesteps", "?")), file=sys.stderr)
@@ -263,7 +273,8 @@ def run_train(args: argparse.Namespace) -> int:
     dump_yaml({"algo": algo, "env": env_id, "seed": args.seed, "n_timesteps": plan.n_timesteps,
                 "log_folder": args.log_folder, "hyperparams": list(args.hyperparams), "eval_freq": args.eval_freq,
                 "eval_episodes": args.eval_episodes, "save_freq": args.save_freq,
-                "tensorboard_log": args.tensorboard_log, "gym_packages": list(args.gym_packages)},
+                "tensorboard_log": args.tensorboard_log, "gym_packages": list(args.gym_packages),
+                "vec_env": args.vec_env},
                os.path.join(run_dir, "args.yml"))
     print("Saved the model to {}".format(model_path))
     print("Saved the hyperparameters to {}".format(config_path))

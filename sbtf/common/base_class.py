@@ -474,23 +474,21 @@ class BaseRLModel(ABC):
         :param force_reset: (bool) stable-baselines3's argument: the next ``learn()`` starts with a reset of the env
             (sbtf's ``learn()`` always resets the env it starts with)
         """
-        if env is None and self.env is None:
-            if self.verbose >= 1:
-                print("Loading a model without an environment, this model cannot be trained until it has a valid "
-                      "environment.")
+        if env is None and self.env is None:  # learn() says what to do if it is called without an env
             return
         if env is None:
             raise ValueError("Error: trying to replace the current environment with None")
         env = self._make_vec_env(env)
         observation_space = _model_observation_space(env.observation_space)
-        if self.observation_space is not None and not _spaces_equal(observation_space, self.observation_space):
-            raise ValueError(f"Error: the environment passed must have the same observation space as the model was "
-                             f"trained on: expected {self.observation_space}, got {env.observation_space}."
-                             + time_feature_hint(getattr(self.observation_space, "shape", None) or (),
-                                                 getattr(env.observation_space, "shape", None) or ()))
-        if self.action_space is not None and not _spaces_equal(env.action_space, self.action_space):
-            raise ValueError(f"Error: the environment passed must have the same action space as the model was "
-                             f"trained on: expected {self.action_space}, got {env.action_space}.")
+        obs_differs = self.observation_space is not None and not _spaces_equal(observation_space, self.observation_space)
+        act_differs = self.action_space is not None and not _spaces_equal(env.action_space, self.action_space)
+        if obs_differs or act_differs:
+            from sbtf.common.space_checks import env_space_mismatch_message
+
+            raise ValueError(env_space_mismatch_message(
+                env.observation_space, self.observation_space, env.action_space, self.action_space, obs_differs,
+                act_differs, time_feature_hint(getattr(self.observation_space, "shape", None) or (),
+                                               getattr(env.observation_space, "shape", None) or ())))
         if self._requires_same_n_envs() and self.n_envs is not None and env.num_envs != self.n_envs:
             raise ValueError(f"Error: the environment passed must have the same number of environments as the model "
                              f"was trained on ({self.n_envs}, got {env.num_envs}); this is required by recurrent "
@@ -581,6 +579,9 @@ class BaseRLModel(ABC):
 
         :return: (BaseCallback, TensorboardLogger) the callback and the writer (None without ``tensorboard_log``)
         """
+        from sbtf.common.arg_checks import check_total_timesteps
+
+        check_total_timesteps(total_timesteps)
         new_tb_log = self._init_num_timesteps(reset_num_timesteps)
         with _logging_to(self.__dict__.get("_custom_logger")):
             callback = self._init_callback(callback, progress_bar, total_timesteps)
@@ -600,8 +601,8 @@ class BaseRLModel(ABC):
 
     def _setup_learn(self) -> None:
         if self.env is None:
-            raise ValueError("Error: cannot train the model without a valid environment, please set an environment "
-                             "with set_env(self, env) method.")
+            raise ValueError("Error: this model has no environment to train on (it was loaded or made without one): "
+                             "pass env= to load(), or call model.set_env(env) before learn().")
         if self.episode_reward is None:
             self.episode_reward = np.zeros((self.n_envs,))
         if self.ep_info_buf is None:

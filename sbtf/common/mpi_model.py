@@ -29,6 +29,7 @@ from sbtf.common.policies import ActorCriticPolicy
 from sbtf.common.rollout import RolloutBatch, TrajectorySegment, add_vtarg_and_adv
 from sbtf.common.runners import traj_segment_generator
 from sbtf.common.tf_util import make_assign_fn
+from sbtf.common.arg_checks import check_total_timesteps
 
 if TYPE_CHECKING:
     from sbtf.common.callbacks import BaseCallback
@@ -117,6 +118,7 @@ class MpiActorCriticRLModel(MpiDataParallelMixin, OnPolicyAlgorithm):
         :return: (BaseCallback, TensorboardLogger) the callback and the writer (None on other ranks or without
             ``tensorboard_log``)
         """
+        check_total_timesteps(total_timesteps)
         new_tb_log = self._init_num_timesteps(reset_num_timesteps)
         callback = self._init_callback(callback, progress_bar, total_timesteps=total_timesteps)
         with SetVerbosity(self.verbose), self._mpi_learn_context(), \

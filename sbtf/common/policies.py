@@ -598,10 +598,12 @@ class FeedForwardPolicy(ActorCriticPolicy):
             pi_dim = vf_dim = self._build_mlp(shared, pi_sizes, vf_sizes, pi_dim)
         self.vf_head = Linear("vf", 1)
         self.vf_head.build((None, vf_dim[1] if isinstance(vf_dim, tuple) else vf_dim))
-        self.pi_head, self.q_head = self.pdtype.make_heads(init_scale=0.01)
+        pi_head, self.q_head = self.pdtype.make_heads(init_scale=0.01)
         self.use_sde, self.sde_noise = self._sde_settings(use_sde, log_std_init, use_expln, full_std, squash_output)
-        if self.use_sde:  # gSDE (sbtf.common.sde): the mean layer and the log_std matrix
-            self.pi_head = SDEHead("pi", self.ac_space.shape[0], log_std_init, full_std, use_expln, init_scale=0.01)
+        # gSDE (sbtf.common.sde): the mean layer and the log_std matrix replace the Gaussian head, which is never
+        # assigned (Keras would track it as an unbuilt sub-layer and warn at build)
+        self.pi_head = pi_head if not self.use_sde else SDEHead("pi", self.ac_space.shape[0], log_std_init, full_std,
+                                                                use_expln, init_scale=0.01)
         self.pi_head.build((None, pi_dim[0] if isinstance(pi_dim, tuple) else pi_dim))
         if isinstance(self.pi_head, GaussianHead):  # SB3: log_std_init also sets a plain Gaussian's log std
             self.pi_head.logstd.assign(np.full(self.pi_head.logstd.shape, log_std_init, np.float32))

@@ -49,6 +49,7 @@ from sbtf.ddpg.running_stats import RunningStats, denormalize, normalize
 from sbtf.ddpg.train_step import DDPGTraining
 from sbtf.common.tf_util import flatgrad
 from sbtf.common.weight_tracking import assign_variables
+from sbtf.common.arg_checks import check_hyperparameters
 
 
 class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, OffPolicyAlgorithm):
@@ -138,6 +139,7 @@ class DDPG(MpiDataParallelMixin, DDPGExploration, DDPGTraining, DDPGReporting, O
                  verbose=0, tensorboard_log=None, _init_setup_model=True, policy_kwargs=None,
                  full_tensorboard_log=False, seed=None, n_cpu_tf_sess=1, replay_buffer_class=None,
                  replay_buffer_kwargs=None, optimize_memory_usage=False, use_sde=False):
+        check_hyperparameters(type(self).__name__, locals())
         refuse_sde("DDPG", use_sde)  # stable-baselines3 has no gSDE for DDPG
         self._comm = None
         super().__init__(policy=policy, env=env, replay_buffer=None, verbose=verbose, policy_base=DDPGPolicy,

@@ -28,6 +28,7 @@ from sbtf.common.tf_util import repeat_steps
 from sbtf.common.weight_tracking import assign_variables
 from sbtf.deepq.policies import DQNPolicy
 from sbtf.common import model_schema as ms
+from sbtf.common.arg_checks import check_hyperparameters
 
 STATS_NAMES = ["loss", "td_error"]
 
@@ -95,6 +96,7 @@ class DQN(OffPolicyAlgorithm):
                  prioritized_replay_eps=1e-6, param_noise=False, n_cpu_tf_sess=None, verbose=0, tensorboard_log=None,
                  _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False, seed=None,
                  replay_buffer_class=None, replay_buffer_kwargs=None, optimize_memory_usage=False):
+        check_hyperparameters(type(self).__name__, locals())
         super().__init__(policy=policy, env=env, replay_buffer=None, verbose=verbose, policy_base=DQNPolicy,
                          requires_vec_env=False, policy_kwargs=policy_kwargs, seed=seed, n_cpu_tf_sess=n_cpu_tf_sess)
         self._set_replay_buffer_options(replay_buffer_class, replay_buffer_kwargs, optimize_memory_usage)

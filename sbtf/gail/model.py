@@ -9,6 +9,7 @@ import numpy as np
 from sbtf.gail.dataset.dataset import ExpertDataset
 from sbtf.gail.adversary import TransitionClassifier
 from sbtf.trpo_mpi import TRPO
+from sbtf.common.arg_checks import check_hyperparameters
 
 #: the keys of a saved expert dataset (``GAIL`` files store the dataset's arrays, never the object)
 _DATASET_ARRAYS = ("obs", "actions", "episode_starts", "episode_returns", "rewards")
@@ -96,6 +97,7 @@ class GAIL(TRPO):
 
     def __init__(self, policy, env, expert_dataset=None, hidden_size_adversary=100, adversary_entcoeff=1e-3,
                  g_step=3, d_step=1, d_stepsize=3e-4, verbose=0, _init_setup_model=True, **kwargs):
+        check_hyperparameters(type(self).__name__, locals())
         super().__init__(policy, env, verbose=verbose, _init_setup_model=False, **kwargs)
         self.using_gail = True
         self.expert_dataset = expert_dataset

@@ -134,8 +134,9 @@ class HER(BaseRLModel):
             from sbtf.common.base_class import _spaces_equal
             if not (list(old_space.spaces) == list(self.observation_space.spaces) and all(
                     _spaces_equal(old_space.spaces[k], self.observation_space.spaces[k]) for k in old_space.spaces)):
-                raise ValueError(f"Error: the environment passed must have the same observation space as the model "
-                                 f"was trained on: expected {old_space}, got {self.observation_space}.")
+                from sbtf.common.space_checks import env_space_mismatch_message
+
+                raise ValueError(env_space_mismatch_message(self.observation_space, old_space, None, None, True, False))
         self.model.set_env(self.env)
 
     def get_env(self):
@@ -235,8 +236,8 @@ class HER(BaseRLModel):
         :return: (HER) this model
         """
         if self.env is None:
-            raise ValueError("Error: cannot train the model without a valid environment, please set an environment "
-                             "with set_env(self, env) method.")
+            raise ValueError("Error: this model has no environment to train on (it was loaded or made without one): "
+                             "pass env= to load(), or call model.set_env(env) before learn().")
         self.model.learn(total_timesteps, callback=callback, log_interval=log_interval, tb_log_name=tb_log_name,
                          reset_num_timesteps=reset_num_timesteps, replay_wrapper=self.replay_wrapper, **kwargs)
         return self

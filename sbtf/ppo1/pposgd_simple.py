@@ -24,6 +24,7 @@ from sbtf.common.rollout import RolloutBatch
 from sbtf.common.schedules import ProgressSchedule
 from sbtf.common.tf_util import flatgrad, minibatch_loop
 from sbtf.common import model_schema as ms
+from sbtf.common.arg_checks import check_hyperparameters
 
 LOSS_NAMES = ["pol_surr", "pol_entpen", "vf_loss", "kl", "ent"]
 
@@ -69,6 +70,7 @@ class PPO1(MpiActorCriticRLModel):
                  optim_epochs=4, optim_stepsize=1e-3, optim_batchsize=64, lam=0.95, adam_epsilon=1e-5,
                  schedule='linear', verbose=0, tensorboard_log=None, _init_setup_model=True,
                  policy_kwargs=None, full_tensorboard_log=False, seed=None, n_cpu_tf_sess=1):
+        check_hyperparameters(type(self).__name__, locals())
         self.gamma = gamma
         self.timesteps_per_actorbatch = timesteps_per_actorbatch
         self.clip_param = clip_param

@@ -27,6 +27,7 @@ from sbtf.common.schedules import get_schedule_fn
 from sbtf.common.train_log import record_episode_means
 from sbtf.common import model_schema as ms
 from sbtf.common.tf_util import xla_pays_off
+from sbtf.common.arg_checks import check_hyperparameters
 
 LOSS_NAMES = ["policy_loss", "value_loss", "policy_entropy", "approxkl", "clipfrac"]
 
@@ -74,6 +75,7 @@ class PPO2(OnPolicySDEMixin, NStepActorCriticRLModel):
                  max_grad_norm=0.5, lam=0.95, nminibatches=4, noptepochs=4, cliprange=0.2, cliprange_vf=None,
                  verbose=0, tensorboard_log=None, _init_setup_model=True, policy_kwargs=None,
                  full_tensorboard_log=False, seed=None, n_cpu_tf_sess=None, use_sde=False, sde_sample_freq=-1):
+        check_hyperparameters(type(self).__name__, locals())
         self.use_sde = bool(use_sde)
         self.sde_sample_freq = int(sde_sample_freq)
         self.learning_rate = learning_rate

@@ -24,6 +24,7 @@ from sbtf.common.sde import gaussian_log_prob, sde_log_std
 from sbtf.common.math_util import unscale_action
 from sbtf.sac.policies import SACPolicy, apply_squashing_func, gaussian_entropy, gaussian_likelihood
 from sbtf.common import model_schema as ms
+from sbtf.common.arg_checks import check_hyperparameters
 
 
 class SAC(ActorCriticOffPolicyAlgorithm):
@@ -96,6 +97,7 @@ class SAC(ActorCriticOffPolicyAlgorithm):
                  _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False, seed=None,
                  n_cpu_tf_sess=None, replay_buffer_class=None, replay_buffer_kwargs=None,
                  optimize_memory_usage=False, use_sde=False, sde_sample_freq=-1, use_sde_at_warmup=False):
+        check_hyperparameters(type(self).__name__, locals())
         self.use_sde = bool(use_sde)
         self.sde_sample_freq = int(sde_sample_freq)
         self.use_sde_at_warmup = bool(use_sde_at_warmup)

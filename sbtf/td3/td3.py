@@ -21,6 +21,7 @@ from sbtf.common.off_policy_ops import polyak_update
 from sbtf.common.optimizers import Adam
 from sbtf.td3.policies import TD3Policy
 from sbtf.common import model_schema as ms
+from sbtf.common.arg_checks import check_hyperparameters
 
 STATS_NAMES = ['qf1_loss', 'qf2_loss']
 #: the statistics of a train step (the policy loss is 0 in steps without an actor update)
@@ -85,6 +86,7 @@ class TD3(ActorCriticOffPolicyAlgorithm):
                  tensorboard_log=None, _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False,
                  seed=None, n_cpu_tf_sess=None, replay_buffer_class=None, replay_buffer_kwargs=None,
                  optimize_memory_usage=False, use_sde=False):
+        check_hyperparameters(type(self).__name__, locals())
         refuse_sde("TD3", use_sde)  # stable-baselines3 has no gSDE for TD3
         super().__init__(policy, env, TD3Policy, gamma=gamma, learning_rate=learning_rate, buffer_size=buffer_size,
                          learning_starts=learning_starts, train_freq=train_freq, batch_size=batch_size, tau=tau,

@@ -37,6 +37,7 @@ from sbtf.common.tf_util import (GetFlat, SetFromFlat, assign_from_flat, flat_si
                                   unflatten_tensor)
 from sbtf.common.weight_tracking import track_writes
 from sbtf.common import model_schema as ms
+from sbtf.common.arg_checks import check_hyperparameters
 
 LOSS_NAMES = ["optimgain", "meankl", "entloss", "surrgain", "entropy"]
 VF_BATCH_SIZE = 128  # SB2's value-function minibatch size
@@ -83,6 +84,7 @@ class TRPO(MpiActorCriticRLModel):
                  entcoeff=0.0, cg_damping=1e-2, vf_stepsize=3e-4, vf_iters=3, verbose=0, tensorboard_log=None,
                  _init_setup_model=True, policy_kwargs=None, full_tensorboard_log=False,
                  seed=None, n_cpu_tf_sess=1):
+        check_hyperparameters(type(self).__name__, locals())
         self.using_gail = False
         self.timesteps_per_batch = timesteps_per_batch
         self.cg_iters = cg_iters

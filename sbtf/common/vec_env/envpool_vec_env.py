@@ -44,6 +44,9 @@ ZOO_ATARI_SETTINGS: Dict[str, Any] = dict(
     noop_max=30, use_fire_reset=True, repeat_action_probability=0.0, max_episode_steps=100_000,
 )
 
+#: gymnasium's warning for EnvPool's float64 bounds of float32 Boxes: nothing a user can act on
+_CAST_WARNING = ".*precision lowered by casting to float32"
+
 _ATARI_ID = re.compile(r"^(?:ALE/)?(?P<game>[A-Za-z0-9]+?)(?:NoFrameskip)?-v[045]$")
 
 
@@ -115,8 +118,12 @@ class EnvPoolVecEnv(VecEnv):
         n_envs = int(n_envs)
         self._seed = self._draw_seed_for(seed, n_envs)
         self._pool = self._make_pool(n_envs, self._seed)
-        observation_space = self._convert_space(self._pool.single_observation_space)
-        super().__init__(n_envs, observation_space, self._pool.single_action_space)
+        with warnings.catch_warnings():  # the pool's spaces are built already (_make_pool); the filter is a safety net
+            warnings.filterwarnings("ignore", message=_CAST_WARNING)
+            #: EnvPool's own observation space of one env (before ``channels_last``)
+            self._raw_observation_space = self._pool.single_observation_space
+            action_space = self._pool.single_action_space
+        super().__init__(n_envs, self._convert_space(self._raw_observation_space), action_space)
         self._reseed_pending = False
         self._actions: Optional[np.ndarray] = None
         self._episodic_life = bool(self.is_atari and self.env_kwargs.get("episodic_life", False))
@@ -156,9 +163,12 @@ class EnvPoolVecEnv(VecEnv):
     def _make_pool(self, n_envs: int, seed: int):
         with warnings.catch_warnings():
             # EnvPool declares float64 bounds for float32 Boxes: gymnasium's cast warning says nothing a user can act on
-            warnings.filterwarnings("ignore", message=".*precision lowered by casting to float32")
-            return _envpool().make(self.task_id, env_type="gymnasium", num_envs=n_envs, seed=seed,
+            warnings.filterwarnings("ignore", message=_CAST_WARNING)
+            pool = _envpool().make(self.task_id, env_type="gymnasium", num_envs=n_envs, seed=seed,
                                    num_threads=self.num_threads, **self.env_kwargs)
+            # EnvPool builds (and caches) its spaces at their first use, which may be its own reset(): build them here
+            _ = (pool.observation_space, pool.action_space)
+            return pool
 
     def _image_axes(self, space: spaces.Space) -> bool:
         """Whether ``space`` is a channel-first image this wrapper turns channel-last."""
@@ -205,7 +215,7 @@ class EnvPoolVecEnv(VecEnv):
         self.episode_returns[:] = 0
         self.episode_lengths[:] = 0
         self._actions = None
-        return self._convert_obs(obs, self._pool.single_observation_space)
+        return self._convert_obs(obs, self._raw_observation_space)
 
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = np.asarray(actions)
@@ -245,14 +255,14 @@ class EnvPoolVecEnv(VecEnv):
             if self._writer is not None:
                 self._writer.write(episode)
         finished = np.flatnonzero(dones)
-        obs = self._convert_obs(obs, self._pool.single_observation_space)
+        obs = self._convert_obs(obs, self._raw_observation_space)
         if len(finished):
             obs = self._restart(obs, finished, infos, truncated & ~terminated)
         return obs, rewards, dones, infos
 
     def _restart(self, obs: Any, finished: np.ndarray, infos: List[dict], time_limit: np.ndarray) -> Any:
         """Run EnvPool's reset step for the finished envs now (same-step auto-reset), keeping their last frames."""
-        space = self._pool.single_observation_space
+        space = self._raw_observation_space
         for i in finished:
             infos[i]["terminal_observation"] = ({key: value[i].copy() for key, value in obs.items()}
                                                 if isinstance(obs, dict) else obs[i].copy())

@@ -30,6 +30,7 @@ from sbtf.common.sb3_api import Sb3ModelApi
 from sbtf.common.math_util import safe_mean
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.contrib.ars.policies import ARSPolicy
+from sbtf.common.arg_checks import check_hyperparameters
 
 __all__ = ["ARS"]
 
@@ -68,6 +69,7 @@ class ARS(Sb3ModelApi, BaseRLModel):
                  policy_kwargs: Optional[dict] = None, stats_window_size: int = 100,
                  tensorboard_log: Optional[str] = None, seed: Optional[int] = None, verbose: int = 0,
                  _init_setup_model: bool = True):
+        check_hyperparameters(type(self).__name__, locals())
         super().__init__(policy, env, verbose=verbose, requires_vec_env=True, policy_base=ARSPolicy,
                          policy_kwargs=policy_kwargs, seed=seed)
         self.n_delta = n_delta

@@ -21,6 +21,7 @@ from sbtf.contrib.common.maskable.policies import (MaskableActorCriticCnnPolicy,
                                                    MaskableMultiInputActorCriticPolicy)
 from sbtf.sb3.common.policies import make_policy_optimizer
 from sbtf.sb3.ppo.ppo import PPO
+from sbtf.common.arg_checks import check_hyperparameters
 
 __all__ = ["MaskablePPO"]
 
@@ -79,6 +80,7 @@ class MaskablePPO(PPO):
                  stats_window_size: int = 100, tensorboard_log: Optional[str] = None,
                  policy_kwargs: Optional[dict] = None, verbose: int = 0, seed: Optional[int] = None,
                  device: str = "auto", _init_setup_model: bool = True):
+        check_hyperparameters(type(self).__name__, locals())
         self._use_masking = True
         super().__init__(policy, env, learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size,
                          n_epochs=n_epochs, gamma=gamma, gae_lambda=gae_lambda, clip_range=clip_range,

@@ -35,6 +35,7 @@ from sbtf.common.tf_util import xla_pays_off
 from sbtf.common.train_log import record_episode_means
 from sbtf.contrib.common.optim import make_optimizer
 from sbtf.contrib.ppo_recurrent.policies import RecurrentActorCriticPolicy
+from sbtf.common.arg_checks import check_hyperparameters
 
 #: the statistics of an update (sb3-contrib's ``train/...`` keys)
 STAT_NAMES = ("policy_gradient_loss", "value_loss", "entropy_loss", "approx_kl", "clip_fraction", "loss")
@@ -126,6 +127,7 @@ class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
                  target_kl: Optional[float] = None, stats_window_size: int = 100,
                  tensorboard_log: Optional[str] = None, policy_kwargs: Optional[Dict[str, Any]] = None,
                  verbose: int = 0, seed: Optional[int] = None, device: str = "auto", _init_setup_model: bool = True):
+        check_hyperparameters(type(self).__name__, locals())
         self.learning_rate = learning_rate
         self.n_steps = n_steps
         self.batch_size = batch_size if batch_size is not None else n_steps

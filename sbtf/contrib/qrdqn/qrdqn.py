@@ -17,6 +17,7 @@ from sbtf.common.off_policy_algorithm import learn_doc
 from sbtf.sb3.dqn.q_learning import QLearningAlgorithm, exploration_rate, q_learning_save_schema
 from sbtf.contrib.common.quantiles import quantile_huber_loss
 from sbtf.contrib.qrdqn.policies import QRDQNPolicy
+from sbtf.common.arg_checks import check_hyperparameters
 
 
 class QRDQN(QLearningAlgorithm):
@@ -70,6 +71,7 @@ class QRDQN(QLearningAlgorithm):
                  stats_window_size: int = 100, tensorboard_log: Optional[str] = None,
                  policy_kwargs: Optional[Dict[str, Any]] = None, verbose: int = 0, seed: Optional[int] = None,
                  device: str = "auto", _init_setup_model: bool = True):
+        check_hyperparameters(type(self).__name__, locals())
         super().__init__(policy, env, QRDQNPolicy, learning_rate=learning_rate, buffer_size=buffer_size,
                          learning_starts=learning_starts, batch_size=batch_size, tau=tau, gamma=gamma,
                          train_freq=train_freq, gradient_steps=gradient_steps,

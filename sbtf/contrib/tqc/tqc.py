@@ -20,6 +20,7 @@ from sbtf.contrib.common.quantiles import quantile_huber_loss, truncated_quantil
 from sbtf.contrib.tqc.policies import TQCPolicy
 from sbtf.sb3.common.actor_critic import squashed_gaussian_sample, squashed_sde_sample
 from sbtf.sb3.common.off_policy_algorithm import EntropyRegularisedAlgorithm, contrib_save_schema
+from sbtf.common.arg_checks import check_hyperparameters
 
 
 class TQC(EntropyRegularisedAlgorithm):
@@ -81,6 +82,7 @@ class TQC(EntropyRegularisedAlgorithm):
                  use_sde_at_warmup: bool = False, stats_window_size: int = 100, tensorboard_log: Optional[str] = None,
                  policy_kwargs: Optional[Dict[str, Any]] = None, verbose: int = 0, seed: Optional[int] = None,
                  device: str = "auto", _init_setup_model: bool = True):
+        check_hyperparameters(type(self).__name__, locals())
         super().__init__(policy, env, TQCPolicy, learning_rate=learning_rate, buffer_size=buffer_size,
                          learning_starts=learning_starts, batch_size=batch_size, tau=tau, gamma=gamma,
                          train_freq=train_freq, gradient_steps=gradient_steps, action_noise=action_noise,

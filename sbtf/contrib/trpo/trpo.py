@@ -31,6 +31,7 @@ from sbtf.common.sde import OnPolicySDEMixin, SquashedSDEDistribution
 from sbtf.common.tf_util import assign_from_flat, flatgrad, flatten_tensors
 from sbtf.contrib.common.sb3_on_policy import Sb3OnPolicyAlgorithm
 from sbtf.sb3.common.on_policy_algorithm import warn_truncated_minibatch
+from sbtf.common.arg_checks import check_hyperparameters
 
 __all__ = ["TRPO", "sb3_policy_kwargs_to_sb2"]
 
@@ -106,6 +107,7 @@ class TRPO(OnPolicySDEMixin, Sb3OnPolicyAlgorithm):
                  target_kl: float = 0.01, sub_sampling_factor: int = 1, stats_window_size: int = 100,
                  tensorboard_log: Optional[str] = None, policy_kwargs: Optional[dict] = None, verbose: int = 0,
                  seed: Optional[int] = None, _init_setup_model: bool = True):
+        check_hyperparameters(type(self).__name__, locals())
         self.learning_rate = learning_rate
         self.batch_size = batch_size
         self.cg_max_steps = cg_max_steps

@@ -25,6 +25,7 @@ from sbtf.common.rollout import RolloutBatch
 from sbtf.common.runners import RolloutRunner
 from sbtf.sb3.common.on_policy_algorithm import OnPolicyAlgorithm, normalize_advantages
 from sbtf.sb3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy
+from sbtf.common.arg_checks import check_hyperparameters
 
 __all__ = ["A2C"]
 
@@ -83,6 +84,7 @@ class A2C(OnPolicyAlgorithm):
                  stats_window_size: int = 100, tensorboard_log: Optional[str] = None,
                  policy_kwargs: Optional[dict] = None, verbose: int = 0, seed: Optional[int] = None,
                  device: str = "auto", _init_setup_model: bool = True):
+        check_hyperparameters(type(self).__name__, locals())
         self.rms_prop_eps = rms_prop_eps
         self.use_rms_prop = use_rms_prop
         self.normalize_advantage = normalize_advantage

@@ -222,6 +222,7 @@ class FeaturesExtractor(keras.layers.Layer):
             from sbtf.common.policies import _reinit_keras_sublayers
 
             _reinit_keras_sublayers(self.layer, ortho_gain)
+        self.build(dummy.shape)  # the extractor layer is built (on the dummy observation): so is this layer
 
     def build(self, input_shape):
         """The extractor builds itself on the first call (its shapes follow from the data)."""

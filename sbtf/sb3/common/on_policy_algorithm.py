@@ -225,7 +225,12 @@ class OnPolicyAlgorithm(OnPolicySDEMixin, Sb3OnPolicyAlgorithm):
 def warn_truncated_minibatch(batch_size: int, n_steps: int, n_envs: int) -> None:
     """SB3's warning when ``batch_size`` does not divide the rollout (``n_steps * n_envs``)."""
     buffer_size = n_envs * n_steps
-    if buffer_size % batch_size > 0:
+    if batch_size > buffer_size:  # "after every 0 untruncated mini-batches" would say nothing
+        warnings.warn(f"The mini-batch size {batch_size} is larger than the `RolloutBuffer` (`n_steps * n_envs = "
+                      f"{buffer_size}`, n_steps={n_steps}, n_envs={n_envs}): every epoch trains on one mini-batch "
+                      f"of {buffer_size}. Pass a `batch_size` of at most {buffer_size} (a factor of it) to silence "
+                      "this warning.")
+    elif buffer_size % batch_size > 0:
         warnings.warn(f"You have specified a mini-batch size of {batch_size}, but because the `RolloutBuffer` is of "
                       f"size `n_steps * n_envs = {buffer_size}`, after every {buffer_size // batch_size} untruncated "
                       f"mini-batches, there will be a truncated mini-batch of size {buffer_size % batch_size}\n"

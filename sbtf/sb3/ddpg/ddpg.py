@@ -8,6 +8,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 from sbtf.common.off_policy_algorithm import learn_doc
 from sbtf.sb3.td3.td3 import TD3
+from sbtf.common.arg_checks import check_hyperparameters
 
 
 class DDPG(TD3):
@@ -47,6 +48,7 @@ class DDPG(TD3):
                  optimize_memory_usage: bool = False, tensorboard_log: Optional[str] = None,
                  policy_kwargs: Optional[Dict[str, Any]] = None, verbose: int = 0, seed: Optional[int] = None,
                  device: str = "auto", _init_setup_model: bool = True):
+        check_hyperparameters(type(self).__name__, locals())
         super().__init__(policy, env, learning_rate=learning_rate, buffer_size=buffer_size,
                          learning_starts=learning_starts, batch_size=batch_size, tau=tau, gamma=gamma,
                          train_freq=train_freq, gradient_steps=gradient_steps, action_noise=action_noise,

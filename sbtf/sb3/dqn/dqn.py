@@ -17,6 +17,7 @@ import tensorflow as tf
 from sbtf.common.off_policy_algorithm import learn_doc
 from sbtf.sb3.dqn.q_learning import QLearningAlgorithm, q_learning_save_schema
 from sbtf.sb3.dqn.policies import DQNPolicy
+from sbtf.common.arg_checks import check_hyperparameters
 
 
 def smooth_l1_loss(current: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
@@ -78,6 +79,7 @@ class DQN(QLearningAlgorithm):
                  exploration_final_eps: float = 0.05, max_grad_norm: float = 10, stats_window_size: int = 100,
                  tensorboard_log: Optional[str] = None, policy_kwargs: Optional[Dict[str, Any]] = None,
                  verbose: int = 0, seed: Optional[int] = None, device: str = "auto", _init_setup_model: bool = True):
+        check_hyperparameters(type(self).__name__, locals())
         super().__init__(policy, env, DQNPolicy, learning_rate=learning_rate, buffer_size=buffer_size,
                          learning_starts=learning_starts, batch_size=batch_size, tau=tau, gamma=gamma,
                          train_freq=train_freq, gradient_steps=gradient_steps,

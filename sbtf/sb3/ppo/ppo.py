@@ -28,6 +28,7 @@ from sbtf.common.rollout import RolloutBatch
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.sb3.common.on_policy_algorithm import OnPolicyAlgorithm, normalize_advantages, warn_truncated_minibatch
 from sbtf.sb3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy
+from sbtf.common.arg_checks import check_hyperparameters
 
 __all__ = ["PPO", "STAT_NAMES"]
 
@@ -91,6 +92,7 @@ class PPO(OnPolicyAlgorithm):
                  target_kl: Optional[float] = None, stats_window_size: int = 100,
                  tensorboard_log: Optional[str] = None, policy_kwargs: Optional[dict] = None, verbose: int = 0,
                  seed: Optional[int] = None, device: str = "auto", _init_setup_model: bool = True):
+        check_hyperparameters(type(self).__name__, locals())
         if normalize_advantage and batch_size is not None and batch_size <= 1:
             raise ValueError("`batch_size` must be greater than 1 (the advantages are normalised per minibatch); "
                              f"got {batch_size}. See https://github.com/DLR-RM/stable-baselines3/issues/440")

@@ -20,6 +20,7 @@ from sbtf.common.fast_call import TrainStep
 from sbtf.common.off_policy_algorithm import learn_doc
 from sbtf.sb3.common.off_policy_algorithm import EntropyRegularisedAlgorithm, contrib_save_schema
 from sbtf.sb3.sac.policies import SACPolicy
+from sbtf.common.arg_checks import check_hyperparameters
 
 
 def q_regression_loss(current_q, target_q):
@@ -81,6 +82,7 @@ class SAC(EntropyRegularisedAlgorithm):
                  sde_sample_freq: int = -1, use_sde_at_warmup: bool = False, stats_window_size: int = 100,
                  tensorboard_log: Optional[str] = None, policy_kwargs: Optional[Dict[str, Any]] = None,
                  verbose: int = 0, seed: Optional[int] = None, device: str = "auto", _init_setup_model: bool = True):
+        check_hyperparameters(type(self).__name__, locals())
         super().__init__(policy, env, SACPolicy, learning_rate=learning_rate, buffer_size=buffer_size,
                          learning_starts=learning_starts, batch_size=batch_size, tau=tau, gamma=gamma,
                          train_freq=train_freq, gradient_steps=gradient_steps, action_noise=action_noise,

@@ -21,6 +21,7 @@ from sbtf.common.off_policy_ops import polyak_update
 from sbtf.sb3.common.off_policy_algorithm import ActorCriticOffPolicyAlgorithm, contrib_save_schema
 from sbtf.sb3.sac.sac import q_regression_loss
 from sbtf.sb3.td3.policies import TD3Policy
+from sbtf.common.arg_checks import check_hyperparameters
 
 
 class TD3(ActorCriticOffPolicyAlgorithm):
@@ -70,6 +71,7 @@ class TD3(ActorCriticOffPolicyAlgorithm):
                  target_noise_clip: float = 0.5, stats_window_size: int = 100, tensorboard_log: Optional[str] = None,
                  policy_kwargs: Optional[Dict[str, Any]] = None, verbose: int = 0, seed: Optional[int] = None,
                  device: str = "auto", _init_setup_model: bool = True):
+        check_hyperparameters(type(self).__name__, locals())
         super().__init__(policy, env, TD3Policy, learning_rate=learning_rate, buffer_size=buffer_size,
                          learning_starts=learning_starts, batch_size=batch_size, tau=tau, gamma=gamma,
                          train_freq=train_freq, gradient_steps=gradient_steps, action_noise=action_noise,
