@@ -13,7 +13,7 @@ import pytest
 
 import sbtf
 from sbtf import algorithms, cli
-from sbtf.common import formats
+from sbtf.common.fileio import formats
 
 REPO = Path(__file__).resolve().parent.parent
 

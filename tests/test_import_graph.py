@@ -218,7 +218,7 @@ def test_find_cycle_finds_one():
 
 
 def test_importing_sbtf_and_its_registries_does_not_import_tensorflow():
-    code = ("import sys; import sbtf, sbtf.algorithms, sbtf.common.formats; "
+    code = ("import sys; import sbtf, sbtf.algorithms, sbtf.common.fileio.formats; "
             "sbtf.algorithms.get('PPO2'); "
             "print(sorted(m for m in ('tensorflow', 'sbtf_converters', 'sbtf.cli', 'sbtf.ppo2') if m in sys.modules))")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(

@@ -1,5 +1,5 @@
 """
-Weights tracked by construction (sbtf.common.weight_tracking): nobody declares which weights a train step writes,
+Weights tracked by construction (sbtf.common.compile.weight_tracking): nobody declares which weights a train step writes,
 and every tracked write refreshes acting.
 
 * the traced graph tells which variables a step writes (through while loops, conds, fused optimizer kernels), and
@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from sbtf.common import fast_call, weight_tracking
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.compile import fast_call, weight_tracking
+from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.policies import MlpPolicy
-from sbtf.common.weight_tracking import (WeightVersion, assign_variables, track_writes, variables_changed,
+from sbtf.common.compile.weight_tracking import (WeightVersion, assign_variables, track_writes, variables_changed,
                                          variables_written_by)
 
 BOX4 = gym.spaces.Box(-1, 1, (4,), np.float32)
@@ -238,9 +238,9 @@ def test_weight_version_is_plain_and_weakly_registered():
 def _reinforce_class():
     from sbtf.a2c.a2c import A2CRunner
     from sbtf.common.base_class import SetVerbosity
-    from sbtf.common.on_policy import NStepActorCriticRLModel
+    from sbtf.common.algo.on_policy import NStepActorCriticRLModel
     from sbtf.common.optimizers import Adam
-    from sbtf.common import model_schema as ms
+    from sbtf.common.fileio import model_schema as ms
 
     class Reinforce(NStepActorCriticRLModel):
         """REINFORCE with a learned baseline, written on the core: no ``updates=``, no weights_changed()."""

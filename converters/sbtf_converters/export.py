@@ -42,7 +42,7 @@ import numpy as np
 from sbtf import __version__ as sbtf_version
 from sbtf import algorithms
 from sbtf.common import save_util
-from sbtf.common.dict_obs import layout_of
+from sbtf.common.envs.dict_obs import layout_of
 from sbtf.common.save_util import space_to_dict
 from sbtf.common.vec_env import VecNormalize
 from sbtf_converters.legacy import parse_sb2
@@ -159,7 +159,7 @@ def _dict_obs_graph(space: Any, inner: ExportGraph) -> ExportGraph:
     """
     A model with Dict observations (``MultiInputPolicy``): one named input per key (Box keys in their dtype, uint8
     images stay uint8, other floats float32; Discrete, MultiDiscrete and MultiBinary keys int32), packed in the graph
-    into the flat row the policy takes, as ``sbtf.common.dict_obs.DictObsLayout.pack`` does.
+    into the flat row the policy takes, as ``sbtf.common.envs.dict_obs.DictObsLayout.pack`` does.
     """
     tf = _tf()
 
@@ -1082,7 +1082,7 @@ def detect_algorithm(model_path: str) -> str:
     kind = save_util.inspect_model_bytes(payload)
     if kind == "sbtf":
         from sbtf.common.file_errors import get_load_limits  # pylint: disable=import-outside-toplevel
-        from sbtf.common.safe_zip import open_zip, read_member  # pylint: disable=import-outside-toplevel
+        from sbtf.common.fileio.safe_zip import open_zip, read_member  # pylint: disable=import-outside-toplevel
 
         with open_zip(payload, "model file") as archive:  # bounded, like every zip sbtf reads
             info = save_util.parse_json(read_member(archive, save_util.FORMAT_MEMBER,

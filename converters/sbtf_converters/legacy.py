@@ -13,9 +13,9 @@ Entry points
 Both SB2 formats are read: ``.pkl`` (a cloudpickle of ``(data, params)``; ``params`` is a nameless list in
 files written before 2.6, an ``OrderedDict`` after) and ``.zip`` (``data`` JSON whose non-JSON entries are
 base64 cloudpickles, ``parameters`` npz, ``parameter_list``). All pickles are interpreted by
-:mod:`sbtf.common.safe_pickle` with the allow-list of :mod:`sbtf_converters.sb2_pickle` (no code of the file
+:mod:`sbtf.common.fileio.safe_pickle` with the allow-list of :mod:`sbtf_converters.sb2_pickle` (no code of the file
 runs); zip members and npz arrays are size-checked from their headers before anything is decompressed
-(:mod:`sbtf.common.safe_zip`). Every way a file can be wrong raises a
+(:mod:`sbtf.common.fileio.safe_zip`). Every way a file can be wrong raises a
 :class:`~sbtf.common.file_errors.ModelFileError`; see ``docs/legacy.md`` and ``docs/security.md``.
 """
 from __future__ import annotations
@@ -39,13 +39,13 @@ import numpy as np
 from gymnasium import spaces
 
 from sbtf.common import file_errors
-from sbtf.common import safe_pickle as sp
+from sbtf.common.fileio import safe_pickle as sp
 from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError, describe_value,
                                      get_load_limits)
-from sbtf.common.load_budget import exception_text, space_budget
+from sbtf.common.fileio.load_budget import exception_text, space_budget
 from sbtf.common.running_mean_std import RunningMeanStd
-from sbtf.common.safe_pickle import check_tree
-from sbtf.common.safe_zip import open_zip, read_file_limited, read_member, read_npz
+from sbtf.common.fileio.safe_pickle import check_tree
+from sbtf.common.fileio.safe_zip import open_zip, read_file_limited, read_member, read_npz
 from sbtf.common.save_util import inspect_model_bytes, resolve_save_path
 from sbtf.common.schedules import SCHEDULES, SampledSchedule
 from sbtf.common.vec_env.vec_normalize import VecNormalize, running_mean_std_from_data
@@ -219,7 +219,7 @@ def _unpickle(payload: bytes, allow_pickle: bool, what: str, carried: Optional[i
     """
     Read one SB2 pickle (safe interpreter; ``allow_pickle`` for trusted files) and materialise its stand-ins. The
     spaces it describes are compared with the largest array the file carries (``carried``, default: the largest
-    array inside this pickle) before they are built (``sbtf.common.load_budget``).
+    array inside this pickle) before they are built (``sbtf.common.fileio.load_budget``).
     """
     raw = restricted_loads(payload, allow_pickle=allow_pickle, what=f"the {what}")
     try:

@@ -1,7 +1,7 @@
 """Reading the pickles of stable-baselines 2.x files (``.pkl`` models, the pickled entries of ``.zip``
 models, ``obs_rms.pkl`` / ``ret_rms.pkl`` / ``vecnormalize.pkl``) without running code from them.
 
-The pickles are interpreted by :mod:`sbtf.common.safe_pickle` (a pure-Python opcode interpreter, never
+The pickles are interpreted by :mod:`sbtf.common.fileio.safe_pickle` (a pure-Python opcode interpreter, never
 ``pickle.Unpickler``) with the resolver :func:`classify_global`, which knows:
 
 * data: numpy arrays, dtypes and scalars (rebuilt from plain numeric data), ``collections.OrderedDict``/``deque``,
@@ -40,11 +40,11 @@ import numpy as np
 
 from sbtf import algorithms
 from sbtf.common import noise, schedules
-from sbtf.common import safe_pickle as sp
+from sbtf.common.fileio import safe_pickle as sp
 from sbtf.common.file_errors import FileLimitError, ModelDataError, UnsafeFileError, describe_value, get_load_limits
-from sbtf.common.load_budget import check_space_elements
+from sbtf.common.fileio.load_budget import check_space_elements
 from sbtf.common.running_mean_std import RunningMeanStd
-from sbtf.common.safe_zip import NUMERIC_KINDS
+from sbtf.common.fileio.safe_zip import NUMERIC_KINDS
 
 __all__ = [
     "RefusedGlobalError", "SB2Unpickler", "LegacyGlobal", "LegacyObject", "LegacyFunction", "LegacyCode",
@@ -544,7 +544,7 @@ def _ref(kind: str) -> sp.Reference:
 def classify_global(module: str, name: str) -> Tuple[str, Optional[sp.Handler]]:
     """
     Decide what an allow-listed ``module.name`` is: ``(category, handler)`` with a
-    :class:`sbtf.common.safe_pickle.Handler`, or ``("unknown", None)``.
+    :class:`sbtf.common.fileio.safe_pickle.Handler`, or ``("unknown", None)``.
     """
     handler = _DATA_TABLE.get((module, name))
     if handler is not None:
@@ -590,7 +590,7 @@ def classify_global(module: str, name: str) -> Tuple[str, Optional[sp.Handler]]:
 # ------------------------------------------------------------------------------------------------
 class SB2Unpickler:
     """
-    Reads one stable-baselines pickle with :class:`sbtf.common.safe_pickle.SafeUnpickler` and the allow-list
+    Reads one stable-baselines pickle with :class:`sbtf.common.fileio.safe_pickle.SafeUnpickler` and the allow-list
     :func:`classify_global` (``seen`` lists the globals it named, with their category).
 
     :param file: (binary file) the pickle stream

@@ -4,7 +4,7 @@ An SB3 zip holds:
 
 * ``data``: JSON; simple hyperparameters are plain values, others (spaces, ``policy_kwargs`` naming classes,
   schedules, ``train_freq``, buffers, the policy class) are ``{":type:": ..., ":serialized:": <base64 cloudpickle>}``.
-  Only the entries sbtf needs are decoded, each by :mod:`sbtf.common.safe_pickle` with an allow-list
+  Only the entries sbtf needs are decoded, each by :mod:`sbtf.common.fileio.safe_pickle` with an allow-list
   (:func:`data_resolver`): gym / gymnasium spaces (rebuilt through ``save_util.space_from_dict``'s checks), numpy
   arrays / dtypes / scalars, SB3's ``TrainFreq``, schedule objects (``ConstantSchedule``, ``LinearSchedule``,
   ``FloatSchedule``) and action noises, torch's optimizer / activation classes by name. The policy class is read as a
@@ -31,10 +31,11 @@ from typing import Any, Dict, Optional, Tuple
 import gymnasium as gym
 import numpy as np
 
-from sbtf.common import safe_pickle, save_util
+from sbtf.common import save_util
+from sbtf.common.fileio import safe_pickle
 from sbtf.common.file_errors import (CorruptedFileError, ModelDataError, UnsafeFileError, WrongAlgorithmError,
                                      describe_value, get_load_limits)
-from sbtf.common.safe_zip import open_zip, read_member
+from sbtf.common.fileio.safe_zip import open_zip, read_member
 from sbtf_converters.sb3_layouts import family_of, map_state_dict
 from sbtf_converters.torch_pickle import read_torch_file, state_dict_arrays
 
@@ -564,7 +565,7 @@ def load_sb3_model(cls: type, payload: bytes, env: Any = None, custom_objects: O
         warnings.warn(f"{source} stores {defaulted} as cloudpickled functions (code), which sbtf does not run: "
                       f"{cls.__name__}'s defaults are used for them (acting is unaffected). Pass custom_objects="
                       "{'learning_rate': ...} to set them for further training.")
-    from sbtf.common import load_budget  # pylint: disable=import-outside-toplevel
+    from sbtf.common.fileio import load_budget  # pylint: disable=import-outside-toplevel
     from sbtf.common.base_class import _FILE_DATA_ERRORS  # pylint: disable=import-outside-toplevel
 
     stored = int(sum(value.size for value in sb3.state.values()))

@@ -25,7 +25,7 @@ from sbtf.cli.plugins import register_subcommand
 from sbtf.cli.runs import add_common_arguments, find_run_dir, safe_name
 from sbtf.cli.zoo_folders import ZooRecord, add_zoo_arguments, open_zoo_agent, read_zoo_record
 from sbtf.common.file_errors import ModelFileError, describe_value
-from sbtf.common.safe_yaml import read_yaml
+from sbtf.common.fileio.safe_yaml import read_yaml
 from sbtf.common.vec_env import VecFrameStack
 from sbtf.common.vec_env.vec_video_recorder import VIDEO_INSTALL_HINT
 from sbtf.contrib.common.maskable.utils import get_action_masks, is_masking_supported
@@ -217,7 +217,7 @@ def _sb3_class_for_file(algo_class: type, model_path: str) -> type:
     if algo_class.__module__.startswith(sb3_roots):
         return algo_class
     from sbtf import algorithms  # pylint: disable=import-outside-toplevel
-    from sbtf.common.safe_zip import open_zip  # pylint: disable=import-outside-toplevel
+    from sbtf.common.fileio.safe_zip import open_zip  # pylint: disable=import-outside-toplevel
 
     try:
         with open_zip(model_path, "model file") as archive:

@@ -2,7 +2,7 @@
 
 ``BaseRLModel`` owns what every algorithm shares: the environment, seeding, callbacks,
 saving/loading (sbtf format, see ``save_util``; stable-baselines 2.x files and exports through the
-plugins registered in ``sbtf.common.formats``), parameters by SB2 name, ``predict`` rules, ``pretrain`` (behaviour
+plugins registered in ``sbtf.common.fileio.formats``), parameters by SB2 name, ``predict`` rules, ``pretrain`` (behaviour
 cloning) and TensorBoard logging.
 """
 from __future__ import annotations
@@ -21,14 +21,15 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common import load_budget, model_schema, save_util
-from sbtf.common.fast_call import gradient_step_plan
+from sbtf.common import save_util
+from sbtf.common.fileio import load_budget, model_schema
+from sbtf.common.compile.fast_call import gradient_step_plan
 from sbtf.common.file_errors import (MissingParametersError, ModelDataError, ModelFileError, ParameterShapeError,
                                      WrongAlgorithmError, describe_value)
-from sbtf.common.model_schema import check_network_size
+from sbtf.common.fileio.model_schema import check_network_size
 from sbtf.common.policies import ActorCriticPolicy, BasePolicy, get_policy_from_name
-from sbtf.common.sde import squashed_neglogp_np
-from sbtf.common.weight_tracking import assign_variables, track_writes
+from sbtf.common.nn.sde import squashed_neglogp_np
+from sbtf.common.compile.weight_tracking import assign_variables, track_writes
 
 if TYPE_CHECKING:
     from sbtf.common.callbacks import BaseCallback
@@ -250,7 +251,7 @@ class BaseRLModel(ABC):
     """
 
     #: hyperparameters written by save() (in addition to the common ones), name -> declared type
-    #: (``sbtf.common.model_schema``); a file is read against it
+    #: (``sbtf.common.fileio.model_schema``); a file is read against it
     _save_schema: dict = {}
 
     #: constructor arguments that model files deliberately do not store, each with the reason (merged along the
@@ -349,10 +350,10 @@ class BaseRLModel(ABC):
         self.verbose = verbose
         self._requires_vec_env = requires_vec_env
         self.policy_kwargs = {} if policy_kwargs is None else dict(policy_kwargs)
-        if "use_sde" in self.policy_kwargs:  # gSDE is an algorithm argument (sbtf.common.sde)
+        if "use_sde" in self.policy_kwargs:  # gSDE is an algorithm argument (sbtf.common.nn.sde)
             import inspect
 
-            from sbtf.common.sde import sde_kwarg_error
+            from sbtf.common.nn.sde import sde_kwarg_error
             raise sde_kwarg_error(type(self).__name__,
                                   has_sde="use_sde" in inspect.signature(type(self).__init__).parameters)
         self.observation_space: Optional[gym.Space] = None
@@ -376,7 +377,7 @@ class BaseRLModel(ABC):
     def _make_vec_env(self, env):
         """Turn an env id / gymnasium env / old gym env / VecEnv into a VecEnv."""
         from sbtf.common.vec_env import DummyVecEnv, VecEnv
-        from sbtf.common.gym_compat import wrap_env
+        from sbtf.common.envs.gym_compat import wrap_env
 
         if isinstance(env, VecEnv):
             return env
@@ -406,7 +407,7 @@ class BaseRLModel(ABC):
         """The VecEnv the algorithm steps: channel-first images (stable-baselines3's layout, see
         ``sbtf.common.vec_env.vec_transpose.channels_last_space``) behind ``VecChannelsLast`` (sbtf's policies are
         channel-last), a Dict-observation env behind ``VecPackDictObs`` (flat float32 rows, see
-        ``sbtf.common.dict_obs``), any other env as it is. ``get_env()`` returns the user's env."""
+        ``sbtf.common.envs.dict_obs``), any other env as it is. ``get_env()`` returns the user's env."""
         from sbtf.common.vec_env.vec_transpose import VecChannelsLast, channels_last_space
 
         if channels_last_space(env.observation_space) is not None:
@@ -593,7 +594,7 @@ class BaseRLModel(ABC):
     def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
         """
         How many gradient steps (minibatch updates) ``learn(total_timesteps)`` will run, or None when unknown. Train
-        steps XLA-compile only for plans of ``sbtf.common.fast_call.XLA_MIN_GRADIENT_STEPS`` or more: compilation
+        steps XLA-compile only for plans of ``sbtf.common.compile.fast_call.XLA_MIN_GRADIENT_STEPS`` or more: compilation
         costs seconds and pays back only over many steps (docs/benchmarks.md, "When sbtf uses XLA").
         """
         return None
@@ -766,7 +767,7 @@ class BaseRLModel(ABC):
         payload = save_util.read_file_bytes(load_path)
         kind = save_util.inspect_model_bytes(payload)
         if kind != "sbtf":  # a foreign file: read by the plugin registered for its kind (sbtf_converters)
-            from sbtf.common import formats
+            from sbtf.common.fileio import formats
 
             reader = formats.model_reader(kind, source=str(load_path))
             return reader(cls, payload, env=env, custom_objects=custom_objects, allow_pickle=allow_pickle, **kwargs)
@@ -779,7 +780,7 @@ class BaseRLModel(ABC):
 
     @classmethod
     def _data_schema(cls) -> dict:
-        """Every key a file of this algorithm stores, with its declared type (``sbtf.common.model_schema``)."""
+        """Every key a file of this algorithm stores, with its declared type (``sbtf.common.fileio.model_schema``)."""
         return {**model_schema.COMMON_SCHEMA, **cls._save_schema}
 
     @classmethod
@@ -859,10 +860,10 @@ class BaseRLModel(ABC):
         :param format: (str) ``"savedmodel"``, ``"tfjs"`` or ``"onnx"`` (tfjs and onnx need the ``export`` extra)
         :param vecnormalize: (VecNormalize or str) observation statistics to fold in (the export takes raw observations)
         :param kwargs: passed to the registered exporter, ``sbtf_converters.export.export_model`` (e.g. ``opset``
-            for ONNX); see :mod:`sbtf.common.formats`
+            for ONNX); see :mod:`sbtf.common.fileio.formats`
         :return: (str) the path written
         """
-        from sbtf.common import formats
+        from sbtf.common.fileio import formats
 
         return formats.exporter()(self, path, format=format, vecnormalize=vecnormalize, **kwargs)
 
@@ -965,7 +966,7 @@ class BaseRLModel(ABC):
 
         observation = observation_to_channels_last(observation, self.observation_space)  # SB3's channel-first images
         if isinstance(self.observation_space, gym.spaces.Dict):
-            from sbtf.common.dict_obs import layout_of
+            from sbtf.common.envs.dict_obs import layout_of
 
             layout = layout_of(self.observation_space)
             if not isinstance(observation, dict):
@@ -1223,9 +1224,9 @@ def _stored_values(params) -> int:
 
 
 def __getattr__(name: str):
-    """``NStepActorCriticRLModel`` moved to ``sbtf.common.on_policy`` (still importable from here)."""
+    """``NStepActorCriticRLModel`` moved to ``sbtf.common.algo.on_policy`` (still importable from here)."""
     if name == "NStepActorCriticRLModel":
-        from sbtf.common.on_policy import NStepActorCriticRLModel
+        from sbtf.common.algo.on_policy import NStepActorCriticRLModel
 
         return NStepActorCriticRLModel
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

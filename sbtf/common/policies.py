@@ -3,9 +3,9 @@
 A policy is built from the observation and action spaces plus SB2's ``policy_kwargs``
 (``net_arch``, ``layers``, ``act_fun``, ``feature_extraction``, ``cnn_extractor``, ``n_lstm``,
 ``layer_norm``). Its variables carry SB2's names (``model/pi_fc0/w:0`` ...), see
-``named_parameters()``. Each network is written once against a backend (``sbtf.common.network_ops``):
+``named_parameters()``. Each network is written once against a backend (``sbtf.common.nn.network_ops``):
 training code calls ``forward`` (TensorFlow) inside ``tf.function``; acting (``step``) runs the same
-network through the policy's acting path (``sbtf.common.acting``): in NumPy on copies of the weights
+network through the policy's acting path (``sbtf.common.compile.acting``): in NumPy on copies of the weights
 when every layer on it has a NumPy form (no TF call per environment step), else through one compiled
 TF call.
 """
@@ -21,20 +21,20 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.acting import ActingPath, WeightVersion
-from sbtf.common.dict_obs import DictObsLayout, layout_of, preprocess_dict
+from sbtf.common.compile.acting import ActingPath, WeightVersion
+from sbtf.common.envs.dict_obs import DictObsLayout, layout_of, preprocess_dict
 from sbtf.common.distributions import make_proba_dist_type, softmax_np
-from sbtf.common.fast_call import FastFunction
+from sbtf.common.compile.fast_call import FastFunction
 from sbtf.common.input import (check_obs_space, obs_input_dtype, obs_input_shape, preprocess_obs_np,
                                preprocess_obs_tf)
-from sbtf.common.network_ops import TF_OPS
+from sbtf.common.nn.network_ops import TF_OPS
 from sbtf.common.extractors import CombinedExtractor, FlattenExtractor
 from sbtf.common.extractors import NatureCNN as SB3NatureCNN
 from sbtf.common.extractors import extractor_named_variables, features_dim_of, is_image_space
-from sbtf.common.sde import (ExplorationNoise, SDEHead, SquashedSDEDistribution, scale_action, sde_flat, sde_std,
+from sbtf.common.nn.sde import (ExplorationNoise, SDEHead, SquashedSDEDistribution, scale_action, sde_flat, sde_std,
                              squashed_neglogp_np, unscale_action)
 from sbtf.common.registry import class_key, lookup_class, register_class
-from sbtf.common.sb3_api import PolicyApi
+from sbtf.common.algo.sb3_api import PolicyApi
 from sbtf.common.tf_layers import (Conv, GaussianHead, Linear, Lstm, SB2Layer, get_activation, make_cnn_extractor,
                                    nature_cnn, ortho_init)
 from sbtf.common.tf_layers import NatureCNN  # SB2's layer (kept importable from here)
@@ -117,7 +117,7 @@ class BasePolicy(PolicyApi, keras.Model):
         self.reuse = reuse
         self._ordered_layers: list[SB2Layer] = []
         self._acting: Optional[ActingPath] = None  # set by subclasses whose network has an acting form
-        # a Dict observation space is fed as packed float32 rows and unpacked inside the network (sbtf.common.dict_obs)
+        # a Dict observation space is fed as packed float32 rows and unpacked inside the network (sbtf.common.envs.dict_obs)
         self.dict_layout: Optional[DictObsLayout] = layout_of(ob_space) if isinstance(ob_space, gym.spaces.Dict) \
             else None
         self._scaled_keys: frozenset = frozenset()  # Dict keys rescaled to [0, 1] (images, see FeedForwardPolicy)
@@ -155,12 +155,12 @@ class BasePolicy(PolicyApi, keras.Model):
 
     # --- acting path -----------------------------------------------------------------------
     def acting_paths(self) -> list:
-        """The policy's acting paths (``sbtf.common.acting.ActingPath``); none for a policy that does not act."""
+        """The policy's acting paths (``sbtf.common.compile.acting.ActingPath``); none for a policy that does not act."""
         return [] if self._acting is None else [self._acting]
 
     def _prepare_obs(self, obs) -> np.ndarray:
         """A batch of raw observations as the policy's input dtype and shape (NumPy); dict observations of a Dict
-        space are packed (``sbtf.common.dict_obs``)."""
+        space are packed (``sbtf.common.envs.dict_obs``)."""
         if self.dict_layout is not None and isinstance(obs, Mapping):
             return self.dict_layout.pack(obs)
         return np.asarray(obs).astype(self.obs_dtype, copy=False).reshape((-1,) + self.obs_shape)
@@ -248,7 +248,7 @@ class ActorCriticPolicy(BasePolicy):
 
     def network(self, ops, obs, with_q: bool = False):
         """
-        The feed-forward network in the backend ``ops`` (``sbtf.common.network_ops``) on raw observations.
+        The feed-forward network in the backend ``ops`` (``sbtf.common.nn.network_ops``) on raw observations.
 
         :return: (flat distribution parameters, value (batch,)), plus the q-values when ``with_q``
         """
@@ -474,7 +474,7 @@ def _checked_features_dim(layer: keras.layers.Layer, out) -> int:
 
 def _extractor_xla_friendly(layer: keras.layers.Layer) -> bool:
     """Whether XLA pays off on CPU for this extractor: sbtf's flattening only (a user's Keras layers may use ops XLA
-    cannot compile; convolutions run slower under XLA on CPU, ``sbtf.common.fast_call.xla_pays_off``)."""
+    cannot compile; convolutions run slower under XLA on CPU, ``sbtf.common.compile.fast_call.xla_pays_off``)."""
     return type(layer) is FlattenExtractor or (type(layer) is CombinedExtractor and not layer.image_keys)
 
 
@@ -504,7 +504,7 @@ class FeedForwardPolicy(ActorCriticPolicy):
     :param activation_fn: (tf function or name) SB3's name of ``act_fun``
     :param ortho_init: (bool) orthogonal initialisation (SB3 gains: sqrt(2) hidden, 0.01 pi, 1 vf); default True
     :param use_sde: (bool) gSDE (set by the algorithm's ``use_sde``); ``log_std_init``, ``use_expln``, ``full_std``:
-        its settings (see ``sbtf.common.sde`` and docs/gsde.md)
+        its settings (see ``sbtf.common.nn.sde`` and docs/gsde.md)
     :param squash_output: (bool) gSDE only: actions are ``tanh(mean + noise)`` in [-1, 1], rescaled to the Box bounds
         (SB3's ``squash_output``)
     :param kwargs: (SB2) extra arguments for the CNN extractor
@@ -600,7 +600,7 @@ class FeedForwardPolicy(ActorCriticPolicy):
         self.vf_head.build((None, vf_dim[1] if isinstance(vf_dim, tuple) else vf_dim))
         self.pi_head, self.q_head = self.pdtype.make_heads(init_scale=0.01)
         self.use_sde, self.sde_noise = self._sde_settings(use_sde, log_std_init, use_expln, full_std, squash_output)
-        if self.use_sde:  # gSDE (sbtf.common.sde): the mean layer and the log_std matrix
+        if self.use_sde:  # gSDE (sbtf.common.nn.sde): the mean layer and the log_std matrix
             self.pi_head = SDEHead("pi", self.ac_space.shape[0], log_std_init, full_std, use_expln, init_scale=0.01)
         self.pi_head.build((None, pi_dim[0] if isinstance(pi_dim, tuple) else pi_dim))
         if isinstance(self.pi_head, GaussianHead):  # SB3: log_std_init also sets a plain Gaussian's log std
@@ -703,7 +703,7 @@ class FeedForwardPolicy(ActorCriticPolicy):
                 self._register(layer)
         return (pi_dim, vf_dim)
 
-    # --- the network (written once, see sbtf.common.network_ops) -----------------------------------
+    # --- the network (written once, see sbtf.common.nn.network_ops) -----------------------------------
     def _preprocess_input(self, ops, obs):
         """Raw (packed) observations to what the extractor takes: a dict of pre-processed keys for a Dict space."""
         if self.dict_layout is not None:
@@ -755,7 +755,7 @@ class FeedForwardPolicy(ActorCriticPolicy):
             return flat, value, latent_pi, ops.layer(self.q_head, latent_vf)
         return flat, value, latent_pi
 
-    # --- gSDE acting (sbtf.common.sde) ----------------------------------------------------------------
+    # --- gSDE acting (sbtf.common.nn.sde) ----------------------------------------------------------------
     def _sde_std(self, ops):
         head = self.pi_head
         return sde_std(ops.weight(head, "log_std"), head.n_hidden, head.use_expln, head.full_std, numpy=ops.is_numpy)

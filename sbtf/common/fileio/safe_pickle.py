@@ -45,7 +45,7 @@ import numpy as np
 
 from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, LoadLimits, ModelDataError, ModelFileError,
                                      UnsafeFileError, describe_value, get_load_limits)
-from sbtf.common.safe_zip import check_numeric_dtype
+from sbtf.common.fileio.safe_zip import check_numeric_dtype
 
 __all__ = [
     "SafeUnpickler", "loads", "check_tree", "Handler", "Function", "RecordClass", "Constant", "Reference",
