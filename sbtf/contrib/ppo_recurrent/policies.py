@@ -38,7 +38,7 @@ from sbtf.common.nn.sde import ExplorationNoise, SDEHead, sde_flat, sde_std
 from sbtf.common.tf_layers import Dense, SB2Layer, _NumpyInitializer
 from sbtf.common.tf_layers import ortho_init as orthogonal_init
 from sbtf.common.extractors import NatureCNN
-from sbtf.contrib.common.networks import FeaturesExtractor, TorchLinear, resolve_extractor_class
+from sbtf.sb3.common.networks import FeaturesExtractor, TorchLinear, resolve_extractor_class
 
 
 #: PyTorch ``nn.LSTM`` keywords (``lstm_kwargs``) and the one value of each that sbtf's LSTM has (``bias`` takes both)

@@ -29,8 +29,7 @@ from sbtf.common.runners import RolloutRunner
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.common.nn.sde import OnPolicySDEMixin, SquashedSDEDistribution
 from sbtf.common.tf_util import assign_from_flat, flatgrad, flatten_tensors
-from sbtf.contrib.common.sb3_on_policy import Sb3OnPolicyAlgorithm
-from sbtf.sb3.common.on_policy_algorithm import warn_truncated_minibatch
+from sbtf.sb3.common.on_policy_algorithm import Sb3OnPolicyAlgorithm, warn_truncated_minibatch
 
 __all__ = ["TRPO", "sb3_policy_kwargs_to_sb2"]
 

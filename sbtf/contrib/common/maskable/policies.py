@@ -18,7 +18,7 @@ from sbtf.common.nn.network_ops import TF_OPS
 from sbtf.common.policies import ActorCriticPolicy, register_policy_base
 from sbtf.common.tf_layers import Linear
 from sbtf.contrib.common.maskable.distributions import make_masked_proba_distribution
-from sbtf.contrib.common.networks import FeaturesExtractor, resolve_extractor_class
+from sbtf.sb3.common.networks import FeaturesExtractor, resolve_extractor_class
 
 __all__ = ["MaskableActorCriticPolicy", "MaskableActorCriticCnnPolicy", "MaskableMultiInputActorCriticPolicy",
            "parse_sb3_net_arch"]
