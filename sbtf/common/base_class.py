@@ -1223,15 +1223,6 @@ def _stored_values(params) -> int:
     return int(sum(int(np.size(v)) for v in values))
 
 
-def __getattr__(name: str):
-    """``NStepActorCriticRLModel`` moved to ``sbtf.common.algo.on_policy`` (still importable from here)."""
-    if name == "NStepActorCriticRLModel":
-        from sbtf.common.algo.on_policy import NStepActorCriticRLModel
-
-        return NStepActorCriticRLModel
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = ["BaseRLModel", "ActorCriticRLModel", "OffPolicyRLModel", "SetVerbosity", "TensorboardWriter",
            "TensorboardLogger", "resolve_episode_start", "time_feature_hint"]
 
