@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.nn.box_actor_critic_policy import BoxActorCriticPolicy
+from sbtf.common.nn.box_actor_critic_policy import BoxActorCriticPolicy, make_actor_critic_policies
 from sbtf.common.nn.network_ops import TF_OPS
 from sbtf.common.nn.off_policy_networks import (ActorCriticNetworks, image_scaling, init_sb3_settings,
                                              multi_input_kwargs, resolve_off_policy_arch)
 from sbtf.common.nn.sde import ExplorationNoise, SDELogStd, sde_log_std, sde_std
-from sbtf.common.policies import make_actor_critic_policies, nature_cnn, register_policy_base
+from sbtf.common.policies import nature_cnn, register_policy_base
 
 EPS = 1e-6  # Avoid NaN (prevents division by zero or log of zero)
 # CAP the standard deviation of the actor

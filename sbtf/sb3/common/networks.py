@@ -219,7 +219,7 @@ class FeaturesExtractor(keras.layers.Layer):
                              f"features_dim={self.features_dim} but outputs shape {tuple(out.shape)}; it must output "
                              "(batch, features_dim).")
         if ortho_gain is not None and not hasattr(self.layer, "named_variables"):
-            from sbtf.common.policies import _reinit_keras_sublayers
+            from sbtf.common.nn.policy_builders import _reinit_keras_sublayers
 
             _reinit_keras_sublayers(self.layer, ortho_gain)
 
