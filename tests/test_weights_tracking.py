@@ -1,6 +1,6 @@
 """
-Weights tracked by construction (sbtf.common.compile.weight_tracking): nobody declares which weights a train step writes,
-and every tracked write refreshes acting.
+Weights tracked by construction (sbtf.common.compile.weight_tracking): nobody declares which weights a train step
+writes, and every tracked write refreshes acting.
 
 * the traced graph tells which variables a step writes (through while loops, conds, fused optimizer kernels), and
   which it only reads;

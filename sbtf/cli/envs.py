@@ -65,7 +65,8 @@ def import_gym_packages(modules: Sequence[str]) -> None:
 def resolve_env(env_arg: str, algo: str, tuned: Sequence[str] = ()) -> str:
     """
     Check an env id and return the id to make: ``module:EnvId`` imports ``module`` first (as ``gymnasium.make``
-    does); ids that gymnasium retired are replaced by their successor (:data:`sbtf.common.envs.gym_compat.RETIRED_ENV_IDS`).
+    does); ids that gymnasium retired are replaced by their successor
+    (:data:`sbtf.common.envs.gym_compat.RETIRED_ENV_IDS`).
 
     :param env_arg: (str) the id the user gave
     :param algo: (str) the algorithm (for the list of valid choices in the error)

@@ -2,8 +2,8 @@
 
 ``BaseRLModel`` owns what every algorithm shares: the environment, seeding, callbacks,
 saving/loading (sbtf format, see ``save_util``; stable-baselines 2.x files and exports through the
-plugins registered in ``sbtf.common.fileio.formats``), parameters by SB2 name, ``predict`` rules, ``pretrain`` (behaviour
-cloning) and TensorBoard logging.
+plugins registered in ``sbtf.common.fileio.formats``), parameters by SB2 name, ``predict`` rules, ``pretrain``
+(behaviour cloning) and TensorBoard logging.
 """
 from __future__ import annotations
 
@@ -590,8 +590,8 @@ class BaseRLModel(ModelFilesMixin, PretrainMixin, ABC):
     def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
         """
         How many gradient steps (minibatch updates) ``learn(total_timesteps)`` will run, or None when unknown. Train
-        steps XLA-compile only for plans of ``sbtf.common.compile.fast_call.XLA_MIN_GRADIENT_STEPS`` or more: compilation
-        costs seconds and pays back only over many steps (docs/benchmarks.md, "When sbtf uses XLA").
+        steps XLA-compile only for plans of ``sbtf.common.compile.fast_call.XLA_MIN_GRADIENT_STEPS`` or more:
+        compilation costs seconds and pays back only over many steps (docs/benchmarks.md, "When sbtf uses XLA").
         """
         return None
 

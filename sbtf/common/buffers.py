@@ -7,9 +7,9 @@ importance weights (Schaul et al. 2015). Compared with SB2's list of tuples:
 * the arrays are allocated on the first ``add`` from the shapes and dtypes of that transition (``np.zeros``,
   so memory is only committed as the buffer fills); image observations stay ``uint8``;
 * packed Dict observations (``sbtf.common.envs.dict_obs``) are stored key by key in each key's own dtype
-  (``sbtf.common.storage.obs_storage.PackedObsArray``: uint8 images as uint8, Discrete keys as integers) once the buffer knows
-  the Dict space (``observation_space=`` or ``use_observation_space``; the models pass it), and sampled back as the
-  same packed float32 rows;
+  (``sbtf.common.storage.obs_storage.PackedObsArray``: uint8 images as uint8, Discrete keys as integers) once the
+  buffer knows the Dict space (``observation_space=`` or ``use_observation_space``; the models pass it), and sampled
+  back as the same packed float32 rows;
 * ``sample`` draws all indices at once and gathers each field with one fancy-indexing operation; it returns SB2's
   tuple, ``sample_batch`` the same draw as a named ``ReplayBatch`` (what the algorithms use);
 * ``optimize_memory_usage=True`` (stable-baselines3's option) keeps one observation array: the next observation of
@@ -17,8 +17,8 @@ importance weights (Schaul et al. 2015). Compared with SB2's list of tuples:
   observations that differ from it (episode ends, transitions added out of order) are kept aside, so time-limit
   truncations keep their true final observation (SB3 cannot combine the option with ``handle_timeout_termination``);
 * ``save(path)`` writes the content atomically (temporary file + ``os.replace``) with ``np.savez`` (no pickle),
-  and ``load_buffer(path)`` reads it back (``sbtf.common.fileio.safe_zip``: numeric arrays only, sizes checked from their
-  headers), so training can resume with its experience (``model.save_replay_buffer`` /
+  and ``load_buffer(path)`` reads it back (``sbtf.common.fileio.safe_zip``: numeric arrays only, sizes checked from
+  their headers), so training can resume with its experience (``model.save_replay_buffer`` /
   ``model.load_replay_buffer``).
 
 Indices are drawn with NumPy's global generator, so ``set_global_seeds`` makes sampling reproducible.

@@ -101,7 +101,8 @@ class BasePolicy(PolicyApi, keras.Model):
         self.reuse = reuse
         self._ordered_layers: list[SB2Layer] = []
         self._acting: Optional[ActingPath] = None  # set by subclasses whose network has an acting form
-        # a Dict observation space is fed as packed float32 rows and unpacked inside the network (sbtf.common.envs.dict_obs)
+        # a Dict observation space is fed as packed float32 rows and unpacked inside the network
+        # (sbtf.common.envs.dict_obs)
         self.dict_layout: Optional[DictObsLayout] = layout_of(ob_space) if isinstance(ob_space, gym.spaces.Dict) \
             else None
         self._scaled_keys: frozenset = frozenset()  # Dict keys rescaled to [0, 1] (images, see FeedForwardPolicy)
@@ -139,7 +140,8 @@ class BasePolicy(PolicyApi, keras.Model):
 
     # --- acting path -----------------------------------------------------------------------
     def acting_paths(self) -> list:
-        """The policy's acting paths (``sbtf.common.compile.acting.ActingPath``); none for a policy that does not act."""
+        """The policy's acting paths (``sbtf.common.compile.acting.ActingPath``); none for a policy that does not
+        act."""
         return [] if self._acting is None else [self._acting]
 
     def _prepare_obs(self, obs) -> np.ndarray:

@@ -27,8 +27,8 @@ except ImportError:  # pragma: no cover - threadpoolctl is a dependency; without
     _threadpool_limits = None
 
 from sbtf.common.nn.conv_ops import conv2d
-from sbtf.common.nn.network_ops import (TF_OPS, NoNumpyForm, activation_name, get_activation,  # noqa: F401 (re-exported)
-                                     numpy_activation)
+from sbtf.common.nn.network_ops import (TF_OPS, NoNumpyForm, activation_name,  # noqa: F401 (re-exported)
+                                        get_activation, numpy_activation)
 
 
 def ortho_init(scale: float = 1.0) -> Callable:

@@ -4,8 +4,8 @@ the values a run folder gives (shared by :mod:`sbtf.zoo` and the ``sbtf`` comman
 The zoo wrote ``config.yml`` with ``yaml.dump`` of an ``OrderedDict``, so the file starts with the tag
 ``!!python/object/apply:collections.OrderedDict``; the zoo read it back with ``yaml.UnsafeLoader``, which would run
 whatever a ``!!python/...`` tag names. :func:`read_zoo_yaml` reads it with sbtf's one YAML reader
-(:mod:`sbtf.common.fileio.safe_yaml`), which builds exactly that one tag (as a plain ``dict``, no code runs), refuses every
-other ``!!python/...`` tag with :class:`~sbtf.zoo.errors.UnsafeConfigError`, and bounds aliases, nesting and size.
+(:mod:`sbtf.common.fileio.safe_yaml`), which builds exactly that one tag (as a plain ``dict``, no code runs), refuses
+every other ``!!python/...`` tag with :class:`~sbtf.zoo.errors.UnsafeConfigError`, and bounds aliases, nesting and size.
 
 :func:`zoo_settings` then applies the zoo's rules (its ``utils.get_saved_hyperparams`` / ``create_test_env``) to
 decide how the agent's env is built: ``config.yml`` decides ``normalize``; only when there is no config does the

@@ -9,9 +9,9 @@ NumPy on copies of the weights (one TF call per environment step costs more than
 reads the variables directly.
 
 The copies carry the version of the policy's weights (:class:`WeightVersion`). Nobody bumps it by hand: a path that
-acts in NumPy registers the variables it copies (``sbtf.common.compile.weight_tracking.watch``), and every tracked write of
-them bumps it -- a compiled train step (``sbtf.common.compile.fast_call.TrainStep``, which finds what it writes in its traced
-graph, bumps before its call and returns fresh copies with its outputs), ``load`` / ``load_parameters``,
+acts in NumPy registers the variables it copies (``sbtf.common.compile.weight_tracking.watch``), and every tracked
+write of them bumps it -- a compiled train step (``sbtf.common.compile.fast_call.TrainStep``, which finds what it writes
+in its traced graph, bumps before its call and returns fresh copies with its outputs), ``load`` / ``load_parameters``,
 ``policy.set_weights``, MPI broadcasts, ``assign_from_flat`` (see ``docs/architecture.md``, "Acting weights").
 Stale copies are refreshed by one compiled read of the path's variables when next used.
 """

@@ -1,8 +1,8 @@
 """
 Which copies of the weights a write makes stale, found by construction.
 
-A policy that acts in NumPy mirrors some of its ``tf.Variable`` s (``sbtf.common.compile.acting.ActingPath``): its copies
-carry the :class:`WeightVersion` they were read at, and are re-read when the version moved. Nobody declares which
+A policy that acts in NumPy mirrors some of its ``tf.Variable`` s (``sbtf.common.compile.acting.ActingPath``): its
+copies carry the :class:`WeightVersion` they were read at, and are re-read when the version moved. Nobody declares which
 writes move it:
 
 * a compiled train step (``sbtf.common.compile.fast_call.TrainStep``, or any concrete function wrapped with

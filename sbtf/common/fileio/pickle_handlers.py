@@ -1,5 +1,6 @@
 """The handlers of the safe pickle reader (:mod:`sbtf.common.fileio.safe_pickle`) for data globals: numpy arrays,
-dtypes and scalars rebuilt from plain data (:data:`NUMPY_HANDLERS`), builtins and collections (:data:`DATA_HANDLERS`)."""
+dtypes and scalars rebuilt from plain data (:data:`NUMPY_HANDLERS`), builtins and collections
+(:data:`DATA_HANDLERS`)."""
 from __future__ import annotations
 
 import collections
@@ -90,8 +91,8 @@ def make_array(ctx: SafeUnpickler, shape: Any, dtype: Any, fortran: Any, raw: An
         raise ctx.corrupt(f"{where} has data of type {type(raw).__name__}, not bytes")
     count = math.prod(shape)
     if count * dtype.itemsize != len(raw):
-        raise ctx.corrupt(f"{where} ({dtype} {describe_value(shape)}) needs {count * dtype.itemsize:,} bytes of data but holds "
-                          f"{len(raw):,}")
+        raise ctx.corrupt(f"{where} ({dtype} {describe_value(shape)}) needs {count * dtype.itemsize:,} bytes of data "
+                          f"but holds {len(raw):,}")
     if fortran not in (True, False, 0, 1):
         raise ctx.corrupt(f"{where} has an invalid order flag")
     ctx.charge_array(len(raw))

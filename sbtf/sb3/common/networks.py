@@ -244,7 +244,8 @@ class FeaturesExtractor(keras.layers.Layer):
     @property
     def xla_friendly(self) -> bool:
         """Whether XLA pays off on CPU for this extractor: sbtf's flattening only (a user's Keras layers may use ops
-        XLA cannot compile; convolutions run slower under XLA on CPU, ``sbtf.common.compile.fast_call.xla_pays_off``)."""
+        XLA cannot compile; convolutions run slower under XLA on CPU,
+        ``sbtf.common.compile.fast_call.xla_pays_off``)."""
 
         return type(self.layer) is FlattenExtractor or (type(self.layer) is CombinedExtractor
                                                         and not self.layer.image_keys)

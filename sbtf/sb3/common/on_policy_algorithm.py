@@ -167,7 +167,8 @@ class OnPolicyAlgorithm(OnPolicySDEMixin, Sb3OnPolicyAlgorithm):
                  device: str = "auto", _init_setup_model: bool = True):
         if rollout_buffer_class not in (None, RolloutBuffer):
             raise ValueError(f"Error: rollout_buffer_class={rollout_buffer_class!r} is not supported: sbtf stores "
-                             "every rollout (Dict observations too, packed) in sbtf.common.storage.rollout.RolloutBuffer; "
+                             "every rollout (Dict observations too, packed) in "
+                             "sbtf.common.storage.rollout.RolloutBuffer; "
                              "leave rollout_buffer_class=None.")
         if rollout_buffer_kwargs:
             raise ValueError(f"Error: rollout_buffer_kwargs={rollout_buffer_kwargs!r} is not supported: sbtf's "

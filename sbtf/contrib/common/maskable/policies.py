@@ -187,7 +187,8 @@ class MaskableActorCriticCnnPolicy(MaskableActorCriticPolicy):
 
 class MaskableMultiInputActorCriticPolicy(MaskableActorCriticPolicy):
     """``MaskableActorCriticPolicy`` for Dict observations (the ``MultiInputPolicy`` of ``MaskablePPO``):
-    ``CombinedExtractor`` features (a NatureCNN per image key, the other keys flattened, ``sbtf.common.envs.dict_obs``)."""
+    ``CombinedExtractor`` features (a NatureCNN per image key, the other keys flattened,
+    ``sbtf.common.envs.dict_obs``)."""
 
     _default_extractor = "CombinedExtractor"
 
