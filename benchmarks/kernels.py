@@ -59,7 +59,7 @@ def tf_kernels() -> None:
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    from sbtf.common.conv_ops import conv2d, dilated_filter_gradient_pays
+    from sbtf.common.nn.conv_ops import conv2d, dilated_filter_gradient_pays
 
     rng = np.random.default_rng(0)
     for jit in (False, True):

@@ -51,7 +51,7 @@ CONTINUOUS = ("SAC", "TD3", "DDPG")
 
 def _timed_train_steps(record: list):
     """Wrap ``TrainStep.__call__`` to record each call's duration."""
-    from sbtf.common.fast_call import TrainStep
+    from sbtf.common.compile.fast_call import TrainStep
 
     original = TrainStep.__call__
 
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     if args.xla != "auto":  # the off-policy algorithms decide through their own `jit_compile` attribute
-        from sbtf.common.off_policy_algorithm import OffPolicyAlgorithm
+        from sbtf.common.algo.off_policy_algorithm import OffPolicyAlgorithm
 
         OffPolicyAlgorithm.jit_compile = args.xla == "on"
     calls: list = []

@@ -273,7 +273,7 @@ def watch_first_update(lib: str, model) -> dict:
 
         model.train = train
     else:
-        from sbtf.common.fast_call import TrainStep
+        from sbtf.common.compile.fast_call import TrainStep
 
         original_call = TrainStep.__call__
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from sbtf.common.acting import NoNumpyForm
-from sbtf.common.network_ops import TF_OPS
+from sbtf.common.compile.acting import NoNumpyForm
+from sbtf.common.nn.network_ops import TF_OPS
 
 BOX5 = gym.spaces.Box(-2, 2, (5,), np.float32)
 ACTION_BOX = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -216,7 +216,7 @@ def test_load_parameters_refreshes_the_acting_path():
 
 
 def test_dry_run_reports_missing_numpy_forms():
-    from sbtf.common.acting import ActingPath, WeightVersion
+    from sbtf.common.compile.acting import ActingPath, WeightVersion
 
     dense = keras.layers.Dense(2)
     dense.build((None, 3))

@@ -259,7 +259,7 @@ def _dict_space():
 def _dict_transitions(space, n, seed=0):
     """n packed transitions (obs, action, reward, next_obs, done); every 4th ends an episode with a next observation
     that differs from the following observation."""
-    from sbtf.common.dict_obs import layout_of
+    from sbtf.common.envs.dict_obs import layout_of
 
     layout = layout_of(space)
     space.seed(seed)
@@ -295,7 +295,7 @@ def _same_samples(a, b, seed=5, **kwargs):
 
 @pytest.mark.parametrize("kind", ["uniform", "prioritized", "optimize_memory_usage"])
 def test_dict_observations_are_stored_per_key_and_sampled_identically(kind):
-    from sbtf.common.obs_storage import PackedObsArray
+    from sbtf.common.storage.obs_storage import PackedObsArray
 
     space = _dict_space()
     transitions = _dict_transitions(space, 40)
@@ -325,7 +325,7 @@ def test_dict_observations_are_stored_per_key_and_sampled_identically(kind):
 
 @pytest.mark.parametrize("optimize", [False, True])
 def test_dict_buffer_save_load_keeps_native_dtypes_and_reads_old_files(tmp_path, optimize):
-    from sbtf.common.obs_storage import PackedObsArray
+    from sbtf.common.storage.obs_storage import PackedObsArray
 
     space = _dict_space()
     transitions = _dict_transitions(space, 30, seed=1)
@@ -354,8 +354,8 @@ def test_dict_buffer_save_load_keeps_native_dtypes_and_reads_old_files(tmp_path,
 
 
 def test_packed_obs_array_round_trips_and_rejects_other_shapes():
-    from sbtf.common.dict_obs import layout_of
-    from sbtf.common.obs_storage import PackedObsArray, obs_fields, storage_dtype
+    from sbtf.common.envs.dict_obs import layout_of
+    from sbtf.common.storage.obs_storage import PackedObsArray, obs_fields, storage_dtype
     import gymnasium as gym
 
     space = _dict_space()

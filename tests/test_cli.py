@@ -303,7 +303,7 @@ def test_untuned_env_needs_the_number_of_timesteps(tmp_path, capsys):
 # ------------------------------------------------------------------------------------------------ pieces
 
 def test_shipped_hyperparameter_files():
-    from sbtf.common.gym_compat import RETIRED_ENV_IDS
+    from sbtf.common.envs.gym_compat import RETIRED_ENV_IDS
 
     for algo in cli.ALGOS:
         table = cli.load_default_hyperparams(algo)

@@ -13,7 +13,7 @@ import pytest
 
 import sbtf
 from sbtf import algorithms, cli
-from sbtf.common import formats
+from sbtf.common.fileio import formats
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -138,7 +138,7 @@ def test_plugins_are_found_through_entry_points(no_plugins):
 def test_fallback_finds_the_converters_without_entry_points():
     """The dev install predates the entry points: the converters are found by import, in a fresh interpreter."""
     result = _python(
-        "import sys; from sbtf.common import formats; "
+        "import sys; from sbtf.common.fileio import formats; "
         "assert 'sbtf_converters' not in sys.modules; "
         "readers = formats.registered_model_readers(); exporter = formats.exporter(); "
         "print(sorted(readers), exporter.__module__, 'tensorflow' in sys.modules)")

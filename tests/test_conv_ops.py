@@ -1,10 +1,10 @@
-"""sbtf.common.conv_ops: the CPU route for strided convolutions' gradients equals TensorFlow's own gradient."""
+"""sbtf.common.nn.conv_ops: the CPU route for strided convolutions' gradients equals TensorFlow's own gradient."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from sbtf.common import conv_ops
-from sbtf.common.conv_ops import conv2d, dilated_filter_gradient_pays, filter_gradient, input_gradient
+from sbtf.common.nn import conv_ops
+from sbtf.common.nn.conv_ops import conv2d, dilated_filter_gradient_pays, filter_gradient, input_gradient
 
 # (input shape, kernel shape, stride): the Nature CNN's layers, rectangular kernels and inputs, remainders that no
 # output reads, kernels that are not a multiple of the stride (filter route only)

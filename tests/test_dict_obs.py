@@ -5,7 +5,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from sbtf.common.dict_obs import DictObsLayout, layout_of, pack_if_dict
+from sbtf.common.envs.dict_obs import DictObsLayout, layout_of, pack_if_dict
 
 
 def _space():

@@ -7,7 +7,7 @@ import pytest
 from gymnasium import spaces
 
 from sbtf.common.env_checker import OldGymAPIWarning, check_env
-from sbtf.common.gym_compat import OldGymAPIAdapter, is_old_gym_env, wrap_env
+from sbtf.common.envs.gym_compat import OldGymAPIAdapter, is_old_gym_env, wrap_env
 from sbtf.common.vec_env import DummyVecEnv
 
 

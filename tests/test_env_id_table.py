@@ -1,4 +1,4 @@
-"""The one table of env ids gymnasium renamed or retired (``sbtf.common.gym_compat.ENV_ID_TABLE``): mapped ids have
+"""The one table of env ids gymnasium renamed or retired (``sbtf.common.envs.gym_compat.ENV_ID_TABLE``): mapped ids have
 a registered successor with the spaces the table states; ids whose successor's spaces differ are refused with the
 reason, also through ``load(env=...)``."""
 import importlib.util
@@ -9,7 +9,7 @@ import gymnasium
 import numpy as np
 import pytest
 
-from sbtf.common.gym_compat import ENV_ID_TABLE, RETIRED_ENV_IDS, RetiredEnvIdError, resolve_env_id
+from sbtf.common.envs.gym_compat import ENV_ID_TABLE, RETIRED_ENV_IDS, RetiredEnvIdError, resolve_env_id
 from sbtf.sb3 import PPO
 
 _STATED = re.compile(r"observe (\d+) values and take (\d+) actions")

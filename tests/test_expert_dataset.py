@@ -331,8 +331,8 @@ def test_record_from_model_and_vecenv(tmp_path):
 
 
 def test_record_from_env_id(tmp_path):
-    if importlib.util.find_spec("sbtf.common.gym_compat") is None:
-        pytest.skip("sbtf.common.gym_compat (wrap_env) is not available yet")
+    if importlib.util.find_spec("sbtf.common.envs.gym_compat") is None:
+        pytest.skip("sbtf.common.envs.gym_compat (wrap_env) is not available yet")
     data = generate_expert_traj(_cartpole_expert, str(tmp_path / "from_id"), env="CartPole-v1", n_episodes=1)
     _assert_layout(data, 1)
     assert data["obs"].shape[1:] == (4,)
@@ -367,8 +367,8 @@ class OldGymCartPole:
 
 
 def test_record_from_old_gym_env_and_sbtf_dummy_vec_env(tmp_path):
-    if importlib.util.find_spec("sbtf.common.gym_compat") is None:
-        pytest.skip("sbtf.common.gym_compat (wrap_env) is not available yet")
+    if importlib.util.find_spec("sbtf.common.envs.gym_compat") is None:
+        pytest.skip("sbtf.common.envs.gym_compat (wrap_env) is not available yet")
     data = generate_expert_traj(_cartpole_expert, None, env=OldGymCartPole(), n_episodes=2)
     _assert_layout(data, 2)
     np.testing.assert_array_equal(data["actions"].ravel(), [_cartpole_expert(o) for o in data["obs"]])

@@ -53,7 +53,7 @@ def test_combined_extractor_dims_and_numpy_form():
     vector_only = gym.spaces.Dict({"a": gym.spaces.Box(-1, 1, (2, 2)), "b": gym.spaces.MultiBinary(3)})
     ext = CombinedExtractor(vector_only)
     assert ext.features_dim == 7 and extractor_named_variables(ext) == {}
-    from sbtf.common.network_ops import NumpyOps
+    from sbtf.common.nn.network_ops import NumpyOps
     x = {"a": np.arange(8, dtype=np.float32).reshape(2, 2, 2), "b": np.ones((2, 3), np.float32)}
     np.testing.assert_array_equal(ext.ops_call(x, NumpyOps({}, {})), ext({k: tf.constant(v) for k, v in x.items()}))
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from sbtf.common import fast_call
-from sbtf.common.fast_call import FastFunction, TrainStep
+from sbtf.common.compile import fast_call
+from sbtf.common.compile.fast_call import FastFunction, TrainStep
 
 
 def _adam_train_step(seed: int, loop: bool = False, jit_compile: bool = False):

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from sbtf.common.mpi_adam import MpiAdam
 from sbtf.common.mpi_running_mean_std import RunningMeanStd
-from sbtf.common.network_ops import TF_OPS, NumpyOps
+from sbtf.common.nn.network_ops import TF_OPS, NumpyOps
 from sbtf.gail.adversary import TransitionClassifier
 
 OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (2, 3), np.float32)
@@ -75,7 +75,7 @@ def test_weights_changed_after_direct_assignment(kind):
     clf.weights_changed()
     np.testing.assert_allclose(clf.get_reward(obs, actions), clf.reward_tf(obs, actions), rtol=1e-5, atol=1e-5)
     # a tracked write needs no call: assign_variables (what load / MPI syncs use)
-    from sbtf.common.weight_tracking import assign_variables
+    from sbtf.common.compile.weight_tracking import assign_variables
 
     assign_variables([(var, rng.normal(0.0, 0.5, var.shape).astype(np.float32))
                       for var in clf.get_trainable_variables()])

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from sbtf.common.gym_compat import (RETIRED_ENV_IDS, OldGymAPIAdapter, convert_space, is_old_gym_env, resolve_env_id,
-                                    wrap_env)
+from sbtf.common.envs.gym_compat import (RETIRED_ENV_IDS, OldGymAPIAdapter, convert_space, is_old_gym_env,
+                                         resolve_env_id, wrap_env)
 
 
 # ---- duck-typed stand-ins for old ``gym.spaces`` (gym itself is not installed) ----

@@ -236,8 +236,8 @@ def test_replay_buffer_class_of_the_users_and_bad_kwargs(tmp_path):
 def test_dict_goal_observations_are_stored_per_key_and_relabelled_identically():
     import gymnasium as gym
 
-    from sbtf.common.dict_obs import layout_of
-    from sbtf.common.obs_storage import PackedObsArray
+    from sbtf.common.envs.dict_obs import layout_of
+    from sbtf.common.storage.obs_storage import PackedObsArray
     from sbtf.her.her_replay_buffer import goal_layout_from_space
 
     space = gym.spaces.Dict({"observation": gym.spaces.Box(0, 255, (6, 6, 1), np.uint8),

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from sbtf import algorithms
-from sbtf.common import fast_call
+from sbtf.common.compile import fast_call
 from sbtf.common.callbacks import BaseCallback
 
 # small, fast settings: every algorithm trains within a few dozen environment steps

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from sbtf import logger
-from sbtf.common.mpi_mixin import MpiDataParallelMixin
+from sbtf.common.mpi.mpi_mixin import MpiDataParallelMixin
 from sbtf.common.mpi_util import MpiSyncError, SingleProcessComm
 
 

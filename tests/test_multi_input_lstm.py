@@ -9,7 +9,7 @@ import tensorflow as tf
 from sbtf import A2C, ACER, ACKTR, PPO2
 from sbtf.common.evaluation import evaluate_policy
 from sbtf.common.extractors import BaseFeaturesExtractor
-from sbtf.common.fast_call import has_convolution
+from sbtf.common.compile.fast_call import has_convolution
 from sbtf.common.input import check_obs_space
 from sbtf.common.misc_util import set_global_seeds
 from sbtf.common.multi_input_envs import SimpleMultiObsEnv

@@ -1,6 +1,6 @@
 """VecNormalize on Dict observations with the off-policy algorithms (as stable-baselines3): the replay buffer stores
 the original observations and rewards, and sampled minibatches are normalised key by key, only the keys of
-``norm_obs_keys`` (``sbtf.common.packed_normalize``)."""
+``norm_obs_keys`` (``sbtf.common.storage.packed_normalize``)."""
 import copy
 
 import gymnasium as gym
@@ -9,9 +9,9 @@ import pytest
 
 from sbtf import DQN, SAC
 from sbtf.common.buffers import ReplayBuffer
-from sbtf.common.dict_obs import layout_of
-from sbtf.common.obs_storage import PackedObsArray
-from sbtf.common.packed_normalize import PackedVecNormalize, for_packed_rows
+from sbtf.common.envs.dict_obs import layout_of
+from sbtf.common.storage.obs_storage import PackedObsArray
+from sbtf.common.storage.packed_normalize import PackedVecNormalize, for_packed_rows
 from sbtf.common.vec_env import DummyVecEnv, VecEnvWrapper, VecNormalize
 from sbtf.contrib import QRDQN, TQC
 

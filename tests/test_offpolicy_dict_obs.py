@@ -182,7 +182,7 @@ def test_simple_multi_obs_env_trains_and_predicts(algo):
 @pytest.mark.parametrize("prioritized", [False, True])
 def test_dqn_dict_replay_buffer_is_uint8_samples_like_float32_and_loads_old_files(tmp_path, prioritized):
     from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
-    from sbtf.common.obs_storage import PackedObsArray
+    from sbtf.common.storage.obs_storage import PackedObsArray
 
     model = DQN("MultiInputPolicy", SimpleMultiObsEnv(), seed=0, batch_size=8, learning_starts=10,
                 buffer_size=500, prioritized_replay=prioritized,

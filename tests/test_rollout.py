@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from sbtf.common.rollout import RolloutBatch, RolloutBuffer, TrajectorySegment, add_vtarg_and_adv
+from sbtf.common.storage.rollout import RolloutBatch, RolloutBuffer, TrajectorySegment, add_vtarg_and_adv
 
 
 def _filled_buffer(n_steps=5, n_envs=3, seed=0):
@@ -96,8 +96,9 @@ def test_trajectory_segment_reads_like_sb2s_dict_and_becomes_a_batch():
     assert np.any(seg.vpred != 0.0)  # the values before the update are a copy
 
 
-def test_nstep_base_class_still_importable_from_base_class():
-    from sbtf.common import base_class, on_policy
+def test_nstep_base_class_lives_in_the_algorithm_layer_only():
+    from sbtf.common import base_class
+    from sbtf.common.algo import on_policy
 
-    assert base_class.NStepActorCriticRLModel is on_policy.NStepActorCriticRLModel
+    assert not hasattr(base_class, "NStepActorCriticRLModel")  # no alias for old callers (issue #30)
     assert issubclass(on_policy.NStepActorCriticRLModel, on_policy.OnPolicyAlgorithm)

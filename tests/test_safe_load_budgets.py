@@ -30,11 +30,11 @@ from typing import Callable, List, Tuple
 import numpy as np
 import pytest
 
-from sbtf.common import safe_pickle as sp
+from sbtf.common.fileio import safe_pickle as sp
 from sbtf.common import save_util
 from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
                                      describe_value, load_limits)
-from sbtf.common.safe_zip import open_zip, output_budget, read_member, read_npz
+from sbtf.common.fileio.safe_zip import open_zip, output_budget, read_member, read_npz
 
 from crafted_files import BZIP2_1200MB, Member, bomb, build_zip, corrupt, peak_memory_growth, zip_member
 

@@ -20,7 +20,7 @@ import pytest
 import legacy_fixtures as lf
 from crafted_files import with_data, write_zip, zip_members
 from sbtf import A2C, ACKTR, DQN, PPO2, SAC
-from sbtf.common import load_budget
+from sbtf.common.fileio import load_budget
 from sbtf.common.buffers import MAX_BUFFER_SIZE, PrioritizedReplayBuffer, ReplayBuffer, load_buffer
 from sbtf.common.file_errors import FileLimitError, ModelDataError, ModelFileError, load_limits
 from sbtf.common.segment_tree import MinSegmentTree, SumSegmentTree

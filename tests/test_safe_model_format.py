@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from sbtf import DQN, PPO2
-from sbtf.common import atomic_io, save_util
+from sbtf.common import save_util
+from sbtf.common.fileio import atomic_io
 from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
                                      UnsafeFileError, WrongAlgorithmError, load_limits)
 from sbtf.common.policies import FeedForwardPolicy

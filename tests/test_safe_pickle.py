@@ -1,4 +1,4 @@
-"""sbtf.common.safe_pickle: the pure-Python pickle interpreter, and the loaders built on it.
+"""sbtf.common.fileio.safe_pickle: the pure-Python pickle interpreter, and the loaders built on it.
 
 Round trips of real pickles (protocols 0-5) must equal ``pickle.loads``; crafted hostile pickles (written here, at
 opcode level or with ``__reduce__``) must raise the right :mod:`sbtf.common.file_errors` type fast, never run code
@@ -25,7 +25,7 @@ import legacy_fixtures as fx
 from crafted_files import peak_memory_growth
 from legacy_fixtures import G, Call, NewObj, ZOO
 
-from sbtf.common import safe_pickle as sp
+from sbtf.common.fileio import safe_pickle as sp
 from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
                                      UnsafeFileError, load_limits)
 

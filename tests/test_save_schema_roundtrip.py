@@ -131,7 +131,7 @@ def _file_data(model) -> Dict[str, Any]:
     save_util.save_to_zip(buffer, model._get_save_data(), {}, meta={"algo": model._file_algo_name()})
     data, _, _ = save_util.load_from_zip_bytes(buffer.getvalue())
     if type(model).__name__ == "HER":
-        from sbtf.common import model_schema
+        from sbtf.common.fileio import model_schema
         from sbtf.her.her import _HER_SCHEMA
 
         her = {key: data.pop(key) for key in list(data) if key in _HER_SCHEMA}

@@ -1,4 +1,4 @@
-"""gSDE (sbtf.common.sde) for PPO2, A2C, SAC and sbtf.contrib's TQC against a NumPy statement of stable-baselines3's
+"""gSDE (sbtf.common.nn.sde) for PPO2, A2C, SAC and sbtf.contrib's TQC against a NumPy statement of stable-baselines3's
 maths."""
 import dataclasses
 
@@ -10,9 +10,9 @@ import tensorflow as tf
 from sbtf import A2C, DDPG, DQN, PPO2, SAC, TD3
 from sbtf.common.cmd_util import make_vec_env
 from sbtf.common.evaluation import evaluate_policy
-from sbtf.common.network_ops import TF_OPS
+from sbtf.common.nn.network_ops import TF_OPS
 from sbtf.common.policies import MlpPolicy
-from sbtf.common.sde import SDE_EPSILON, ExplorationNoise, sde_std
+from sbtf.common.nn.sde import SDE_EPSILON, ExplorationNoise, sde_std
 from sbtf.sac.sac import SAC as _SAC  # noqa: F401 (SAC's policies registered)
 
 OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.compile.fast_call import TrainStep
 
 
 def _mixed_step(**kwargs):
@@ -156,7 +156,7 @@ def test_load_and_predict_build_no_train_step(algo_name, tmp_path, monkeypatch):
     import gymnasium as gym
 
     import sbtf
-    from sbtf.common.fast_call import TrainStep as Step
+    from sbtf.common.compile.fast_call import TrainStep as Step
 
     env_id = "CartPole-v1" if algo_name in ("PPO2", "A2C", "ACKTR", "DQN") else "Pendulum-v1"
     cls = getattr(sbtf, algo_name)

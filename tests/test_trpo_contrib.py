@@ -10,7 +10,7 @@ import tensorflow as tf
 import sbtf
 from sbtf.common.evaluation import evaluate_policy
 from sbtf.common.file_errors import WrongAlgorithmError
-from sbtf.common.fisher import hessian_vector_product
+from sbtf.common.nn.fisher import hessian_vector_product
 from sbtf.common.vec_env import DummyVecEnv
 from sbtf.contrib import TRPO
 from sbtf.contrib.trpo import trpo as trpo_module

@@ -1,6 +1,6 @@
 """
-Weights tracked by construction (sbtf.common.weight_tracking): nobody declares which weights a train step writes,
-and every tracked write refreshes acting.
+Weights tracked by construction (sbtf.common.compile.weight_tracking): nobody declares which weights a train step
+writes, and every tracked write refreshes acting.
 
 * the traced graph tells which variables a step writes (through while loops, conds, fused optimizer kernels), and
   which it only reads;
@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from sbtf.common import fast_call, weight_tracking
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.compile import fast_call, weight_tracking
+from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.policies import MlpPolicy
-from sbtf.common.weight_tracking import (WeightVersion, assign_variables, track_writes, variables_changed,
+from sbtf.common.compile.weight_tracking import (WeightVersion, assign_variables, track_writes, variables_changed,
                                          variables_written_by)
 
 BOX4 = gym.spaces.Box(-1, 1, (4,), np.float32)
@@ -238,9 +238,9 @@ def test_weight_version_is_plain_and_weakly_registered():
 def _reinforce_class():
     from sbtf.a2c.a2c import A2CRunner
     from sbtf.common.base_class import SetVerbosity
-    from sbtf.common.on_policy import NStepActorCriticRLModel
+    from sbtf.common.algo.on_policy import NStepActorCriticRLModel
     from sbtf.common.optimizers import Adam
-    from sbtf.common import model_schema as ms
+    from sbtf.common.fileio import model_schema as ms
 
     class Reinforce(NStepActorCriticRLModel):
         """REINFORCE with a learned baseline, written on the core: no ``updates=``, no weights_changed()."""
@@ -328,8 +328,8 @@ def test_no_hand_calls_bump_a_weight_version():
 
     root = Path(__file__).resolve().parents[1]
     # the core's weight-changing paths (and the public ``weights_changed`` methods, for users' raw assigns)
-    allowed = {("sbtf", "common", "policies.py"), ("sbtf", "common", "weight_tracking.py"),
-               ("sbtf", "common", "fast_call.py")}
+    allowed = {("sbtf", "common", "policies.py"), ("sbtf", "common", "compile", "weight_tracking.py"),
+               ("sbtf", "common", "compile", "fast_call.py")}
     offenders = []
     for folder in ("sbtf", "converters"):
         for path in sorted((root / folder).rglob("*.py")):

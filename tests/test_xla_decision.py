@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from sbtf import A2C, DQN, PPO2
-from sbtf.common.fast_call import (XLA_MIN_GRADIENT_STEPS, TrainStep, decide_jit_compile, gradient_step_plan,
+from sbtf.common.compile.fast_call import (XLA_MIN_GRADIENT_STEPS, TrainStep, decide_jit_compile, gradient_step_plan,
                                    has_convolution, on_gpu, xla_pays_off)
 from sbtf.common.tf_layers import Conv
 from sbtf.common.vec_env import DummyVecEnv

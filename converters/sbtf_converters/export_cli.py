@@ -82,7 +82,7 @@ def detect_algorithm(model_path: str) -> str:
         return sb3_algorithm_name(read_sb3_zip(payload, model_path))
     if kind == "sbtf":
         from sbtf.common.file_errors import get_load_limits  # pylint: disable=import-outside-toplevel
-        from sbtf.common.safe_zip import open_zip, read_member  # pylint: disable=import-outside-toplevel
+        from sbtf.common.fileio.safe_zip import open_zip, read_member  # pylint: disable=import-outside-toplevel
 
         with open_zip(payload, "model file") as archive:  # bounded, like every zip sbtf reads
             info = save_util.parse_json(read_member(archive, save_util.FORMAT_MEMBER,

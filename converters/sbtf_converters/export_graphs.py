@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 import gymnasium as gym
 import numpy as np
 
-from sbtf.common.dict_obs import layout_of
+from sbtf.common.envs.dict_obs import layout_of
 from sbtf.common.save_util import space_to_dict
 
 __all__ = ["ExportError", "ExportGraph", "register_exporter", "get_export_graph", "HER_FLAT_OBSERVATION"]
@@ -111,7 +111,7 @@ def _dict_obs_graph(space: Any, inner: ExportGraph) -> ExportGraph:
     """
     A model with Dict observations (``MultiInputPolicy``): one named input per key (Box keys in their dtype, uint8
     images stay uint8, other floats float32; Discrete, MultiDiscrete and MultiBinary keys int32), packed in the graph
-    into the flat row the policy takes, as ``sbtf.common.dict_obs.DictObsLayout.pack`` does.
+    into the flat row the policy takes, as ``sbtf.common.envs.dict_obs.DictObsLayout.pack`` does.
     """
     tf = _tf()
 

@@ -17,9 +17,9 @@ Reading the files' bytes is :mod:`sbtf_converters.legacy_read`'s job; this modul
 Both SB2 formats are read: ``.pkl`` (a cloudpickle of ``(data, params)``; ``params`` is a nameless list in
 files written before 2.6, an ``OrderedDict`` after) and ``.zip`` (``data`` JSON whose non-JSON entries are
 base64 cloudpickles, ``parameters`` npz, ``parameter_list``). All pickles are interpreted by
-:mod:`sbtf.common.safe_pickle` with the allow-list of :mod:`sbtf_converters.sb2_pickle` (no code of the file
+:mod:`sbtf.common.fileio.safe_pickle` with the allow-list of :mod:`sbtf_converters.sb2_pickle` (no code of the file
 runs); zip members and npz arrays are size-checked from their headers before anything is decompressed
-(:mod:`sbtf.common.safe_zip`). Every way a file can be wrong raises a
+(:mod:`sbtf.common.fileio.safe_zip`). Every way a file can be wrong raises a
 :class:`~sbtf.common.file_errors.ModelFileError`; see ``docs/legacy.md`` and ``docs/security.md``.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ from gymnasium import spaces
 
 from sbtf.common import file_errors
 from sbtf.common.file_errors import FileLimitError, ModelDataError, ModelFileError, describe_value
-from sbtf.common.load_budget import exception_text
+from sbtf.common.fileio.load_budget import exception_text
 from sbtf.common.schedules import SCHEDULES, SampledSchedule
 from sbtf_converters import sb2_layouts as L
 from sbtf_converters.legacy_read import Source, _read_source, read_sb2_file

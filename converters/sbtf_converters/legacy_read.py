@@ -1,7 +1,7 @@
 """Read stable-baselines 2.x model files (``.pkl`` and ``.zip``) into ``(data, parameters)`` without running code.
 
 Split from :mod:`sbtf_converters.legacy` (which maps what is read onto sbtf models): zip members and npz arrays are
-size-checked before they are decompressed, pickles go through :mod:`sbtf.common.safe_pickle` with the allow-list of
+size-checked before they are decompressed, pickles go through :mod:`sbtf.common.fileio.safe_pickle` with the allow-list of
 :mod:`sbtf_converters.sb2_pickle`, and the spaces a pickle describes are bounded by the arrays the file carries.
 """
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any, Optional, Tuple, Union
 
 import numpy as np
 
-from sbtf.common import safe_pickle as sp
+from sbtf.common.fileio import safe_pickle as sp
 from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError, describe_value,
                                      get_load_limits)
-from sbtf.common.load_budget import exception_text, space_budget
-from sbtf.common.safe_pickle import check_tree
-from sbtf.common.safe_zip import open_zip, read_file_limited, read_member, read_npz
+from sbtf.common.fileio.load_budget import exception_text, space_budget
+from sbtf.common.fileio.safe_pickle import check_tree
+from sbtf.common.fileio.safe_zip import open_zip, read_file_limited, read_member, read_npz
 from sbtf.common.save_util import inspect_model_bytes
 from sbtf_converters.sb2_pickle import RefusedGlobalError, find_unknown_globals, materialize, restricted_loads
 
@@ -68,7 +68,7 @@ def _unpickle(payload: bytes, allow_pickle: bool, what: str, carried: Optional[i
     """
     Read one SB2 pickle (safe interpreter; ``allow_pickle`` for trusted files) and materialise its stand-ins. The
     spaces it describes are compared with the largest array the file carries (``carried``, default: the largest
-    array inside this pickle) before they are built (``sbtf.common.load_budget``).
+    array inside this pickle) before they are built (``sbtf.common.fileio.load_budget``).
     """
     raw = restricted_loads(payload, allow_pickle=allow_pickle, what=f"the {what}")
     try:

@@ -1,4 +1,4 @@
-"""What sbtf_converters adds to sbtf's file-format hooks (:mod:`sbtf.common.formats`).
+"""What sbtf_converters adds to sbtf's file-format hooks (:mod:`sbtf.common.fileio.formats`).
 
 * readers of stable-baselines 2.x model files (``sb2-zip``, ``sb2-pkl``), so that ``PPO2.load("old_agent.pkl")``
   reads them through :func:`sbtf_converters.legacy.load_sb2_model`;
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbtf.common import formats
+from sbtf.common.fileio import formats
 
 __all__ = ["SB2_FILE_KINDS", "SB3_FILE_KIND", "register_formats", "read_sb2_model", "read_sb3_model", "export_model"]
 

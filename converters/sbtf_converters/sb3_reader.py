@@ -4,7 +4,7 @@ An SB3 zip holds:
 
 * ``data``: JSON; simple hyperparameters are plain values, others (spaces, ``policy_kwargs`` naming classes,
   schedules, ``train_freq``, buffers, the policy class) are ``{":type:": ..., ":serialized:": <base64 cloudpickle>}``.
-  Only the entries sbtf needs are decoded, each by :mod:`sbtf.common.safe_pickle` with an allow-list
+  Only the entries sbtf needs are decoded, each by :mod:`sbtf.common.fileio.safe_pickle` with an allow-list
   (:func:`data_resolver`): gym / gymnasium spaces (rebuilt through ``save_util.space_from_dict``'s checks), numpy
   arrays / dtypes / scalars, SB3's ``TrainFreq``, schedule objects (``ConstantSchedule``, ``LinearSchedule``,
   ``FloatSchedule``) and action noises, torch's optimizer / activation classes by name. The policy class is read as a
@@ -32,10 +32,11 @@ from typing import Any, Dict, Optional, Tuple
 import gymnasium as gym
 import numpy as np
 
-from sbtf.common import safe_pickle, save_util
+from sbtf.common import save_util
+from sbtf.common.fileio import safe_pickle
 from sbtf.common.file_errors import (CorruptedFileError, ModelDataError, UnsafeFileError, WrongAlgorithmError,
                                      describe_value, get_load_limits)
-from sbtf.common.safe_zip import open_zip, read_member
+from sbtf.common.fileio.safe_zip import open_zip, read_member
 from sbtf_converters.sb3_layouts import family_of, map_state_dict, plan_state_dict
 from sbtf_converters.sb3_optimizers import OPTIMIZER_MEMBERS, restore_optimizers
 from sbtf_converters.torch_pickle import read_torch_file, state_dict_arrays
@@ -577,8 +578,8 @@ def load_sb3_model(cls: type, payload: bytes, env: Any = None, custom_objects: O
         warnings.warn(f"{source} stores {defaulted} as cloudpickled functions (code), which sbtf does not run: "
                       f"{cls.__name__}'s defaults are used for them (acting is unaffected). Pass custom_objects="
                       "{'learning_rate': ...} to set them for further training.")
-    from sbtf.common import load_budget  # pylint: disable=import-outside-toplevel
-    from sbtf.common.base_class import _FILE_DATA_ERRORS  # pylint: disable=import-outside-toplevel
+    from sbtf.common.fileio import load_budget  # pylint: disable=import-outside-toplevel
+    from sbtf.common.algo.model_files import FILE_DATA_ERRORS  # pylint: disable=import-outside-toplevel
 
     stored = int(sum(value.size for value in sb3.state.values()))
     # the network the file's spaces and policy_kwargs describe may not outgrow the tensors it stores
@@ -596,7 +597,7 @@ def load_sb3_model(cls: type, payload: bytes, env: Any = None, custom_objects: O
                 setattr(model, key, value)
             model.set_env(env)
             model.setup_model()
-        except _FILE_DATA_ERRORS as exc:
+        except FILE_DATA_ERRORS as exc:
             raise ModelDataError(f"{source}: its hyperparameters / spaces do not build a {cls.__name__} "
                                  f"({type(exc).__name__}: {describe_value(str(exc), 300)}); it is corrupted, was "
                                  "edited, or uses an option sbtf does not support.") from exc
@@ -620,7 +621,7 @@ def _channels_last(space: gym.Space) -> gym.Space:
 
 def _print_system_info(sb3: Sb3File) -> None:
     """What SB3's ``load(print_system_info=True)`` prints: the file's system info, then this machine's."""
-    from sbtf.common.sb3_api import get_system_info  # pylint: disable=import-outside-toplevel
+    from sbtf.common.algo.sb3_api import get_system_info  # pylint: disable=import-outside-toplevel
 
     print(f"== SAVED MODEL SYSTEM INFO ({sb3.source}) ==")
     print(sb3.system_info.rstrip() if sb3.system_info else

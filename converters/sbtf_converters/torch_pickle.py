@@ -7,7 +7,7 @@ Two layouts exist and both are pickles that rebuild tensors from raw storages:
 * the legacy layout (older files): consecutive pickles (magic number, protocol version, system info, the value, the
   list of storage keys), then each storage as an 8-byte little-endian element count and its raw bytes.
 
-The pickles are read by :class:`sbtf.common.safe_pickle.SafeUnpickler` with an allow-list: the torch storage
+The pickles are read by :class:`sbtf.common.fileio.safe_pickle.SafeUnpickler` with an allow-list: the torch storage
 types (plain numeric dtypes only), ``torch._utils._rebuild_tensor_v2`` / ``_rebuild_tensor`` / ``_rebuild_parameter``
 (turned into inert :class:`TensorSpec` records), ``collections.OrderedDict`` and the numpy / builtin data handlers.
 A state dict's ``_metadata`` (module versions) is dropped. Once a file's storages are known, every tensor is
@@ -24,10 +24,10 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from sbtf.common import safe_pickle
+from sbtf.common.fileio import safe_pickle
 from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, UnsafeFileError, describe_value,
                                      get_load_limits)
-from sbtf.common.safe_zip import open_zip, read_member
+from sbtf.common.fileio.safe_zip import open_zip, read_member
 
 __all__ = ["TORCH_STORAGE_DTYPES", "TensorSpec", "read_torch_file", "torch_resolver"]
 

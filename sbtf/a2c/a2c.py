@@ -8,15 +8,15 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common.base_class import SetVerbosity
-from sbtf.common.fast_call import TrainStep
-from sbtf.common.sde import OnPolicySDEMixin, mean_entropy
-from sbtf.common.on_policy import NStepActorCriticRLModel
+from sbtf.common.compile.fast_call import TrainStep
+from sbtf.common.nn.sde import OnPolicySDEMixin, mean_entropy
+from sbtf.common.algo.on_policy import NStepActorCriticRLModel
 from sbtf.common.optimizers import check_rms_prop_style, clip_grads, make_rmsprop
-from sbtf.common.rollout import RolloutBatch
+from sbtf.common.storage.rollout import RolloutBatch
 from sbtf.common.runners import RolloutRunner
 from sbtf.common.schedules import ProgressSchedule
-from sbtf.common.train_log import dump_update_log
-from sbtf.common import model_schema as ms
+from sbtf.common.algo.train_log import dump_update_log
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.arg_checks import check_hyperparameters
 
 
@@ -48,7 +48,7 @@ class A2C(OnPolicySDEMixin, NStepActorCriticRLModel):
     :param rms_prop_style: (str) sbtf extension: ``"tf"`` (default) is stable-baselines 2's TF1 RMSProp (mean
         square starting at 1, epsilon inside the square root); ``"torch"`` is PyTorch's RMSprop (mean square starting
         at 0, epsilon added after the square root), the optimizer of stable-baselines3's A2C
-    :param use_sde: (bool) generalized State-Dependent Exploration (gSDE, Box actions; see ``sbtf.common.sde``)
+    :param use_sde: (bool) generalized State-Dependent Exploration (gSDE, Box actions; see ``sbtf.common.nn.sde``)
     :param sde_sample_freq: (int) resample the gSDE exploration matrices every n steps (-1: only at rollout start)
     """
 
@@ -161,7 +161,7 @@ class A2CRunner(RolloutRunner):
     """
     Collects ``n_steps`` per env and computes discounted n-step returns bootstrapped from the value of the
     last observation (SB2 ``A2CRunner``); time-limit truncations bootstrap from the terminal observation.
-    ``run()`` returns a :class:`~sbtf.common.rollout.RolloutBatch`.
+    ``run()`` returns a :class:`~sbtf.common.storage.rollout.RolloutBatch`.
 
     :param env: (VecEnv) The environment to learn from
     :param model: (A2C) The model to learn

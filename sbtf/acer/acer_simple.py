@@ -22,14 +22,14 @@ from sbtf import logger
 from sbtf.acer.buffer import Buffer
 from sbtf.common.base_class import SetVerbosity
 from sbtf.common.distributions import softmax_np
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.math_util import total_episode_reward_logger
-from sbtf.common.on_policy import NStepActorCriticRLModel
+from sbtf.common.algo.on_policy import NStepActorCriticRLModel
 from sbtf.common.optimizers import RMSProp
 from sbtf.common.runners import AbstractEnvRunner
 from sbtf.common.schedules import ProgressSchedule
-from sbtf.common.train_log import record_episode_means
-from sbtf.common import model_schema as ms
+from sbtf.common.algo.train_log import record_episode_means
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.tf_util import xla_pays_off
 from sbtf.common.arg_checks import check_hyperparameters
 

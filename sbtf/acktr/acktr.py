@@ -16,12 +16,12 @@ import tensorflow as tf
 
 from sbtf.acktr.kfac import KfacOptimizer, factored_layers
 from sbtf.common.base_class import SetVerbosity
-from sbtf.common.fast_call import TrainStep
-from sbtf.common.on_policy import NStepActorCriticRLModel
-from sbtf.common.rollout import RolloutBatch
+from sbtf.common.compile.fast_call import TrainStep
+from sbtf.common.algo.on_policy import NStepActorCriticRLModel
+from sbtf.common.storage.rollout import RolloutBatch
 from sbtf.common.schedules import ProgressSchedule
-from sbtf.common.train_log import dump_update_log
-from sbtf.common import model_schema as ms
+from sbtf.common.algo.train_log import dump_update_log
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.arg_checks import check_hyperparameters
 
 #: names of the values returned by the train step, in order

@@ -25,8 +25,8 @@ from sbtf.cli.plugins import register_subcommand
 from sbtf.cli.runs import add_common_arguments, find_run_dir, safe_name
 from sbtf.cli.zoo_folders import ZooRecord, add_zoo_arguments, open_zoo_agent, read_zoo_record
 from sbtf.common.file_errors import ModelFileError, describe_value
-from sbtf.common.gym_compat import RETIRED_ENV_IDS
-from sbtf.common.safe_yaml import read_yaml
+from sbtf.common.envs.gym_compat import RETIRED_ENV_IDS
+from sbtf.common.fileio.safe_yaml import read_yaml
 from sbtf.common.vec_env import VecFrameStack
 from sbtf.common.vec_env.vec_video_recorder import VIDEO_INSTALL_HINT
 from sbtf.contrib.common.maskable.utils import get_action_masks, is_masking_supported
@@ -215,7 +215,7 @@ def _open_run(args: argparse.Namespace, algo: str, render_mode: Optional[str]) -
 
 def _find_run_of(args: argparse.Namespace, algo: str, env_id: str) -> Tuple[str, str]:
     """``(run folder, file name)`` of the run of ``env_id``, or of an id gymnasium renamed to it (an RL-Zoo run of
-    ``LunarLander-v2`` played on ``LunarLander-v3``; see ``sbtf.common.gym_compat.ENV_ID_TABLE``)."""
+    ``LunarLander-v2`` played on ``LunarLander-v3``; see ``sbtf.common.envs.gym_compat.ENV_ID_TABLE``)."""
     names = [safe_name(env_id)] + [safe_name(old) for old in [args.env.strip().rpartition(":")[2]] + sorted(
         old for old, new in RETIRED_ENV_IDS.items() if new == env_id) if old != env_id]
     first_error = None
@@ -237,7 +237,7 @@ def _sb3_class_for_file(algo_class: type, model_path: str) -> type:
     if algo_class.__module__.startswith(sb3_roots):
         return algo_class
     from sbtf import algorithms  # pylint: disable=import-outside-toplevel
-    from sbtf.common.safe_zip import open_zip  # pylint: disable=import-outside-toplevel
+    from sbtf.common.fileio.safe_zip import open_zip  # pylint: disable=import-outside-toplevel
 
     try:
         with open_zip(model_path, "model file") as archive:

@@ -19,7 +19,7 @@ import gymnasium
 from sbtf.cli.errors import CLIError, exc_text
 from sbtf.cli.hyperparams import is_atari_id, parse_value, safe_eval
 from sbtf.common.file_errors import describe_value
-from sbtf.common.gym_compat import RetiredEnvIdError, resolve_env_id
+from sbtf.common.envs.gym_compat import RetiredEnvIdError, resolve_env_id
 from sbtf.common.vec_env import VecFrameStack, VecNormalize
 from sbtf.zoo.config import (VEC_NORMALIZE_KEYS, check_env_kwargs, check_frame_stack, check_normalize_kwargs,
                              check_wrapper_count, check_wrapper_kwargs)
@@ -65,7 +65,8 @@ def import_gym_packages(modules: Sequence[str]) -> None:
 def resolve_env(env_arg: str, algo: str, tuned: Sequence[str] = ()) -> str:
     """
     Check an env id and return the id to make: ``module:EnvId`` imports ``module`` first (as ``gymnasium.make``
-    does); ids that gymnasium retired are replaced by their successor (:data:`sbtf.common.gym_compat.RETIRED_ENV_IDS`).
+    does); ids that gymnasium retired are replaced by their successor
+    (:data:`sbtf.common.envs.gym_compat.RETIRED_ENV_IDS`).
 
     :param env_arg: (str) the id the user gave
     :param algo: (str) the algorithm (for the list of valid choices in the error)

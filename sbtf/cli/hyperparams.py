@@ -22,9 +22,9 @@ import numpy as np
 from sbtf import algorithms
 from sbtf.cli.errors import FILE_READ_ERRORS, CLIError, exc_text, file_error
 from sbtf.common.file_errors import ModelFileError, describe_value
-from sbtf.common.gym_compat import RETIRED_ENV_IDS
+from sbtf.common.envs.gym_compat import RETIRED_ENV_IDS
 from sbtf.common.noise import AdaptiveParamNoiseSpec, NormalActionNoise, OrnsteinUhlenbeckActionNoise
-from sbtf.common.safe_yaml import load_yaml, read_yaml
+from sbtf.common.fileio.safe_yaml import load_yaml, read_yaml
 from sbtf.common.schedules import SampledSchedule
 
 #: CLI algorithm name -> class name (SB2 class names, then the contrib ones: ``ppo_mask`` -> ``MaskablePPO``).

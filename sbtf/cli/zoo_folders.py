@@ -17,7 +17,7 @@ import gymnasium
 
 from sbtf.cli.errors import FILE_READ_ERRORS, CLIError, one_line
 from sbtf.common.file_errors import describe_value
-from sbtf.common.safe_yaml import read_yaml
+from sbtf.common.fileio.safe_yaml import read_yaml
 from sbtf.zoo import convert_zoo_folder, load_zoo_agent
 from sbtf.zoo.errors import MissingTimeFeatureError, ObservationMismatchError
 

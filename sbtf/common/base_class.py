@@ -2,8 +2,8 @@
 
 ``BaseRLModel`` owns what every algorithm shares: the environment, seeding, callbacks,
 saving/loading (sbtf format, see ``save_util``; stable-baselines 2.x files and exports through the
-plugins registered in ``sbtf.common.formats``), parameters by SB2 name, ``predict`` rules, ``pretrain`` (behaviour
-cloning) and TensorBoard logging.
+plugins registered in ``sbtf.common.fileio.formats``), parameters by SB2 name, ``predict`` rules, ``pretrain``
+(behaviour cloning) and TensorBoard logging.
 """
 from __future__ import annotations
 
@@ -14,21 +14,18 @@ import inspect
 import os
 import warnings
 from abc import ABC, abstractmethod
-from collections import OrderedDict, deque
+from collections import deque
 from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common import load_budget, model_schema, save_util
-from sbtf.common.fast_call import gradient_step_plan
-from sbtf.common.file_errors import (MissingParametersError, ModelDataError, ModelFileError, ParameterShapeError,
-                                     WrongAlgorithmError, describe_value)
-from sbtf.common.model_schema import check_network_size
+from sbtf.common.algo.model_files import ModelFilesMixin
+from sbtf.common.algo.pretrain import PretrainMixin
+from sbtf.common.compile.fast_call import gradient_step_plan
 from sbtf.common.policies import ActorCriticPolicy, BasePolicy, get_policy_from_name
-from sbtf.common.sde import squashed_neglogp_np
-from sbtf.common.weight_tracking import assign_variables, track_writes
+from sbtf.common.nn.sde import squashed_neglogp_np
 
 if TYPE_CHECKING:
     from sbtf.common.callbacks import BaseCallback
@@ -235,7 +232,7 @@ def _unsupported_space_error(algo: str, space: gym.Space, kind: str, supported: 
                                f"({type(space).__name__}); supported {kind} spaces: {supported}.")
 
 
-class BaseRLModel(ABC):
+class BaseRLModel(ModelFilesMixin, PretrainMixin, ABC):
     """
     The base RL model (SB2 signature).
 
@@ -250,7 +247,7 @@ class BaseRLModel(ABC):
     """
 
     #: hyperparameters written by save() (in addition to the common ones), name -> declared type
-    #: (``sbtf.common.model_schema``); a file is read against it
+    #: (``sbtf.common.fileio.model_schema``); a file is read against it
     _save_schema: dict = {}
 
     #: constructor arguments that model files deliberately do not store, each with the reason (merged along the
@@ -349,10 +346,10 @@ class BaseRLModel(ABC):
         self.verbose = verbose
         self._requires_vec_env = requires_vec_env
         self.policy_kwargs = {} if policy_kwargs is None else dict(policy_kwargs)
-        if "use_sde" in self.policy_kwargs:  # gSDE is an algorithm argument (sbtf.common.sde)
+        if "use_sde" in self.policy_kwargs:  # gSDE is an algorithm argument (sbtf.common.nn.sde)
             import inspect
 
-            from sbtf.common.sde import sde_kwarg_error
+            from sbtf.common.nn.sde import sde_kwarg_error
             raise sde_kwarg_error(type(self).__name__,
                                   has_sde="use_sde" in inspect.signature(type(self).__init__).parameters)
         self.observation_space: Optional[gym.Space] = None
@@ -376,7 +373,7 @@ class BaseRLModel(ABC):
     def _make_vec_env(self, env):
         """Turn an env id / gymnasium env / old gym env / VecEnv into a VecEnv."""
         from sbtf.common.vec_env import DummyVecEnv, VecEnv
-        from sbtf.common.gym_compat import wrap_env
+        from sbtf.common.envs.gym_compat import wrap_env
 
         if isinstance(env, VecEnv):
             return env
@@ -406,7 +403,7 @@ class BaseRLModel(ABC):
         """The VecEnv the algorithm steps: channel-first images (stable-baselines3's layout, see
         ``sbtf.common.vec_env.vec_transpose.channels_last_space``) behind ``VecChannelsLast`` (sbtf's policies are
         channel-last), a Dict-observation env behind ``VecPackDictObs`` (flat float32 rows, see
-        ``sbtf.common.dict_obs``), any other env as it is. ``get_env()`` returns the user's env."""
+        ``sbtf.common.envs.dict_obs``), any other env as it is. ``get_env()`` returns the user's env."""
         from sbtf.common.vec_env.vec_transpose import VecChannelsLast, channels_last_space
 
         if channels_last_space(env.observation_space) is not None:
@@ -594,8 +591,8 @@ class BaseRLModel(ABC):
     def _planned_gradient_steps(self, total_timesteps: int) -> Optional[int]:
         """
         How many gradient steps (minibatch updates) ``learn(total_timesteps)`` will run, or None when unknown. Train
-        steps XLA-compile only for plans of ``sbtf.common.fast_call.XLA_MIN_GRADIENT_STEPS`` or more: compilation
-        costs seconds and pays back only over many steps (docs/benchmarks.md, "When sbtf uses XLA").
+        steps XLA-compile only for plans of ``sbtf.common.compile.fast_call.XLA_MIN_GRADIENT_STEPS`` or more:
+        compilation costs seconds and pays back only over many steps (docs/benchmarks.md, "When sbtf uses XLA").
         """
         return None
 
@@ -634,332 +631,6 @@ class BaseRLModel(ABC):
             if maybe_ep_info is not None:
                 self.ep_info_buf.append(maybe_ep_info)
 
-    # ------------------------------------------------------------------ parameters
-    def _named_parameters(self) -> "OrderedDict[str, Any]":
-        """``{SB2 name: variable}`` of everything ``save()`` writes (algorithms with several networks extend it)."""
-        return self.policy_tf.named_parameters()
-
-    def get_parameter_list(self) -> list:
-        """The TF variables of the model, in SB2 order (names: see ``get_parameters()``)."""
-        return list(self._named_parameters().values())
-
-    def _flat_parameters(self) -> "OrderedDict[str, np.ndarray]":
-        """``OrderedDict`` of parameter name -> value (NumPy): what ``save()`` writes."""
-        return OrderedDict((name, var.numpy()) for name, var in self._named_parameters().items())
-
-    def get_parameters(self) -> "OrderedDict[str, np.ndarray]":
-        """``OrderedDict`` of SB2 parameter name -> value (NumPy)."""
-        return self._flat_parameters()
-
-    def load_parameters(self, load_path_or_dict, exact_match: bool = True) -> None:
-        """
-        Load model parameters from a file, a dict (name -> array) or a list (in ``get_parameter_list`` order).
-
-        :param load_path_or_dict: (str, file, dict or list)
-        :param exact_match: (bool) every parameter of the model must be given (dict form)
-        """
-        named = self._named_parameters()
-        if isinstance(load_path_or_dict, dict):
-            params = load_path_or_dict
-        elif isinstance(load_path_or_dict, (list, tuple)):
-            warnings.warn("Loading model parameters from a list. This has been replaced with parameter dictionaries "
-                          "with variable names and parameters. If you are loading from a file, consider re-saving "
-                          "the file.", DeprecationWarning)
-            if len(load_path_or_dict) < len(named):
-                raise ValueError(f"Error: {len(load_path_or_dict)} parameters given, the model has {len(named)}.")
-            params = OrderedDict(zip(named.keys(), load_path_or_dict))
-        else:
-            payload = save_util.read_file_bytes(save_util.resolve_load_path(load_path_or_dict))
-            if save_util.inspect_model_bytes(payload) != "sbtf":
-                raise save_util.CorruptedFileError("load_parameters() reads sbtf model files; load a stable-baselines "
-                                                   "file with <Algorithm>.load() (or convert it with 'sbtf convert').")
-            # only the weights: the file's 'data' is not decoded at all
-            _, params, _ = save_util.load_from_zip_bytes(payload, decode_data=False)
-        if isinstance(params, save_util.StoredParameters):
-            params = params.read(expected_sizes={name: int(np.prod(var.shape)) for name, var in named.items()},
-                                 names=list(named))
-        missing = [name for name in named if name not in params]
-        if exact_match and missing:
-            raise MissingParametersError(f"Error: the parameters to load do not contain {missing[:5]}"
-                                         f"{' ...' if len(missing) > 5 else ''} (set exact_match=False to load a "
-                                         f"subset).", missing)
-        pairs = []
-        for name, var in named.items():
-            if name not in params:
-                continue
-            value = np.asarray(params[name])
-            target = np.dtype(var.dtype.as_numpy_dtype if hasattr(var.dtype, "as_numpy_dtype") else np.float32)
-            allowed = "f" if target.kind == "f" else "iu"
-            if value.dtype.kind not in allowed:
-                raise ModelDataError(f"Error: parameter {name} is stored as {value.dtype} values, but the model's "
-                                     f"parameter holds {target} numbers; the file is corrupted or not a model file.")
-            if tuple(value.shape) != tuple(var.shape):
-                if value.size == int(np.prod(var.shape)) and name.endswith("/b:0") and value.ndim == 4:
-                    value = value.reshape(var.shape)  # SB2 conv bias (1, C, 1, 1)
-                else:
-                    raise ParameterShapeError(f"Error: parameter {name} has shape {tuple(value.shape)} in the given "
-                                              f"parameters but {tuple(var.shape)} in the model.", name,
-                                              tuple(value.shape), tuple(var.shape))
-            pairs.append((var, value.astype(target)))
-        assign_variables(pairs)  # a tracked write: the acting copies of these variables are re-read when used
-        self._on_parameters_loaded()
-
-    def _on_parameters_loaded(self) -> None:
-        """Hook: the parameters were replaced (``load_parameters``, ``pretrain``); the acting copies already know."""
-
-    # ------------------------------------------------------------------ save / load
-    def _get_save_data(self) -> dict:
-        data = {name: getattr(self, name) for name in self._save_schema}
-        data.update({
-            "verbose": self.verbose,
-            "policy": self.policy_class,
-            "observation_space": self.observation_space,
-            "action_space": self.action_space,
-            "n_envs": self.n_envs,
-            "n_cpu_tf_sess": self.n_cpu_tf_sess,
-            "seed": self.seed,
-            "_vectorize_action": self._vectorize_action,
-            "policy_kwargs": self.policy_kwargs,
-            "num_timesteps": self.num_timesteps,
-        })
-        return data
-
-    def save(self, save_path, cloudpickle: bool = False) -> None:
-        """
-        Save the model to a zip file (atomically). ``.zip`` is appended when the path has no extension.
-
-        :param save_path: (str or file-like) where to save
-        :param cloudpickle: (bool) ignored: sbtf always writes its zip format (SB2's pickle format could run
-            code when opened)
-        """
-        if cloudpickle:
-            warnings.warn("save(cloudpickle=True) is not supported: sbtf writes its safe zip format instead.")
-        save_util.save_to_zip(save_path, self._get_save_data(), self._flat_parameters(),
-                              meta={"algo": self._file_algo_name()})
-
-    #: the algorithm name files store (None: the class name); a class whose name another algorithm already uses in
-    #: files (sb3-contrib's TRPO: ``trpo_contrib``) sets its own
-    FILE_ALGO_NAME: Optional[str] = None
-
-    @classmethod
-    def _file_algo_name(cls) -> str:
-        return cls.FILE_ALGO_NAME or cls.__name__
-
-    @classmethod
-    def _accepted_algos(cls) -> tuple:
-        return (cls._file_algo_name(),)
-
-    @classmethod
-    def load(cls, load_path, env=None, custom_objects: Optional[dict] = None, allow_pickle: bool = False,
-             **kwargs):
-        """
-        Load a model from a file saved by sbtf or by stable-baselines 2.x.
-
-        :param load_path: (str or file-like) the saved file (``.zip`` or, for SB2 files, ``.pkl``)
-        :param env: (gymnasium.Env, VecEnv or str) the new environment (None: no env, predict only)
-        :param custom_objects: (dict) values that replace the stored ones, by key (e.g. a custom policy class
-            or a learning-rate function)
-        :param allow_pickle: (bool) allow the file to run code (unpickle functions/objects and import modules).
-            Never do this for a file you do not trust.
-        :param kwargs: extra attributes set on the model before it is built (as SB2)
-        """
-        load_path = save_util.resolve_load_path(load_path)
-        payload = save_util.read_file_bytes(load_path)
-        kind = save_util.inspect_model_bytes(payload)
-        if kind != "sbtf":  # a foreign file: read by the plugin registered for its kind (sbtf_converters)
-            from sbtf.common import formats
-
-            reader = formats.model_reader(kind, source=str(load_path))
-            if kind == "sb3-zip":  # its reader's messages name the file
-                kwargs = dict(kwargs, source=f"the stable-baselines3 file {load_path}")
-            elif kwargs.pop("print_system_info", False):
-                _print_current_system_info()
-            return reader(cls, payload, env=env, custom_objects=custom_objects, allow_pickle=allow_pickle, **kwargs)
-        if kwargs.pop("print_system_info", False):
-            _print_current_system_info()
-        data, params, info = save_util.load_from_zip_bytes(payload, custom_objects, allow_pickle)
-        algo = info.get("algo")
-        if algo is not None and algo not in cls._accepted_algos():
-            raise WrongAlgorithmError(f"Error: {load_path} holds a {algo} model; load it with {algo}.load(...) "
-                                      f"instead of {cls.__name__}.load(...).")
-        return cls._from_data(data, params, env=env, _trusted_keys=frozenset(custom_objects or ()), **kwargs)
-
-    @classmethod
-    def _data_schema(cls) -> dict:
-        """Every key a file of this algorithm stores, with its declared type (``sbtf.common.model_schema``)."""
-        return {**model_schema.COMMON_SCHEMA, **cls._save_schema}
-
-    @classmethod
-    def _checked_data(cls, data: dict, trusted: frozenset = frozenset()) -> dict:
-        """``data`` checked against :meth:`_data_schema`; unknown keys are reported and dropped, never assigned."""
-        checked, unknown = model_schema.check_data(cls._data_schema(), data, trusted)
-        if unknown:
-            warnings.warn(f"The model file has keys that {cls.__name__} does not store: "
-                          f"{sorted(k[:60] if isinstance(k, str) else describe_value(k, 60) for k in unknown[:10])}"
-                          f"{' ...' if len(unknown) > 10 else ''}; they were ignored (not set on the model).")
-        rollout = int(checked.get("n_steps", 1)) * int(checked.get("n_envs", 1))
-        if "n_steps" in checked and rollout > model_schema.MAX_ROLLOUT:
-            raise ModelDataError(f"The model file's n_steps * n_envs = {rollout:,} samples per rollout is beyond "
-                                 f"{model_schema.MAX_ROLLOUT:,}; the file is corrupted or was edited.")
-        buffer_size = checked.get("buffer_size")
-        if isinstance(buffer_size, int) and buffer_size > _MAX_BUFFER_SIZE:
-            raise ModelDataError(f"The model file's buffer_size {load_budget.count_text(buffer_size)} is beyond "
-                                 f"{_MAX_BUFFER_SIZE:,} transitions (no replay buffer is that large); the file is "
-                                 "corrupted or was edited.")
-        missing = [key for key in ("policy", "observation_space", "action_space") if key not in checked]
-        if missing:
-            raise ModelDataError(f"The model file has no {missing}; it is truncated or not a {cls.__name__} file.")
-        return checked
-
-    @classmethod
-    def _build_error(cls, exc: BaseException, data: dict, step: str) -> ModelDataError:
-        """A constructor / ``setup_model`` failure caused by a file's data, as a ModelDataError naming the keys the
-        file lacks (a TypeError such as ``None * int`` usually means one is missing)."""
-        if isinstance(exc, ModelFileError):
-            return exc
-        missing = sorted(key for key in cls._data_schema() if key not in data)
-        hint = (f" The file lacks {missing[:8]}{' ...' if len(missing) > 8 else ''}, which {cls.__name__} needs; it "
-                "is truncated or was edited." if missing else " A value of the file does not fit the others; it is "
-                                                              "corrupted or was edited.")
-        return ModelDataError(f"The model file's data cannot {step} a {cls.__name__} model "
-                              f"({load_budget.exception_text(exc)}).{hint} Pass custom_objects={{key: value}} to "
-                              "supply a value.")
-
-    @classmethod
-    def _from_data(cls, data: dict, params, env=None, _trusted_keys: frozenset = frozenset(), **kwargs):
-        """Build a model from its data dict and parameters (shared by sbtf and legacy loading)."""
-        data = cls._checked_data(data, _trusted_keys)
-        if "policy_kwargs" in kwargs and kwargs["policy_kwargs"] != data.get("policy_kwargs"):
-            raise ValueError(f"The specified policy kwargs do not equal the stored policy kwargs. Stored kwargs: "
-                             f"{describe_value(data.get('policy_kwargs'), 300)}, specified kwargs: "
-                             f"{describe_value(kwargs['policy_kwargs'], 300)}")
-        if isinstance(params, save_util.StoredParameters):
-            check_network_size(data.get("policy_kwargs"), params.declared_sizes())
-        # the network built from the file's spaces and policy_kwargs may not outgrow the parameters it stores
-        with load_budget.parameter_budget(_stored_values(params), "the model file"):
-            try:
-                model = cls(policy=data["policy"], env=None, _init_setup_model=False)
-            except _FILE_DATA_ERRORS as exc:
-                raise cls._build_error(exc, data, "create") from exc
-            for key, value in data.items():
-                setattr(model, key, value)
-            for key, value in kwargs.items():
-                setattr(model, key, value)
-            model.set_env(env)
-            try:
-                model.setup_model()
-            except _FILE_DATA_ERRORS as exc:
-                raise cls._build_error(exc, data, "build") from exc
-        if isinstance(params, save_util.StoredParameters):
-            named = model._named_parameters()
-            params = params.read(expected_sizes={n: int(np.prod(v.shape)) for n, v in named.items()},
-                                 names=list(named))
-        model.load_parameters(params)
-        return model
-
-    # ------------------------------------------------------------------ export
-    def export(self, path, format: str = "savedmodel", vecnormalize=None, **kwargs) -> str:  # pylint: disable=W0622
-        """
-        Export the deterministic policy (what ``predict(obs, deterministic=True)`` returns) for deployment.
-
-        :param path: (str) output folder (``savedmodel``, ``tfjs``) or file (``onnx``)
-        :param format: (str) ``"savedmodel"``, ``"tfjs"`` or ``"onnx"`` (tfjs and onnx need the ``export`` extra)
-        :param vecnormalize: (VecNormalize or str) observation statistics to fold in (the export takes raw observations)
-        :param kwargs: passed to the registered exporter, ``sbtf_converters.export.export_model`` (e.g. ``opset``
-            for ONNX); see :mod:`sbtf.common.formats`
-        :return: (str) the path written
-        """
-        from sbtf.common import formats
-
-        return formats.exporter()(self, path, format=format, vecnormalize=vecnormalize, **kwargs)
-
-    # ------------------------------------------------------------------ behaviour cloning
-    def _pretrain_output(self, obs: tf.Tensor) -> tf.Tensor:
-        """What behaviour cloning fits: logits (Discrete) or the deterministic action (Box)."""
-        raise NotImplementedError(f"{type(self).__name__} does not support pretrain()")
-
-    def _pretrain_variables(self) -> list:
-        return self.policy_tf.trainable_variables
-
-    def pretrain(self, dataset, n_epochs: int = 10, learning_rate: float = 1e-4, adam_epsilon: float = 1e-8,
-                 val_interval: Optional[int] = None):
-        """
-        Pretrain a model using behaviour cloning: supervised learning given an expert dataset.
-
-        :param dataset: (ExpertDataset) dataset manager
-        :param n_epochs: (int) number of iterations on the training set
-        :param learning_rate: (float) learning rate
-        :param adam_epsilon: (float) the epsilon value for the adam optimizer
-        :param val_interval: (int) report training and validation losses every n epochs (default: n_epochs // 10)
-        :return: (BaseRLModel) the pretrained model
-        """
-        from sbtf.common.optimizers import Adam
-
-        continuous = isinstance(self.action_space, gym.spaces.Box)
-        discrete = isinstance(self.action_space, gym.spaces.Discrete)
-        if not (continuous or discrete):
-            raise NotImplementedError(f"Error: pretrain only supports Box and Discrete action spaces, got "
-                                      f"{self.action_space}.")
-        if getattr(self.policy_tf, "recurrent", False):
-            raise NotImplementedError("Error: pretrain is not supported for recurrent policies.")
-        if val_interval is None:
-            val_interval = max(int(n_epochs / 10), 1)
-        variables = self._pretrain_variables()
-        optimizer = Adam(variables, epsilon=adam_epsilon)
-        obs_spec = self.policy_tf.obs_signature()
-        act_spec = tf.TensorSpec((None,) + (self.action_space.shape if continuous else ()),
-                                 tf.float32 if continuous else tf.int64)
-
-        def _loss(obs, actions):
-            out = self._pretrain_output(obs)
-            if continuous:
-                return tf.reduce_mean(tf.square(out - actions))
-            return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=out))
-
-        @tf.function(input_signature=[obs_spec, act_spec, tf.TensorSpec((), tf.float32)], autograph=False)
-        def train_step(obs, actions, lr):
-            with tf.GradientTape() as tape:
-                loss = _loss(obs, actions)
-            optimizer.apply(tape.gradient(loss, variables), lr)
-            return loss
-
-        val_step = tf.function(_loss, input_signature=[obs_spec, act_spec], autograph=False)
-        train_step = track_writes(train_step)  # each call marks the acting copies of what it trains stale
-
-        def _prepare(obs, actions):
-            obs = np.asarray(obs).astype(self.policy_tf.obs_dtype).reshape((-1,) + self.policy_tf.obs_shape)
-            if continuous:
-                actions = np.asarray(actions, np.float32).reshape((-1,) + self.action_space.shape)
-            else:
-                actions = np.asarray(actions).astype(np.int64).reshape(-1)
-            return obs, actions
-
-        if self.verbose > 0:
-            print("Pretraining with Behavior Cloning...")
-        lr = tf.constant(learning_rate, tf.float32)
-        for epoch_idx in range(int(n_epochs)):
-            train_loss = 0.0
-            n_train = max(len(dataset.train_loader), 1)
-            for _ in range(len(dataset.train_loader)):
-                obs, actions = _prepare(*dataset.get_next_batch("train"))
-                train_loss += float(train_step(obs, actions, lr))
-            train_loss /= n_train
-            if self.verbose > 0 and (epoch_idx + 1) % val_interval == 0:
-                val_loss = 0.0
-                n_val = max(len(dataset.val_loader), 1)
-                for _ in range(len(dataset.val_loader)):
-                    obs, actions = _prepare(*dataset.get_next_batch("val"))
-                    val_loss += float(val_step(obs, actions))
-                val_loss /= n_val
-                print(f"==== Training progress {100 * (epoch_idx + 1) / n_epochs:.2f}% ====")
-                print(f"Epoch {epoch_idx + 1}")
-                print(f"Training loss: {train_loss:.6f}, Validation loss: {val_loss:.6f}")
-                print()
-        self._on_parameters_loaded()
-        if self.verbose > 0:
-            print("Pretraining done.")
-        return self
-
     # ------------------------------------------------------------------ predict helpers
     @staticmethod
     def _is_vectorized_observation(observation, observation_space) -> bool:
@@ -972,7 +643,7 @@ class BaseRLModel(ABC):
 
         observation = observation_to_channels_last(observation, self.observation_space)  # SB3's channel-first images
         if isinstance(self.observation_space, gym.spaces.Dict):
-            from sbtf.common.dict_obs import layout_of
+            from sbtf.common.envs.dict_obs import layout_of
 
             layout = layout_of(self.observation_space)
             if not isinstance(observation, dict):
@@ -982,14 +653,6 @@ class BaseRLModel(ABC):
         observation = np.asarray(observation)
         vectorized = _is_vectorized_observation(observation, self.observation_space)
         return observation.reshape((-1,) + self.observation_space.shape), vectorized
-
-
-def _print_current_system_info() -> None:
-    """SB3's ``load(print_system_info=True)`` for files that store no system info: this machine's."""
-    from sbtf.common.sb3_api import get_system_info
-
-    print("== CURRENT SYSTEM INFO ==")
-    get_system_info(print_info=True)
 
 
 def _model_observation_space(space: gym.Space) -> gym.Space:
@@ -1217,33 +880,6 @@ class OffPolicyRLModel(BaseRLModel):
             buffer.truncate_last_trajectory()
         self.replay_buffer = buffer
 
-
-
-
-#: the largest ``buffer_size`` a model file may declare (``sbtf.common.buffers.MAX_BUFFER_SIZE``)
-_MAX_BUFFER_SIZE = 1 << 32
-
-#: exceptions that a model's constructor or ``setup_model`` raise on data they cannot use (when loading a file they
-#: become ModelDataErrors)
-_FILE_DATA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError, ZeroDivisionError,
-                     tf.errors.InvalidArgumentError)
-
-
-def _stored_values(params) -> int:
-    """How many parameter values a file stores (from the array headers when not read yet)."""
-    if isinstance(params, save_util.StoredParameters):
-        return int(sum(params.declared_sizes().values()))
-    values = params.values() if isinstance(params, dict) else params
-    return int(sum(int(np.size(v)) for v in values))
-
-
-def __getattr__(name: str):
-    """``NStepActorCriticRLModel`` moved to ``sbtf.common.on_policy`` (still importable from here)."""
-    if name == "NStepActorCriticRLModel":
-        from sbtf.common.on_policy import NStepActorCriticRLModel
-
-        return NStepActorCriticRLModel
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["BaseRLModel", "ActorCriticRLModel", "OffPolicyRLModel", "SetVerbosity", "TensorboardWriter",

@@ -6,10 +6,10 @@ importance weights (Schaul et al. 2015). Compared with SB2's list of tuples:
 
 * the arrays are allocated on the first ``add`` from the shapes and dtypes of that transition (``np.zeros``,
   so memory is only committed as the buffer fills); image observations stay ``uint8``;
-* packed Dict observations (``sbtf.common.dict_obs``) are stored key by key in each key's own dtype
-  (``sbtf.common.obs_storage.PackedObsArray``: uint8 images as uint8, Discrete keys as integers) once the buffer knows
-  the Dict space (``observation_space=`` or ``use_observation_space``; the models pass it), and sampled back as the
-  same packed float32 rows;
+* packed Dict observations (``sbtf.common.envs.dict_obs``) are stored key by key in each key's own dtype
+  (``sbtf.common.storage.obs_storage.PackedObsArray``: uint8 images as uint8, Discrete keys as integers) once the
+  buffer knows the Dict space (``observation_space=`` or ``use_observation_space``; the models pass it), and sampled
+  back as the same packed float32 rows;
 * ``sample`` draws all indices at once and gathers each field with one fancy-indexing operation; it returns SB2's
   tuple, ``sample_batch`` the same draw as a named ``ReplayBatch`` (what the algorithms use);
 * ``optimize_memory_usage=True`` (stable-baselines3's option) keeps one observation array: the next observation of
@@ -17,8 +17,8 @@ importance weights (Schaul et al. 2015). Compared with SB2's list of tuples:
   observations that differ from it (episode ends, transitions added out of order) are kept aside, so time-limit
   truncations keep their true final observation (SB3 cannot combine the option with ``handle_timeout_termination``);
 * ``save(path)`` writes the content atomically (temporary file + ``os.replace``) with ``np.savez`` (no pickle),
-  and ``load_buffer(path)`` reads it back (``sbtf.common.safe_zip``: numeric arrays only, sizes checked from their
-  headers), so training can resume with its experience (``model.save_replay_buffer`` /
+  and ``load_buffer(path)`` reads it back (``sbtf.common.fileio.safe_zip``: numeric arrays only, sizes checked from
+  their headers), so training can resume with its experience (``model.save_replay_buffer`` /
   ``model.load_replay_buffer``).
 
 Indices are drawn with NumPy's global generator, so ``set_global_seeds`` makes sampling reproducible.
@@ -36,11 +36,11 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelDataError, get_load_limits
-from sbtf.common.load_budget import checked_prod, count_text
-from sbtf.common.obs_storage import ObsField, PackedObsArray, obs_fields, row_nbytes, rows_differ, take_rows
-from sbtf.common.packed_normalize import for_packed_rows
+from sbtf.common.fileio.load_budget import checked_prod, count_text
+from sbtf.common.storage.obs_storage import ObsField, PackedObsArray, obs_fields, row_nbytes, rows_differ, take_rows
+from sbtf.common.storage.packed_normalize import for_packed_rows
 from sbtf.common.registry import register_class, registered_classes
-from sbtf.common.safe_zip import open_zip, read_member, read_npz
+from sbtf.common.fileio.safe_zip import open_zip, read_member, read_npz
 from sbtf.common.segment_tree import MinSegmentTree, SumSegmentTree
 
 BUFFER_FORMAT = "sbtf_replay_buffer"
@@ -155,7 +155,7 @@ class ReplayBuffer(object):
     def use_observation_space(self, space) -> None:
         """
         Store the packed observations of the Dict space ``space`` key by key in each key's own dtype (uint8 images
-        as uint8, Discrete keys as integers: ``sbtf.common.obs_storage``); sampled batches stay the same packed
+        as uint8, Discrete keys as integers: ``sbtf.common.storage.obs_storage``); sampled batches stay the same packed
         float32 rows. Other spaces change nothing. Observations already stored as packed float32 rows (e.g. a buffer
         saved by an older sbtf) are converted.
 
@@ -362,7 +362,7 @@ class ReplayBuffer(object):
     @staticmethod
     def _normalize_obs(obs: np.ndarray, env=None) -> np.ndarray:
         """Helper for normalizing the observation (``env``: a VecNormalize; packed Dict observations are normalised
-        key by key, only the keys it normalises: ``sbtf.common.packed_normalize``)."""
+        key by key, only the keys it normalises: ``sbtf.common.storage.packed_normalize``)."""
         if env is not None:
             return for_packed_rows(env).normalize_obs(obs)
         return obs

@@ -12,7 +12,7 @@ from gymnasium.wrappers import FilterObservation, FlattenObservation
 
 from sbtf import logger
 from sbtf.common.atari_wrappers import make_atari, wrap_deepmind
-from sbtf.common.gym_compat import resolve_env_id, wrap_env
+from sbtf.common.envs.gym_compat import resolve_env_id, wrap_env
 from sbtf.common.misc_util import mpi_rank_or_zero, set_global_seeds
 from sbtf.common.monitor import Monitor
 from sbtf.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv

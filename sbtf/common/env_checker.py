@@ -9,7 +9,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from sbtf.common.gym_compat import OldGymAPIAdapter, is_old_gym_env
+from sbtf.common.envs.gym_compat import OldGymAPIAdapter, is_old_gym_env
 
 __all__ = ["check_env", "OldGymAPIWarning"]
 
@@ -26,8 +26,8 @@ def _old_api_message(env: Any) -> str:
     kind = ("subclasses gymnasium.Env but its reset() takes no seed" if isinstance(env, gymnasium.Env)
             else "is not a gymnasium.Env")
     return ("{} uses the old gym API ({}: reset() -> obs, step() -> (obs, reward, done, info), seed()). sbtf adapts "
-            "it automatically (sbtf.common.gym_compat.OldGymAPIAdapter, applied by DummyVecEnv, make_vec_env and the "
-            "models), so it can be used as it is; check_env goes on with the adapted env. To port it to gymnasium: "
+            "it automatically (sbtf.common.envs.gym_compat.OldGymAPIAdapter, applied by DummyVecEnv, make_vec_env and "
+            "the models), so it can be used as it is; check_env goes on with the adapted env. To port it to gymnasium: "
             "subclass gymnasium.Env with gymnasium.spaces; write reset(self, *, seed=None, options=None) calling "
             "super().reset(seed=seed), drawing randomness from self.np_random instead of a seed() method, and "
             "returning (obs, info); make step() return (obs, reward, terminated, truncated, info), with "

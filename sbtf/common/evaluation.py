@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import gymnasium
 import numpy as np
 
-from sbtf.common.gym_compat import wrap_env
+from sbtf.common.envs.gym_compat import wrap_env
 from sbtf.common.monitor import Monitor
 from sbtf.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper, VecMonitor
 

@@ -5,7 +5,7 @@ Feature extractors: Keras layers that turn pre-processed observations into a fea
 A policy runs ``features = extractor(preprocessed_obs)`` before its ``net_arch`` layers and heads. The observation an
 extractor receives is already pre-processed for its space: Box images of an image space (see :func:`is_image_space`)
 divided by 255 when the policy normalises images, Discrete / MultiDiscrete one-hot encoded, everything float32, and
-for a Dict space a ``{key: tensor}`` dict of those (see ``sbtf.common.dict_obs``).
+for a Dict space a ``{key: tensor}`` dict of those (see ``sbtf.common.envs.dict_obs``).
 
 Any ``keras.layers.Layer`` with a ``features_dim`` attribute can be a policy's extractor;
 :class:`BaseFeaturesExtractor` is the small base class SB3 offers (it also registers its subclasses in
@@ -17,7 +17,7 @@ Any ``keras.layers.Layer`` with a ``features_dim`` attribute can be a policy's e
   concatenated (the default of ``MultiInputPolicy``).
 
 Layers without a NumPy form (convolutions, a user's Keras layers) make the policy act through one compiled TF call
-(``sbtf.common.acting``); ``FlattenExtractor`` and a ``CombinedExtractor`` without image keys act in NumPy.
+(``sbtf.common.compile.acting``); ``FlattenExtractor`` and a ``CombinedExtractor`` without image keys act in NumPy.
 
 Variable names: a policy stores an extractor's variables under ``model/features_extractor/...``. An extractor that
 has ``named_variables() -> [(relative name, variable)]`` (the built-in ones: ``c1/w``, ``img/c1/w`` ...) names them
@@ -117,7 +117,7 @@ class FlattenExtractor(BaseFeaturesExtractor):
         return tf.reshape(inputs, (-1, int(np.prod(inputs.shape[1:]))))
 
     def ops_call(self, x, ops):
-        """The same maths in any backend (``sbtf.common.network_ops``)."""
+        """The same maths in any backend (``sbtf.common.nn.network_ops``)."""
         return ops.flatten(x)
 
     def named_variables(self) -> list:

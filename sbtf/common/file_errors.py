@@ -132,9 +132,9 @@ class LoadLimits:
     :param max_compression_ratio: (int) largest decompressed/compressed size ratio of a zip member bigger than
         16 MiB (real weights compress about 1.1x; a zip bomb thousands of times); all the members of one archive
         together may inflate to 16 MiB + this ratio x the archive's size. Whatever the ratio, no member ever
-        inflates past the size it declares (``sbtf.common.safe_zip``)
+        inflates past the size it declares (``sbtf.common.fileio.safe_zip``)
     :param max_space_elements: (int) most elements of one observation/action space read from a file (its
-        parameters bound it further: ``sbtf.common.load_budget``)
+        parameters bound it further: ``sbtf.common.fileio.load_budget``)
     :param space_elements_floor: (int) spaces up to this many elements are accepted whatever parameters the file
         stores (beyond it, a space may not have more elements than the file's largest parameter array)
     """

@@ -7,7 +7,7 @@ import gymnasium
 import numpy as np
 from gymnasium.spaces import Box, Discrete, MultiBinary, MultiDiscrete, Space
 
-from sbtf.common.gym_compat import convert_space
+from sbtf.common.envs.gym_compat import convert_space
 
 
 class IdentityEnv(gymnasium.Env):

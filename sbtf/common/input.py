@@ -25,7 +25,7 @@ def check_obs_space(ob_space: gym.Space, algo_name: str = "this policy", allow_d
     """
     if isinstance(ob_space, gym.spaces.Dict):
         if allow_dict:
-            from sbtf.common.dict_obs import DictObsLayout
+            from sbtf.common.envs.dict_obs import DictObsLayout
 
             DictObsLayout(ob_space)  # refuses nested / unsupported sub-spaces, naming the key
             return
@@ -48,7 +48,7 @@ def obs_input_dtype(ob_space: gym.Space):
         return np.dtype(ob_space.dtype) if ob_space.dtype in (np.uint8, np.float32) else np.dtype(np.float32)
     if isinstance(ob_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
         return np.dtype(np.int32)
-    return np.dtype(np.float32)  # MultiBinary; a Dict space is fed packed as float32 rows (sbtf.common.dict_obs)
+    return np.dtype(np.float32)  # MultiBinary; a Dict space is fed packed as float32 rows (sbtf.common.envs.dict_obs)
 
 
 def obs_input_shape(ob_space: gym.Space) -> tuple:
@@ -56,7 +56,7 @@ def obs_input_shape(ob_space: gym.Space) -> tuple:
     if isinstance(ob_space, gym.spaces.Discrete):
         return ()
     if isinstance(ob_space, gym.spaces.Dict):
-        from sbtf.common.dict_obs import layout_of
+        from sbtf.common.envs.dict_obs import layout_of
 
         return (layout_of(ob_space).size,)
     return tuple(ob_space.shape)

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, SupportsFloat, Tuple
 
 import gymnasium
 
-from sbtf.common.gym_compat import wrap_env
+from sbtf.common.envs.gym_compat import wrap_env
 
 __all__ = ["Monitor", "LoadMonitorResultsError", "get_monitor_files", "load_results"]
 
@@ -30,7 +30,7 @@ class Monitor(gymnasium.Wrapper):
     A monitor wrapper for Gym environments, it is used to know the episode reward, length, time and other data.
 
     :param env: (gymnasium.Env) the environment (an old-gym-API env is adapted with
-        ``sbtf.common.gym_compat.wrap_env`` first)
+        ``sbtf.common.envs.gym_compat.wrap_env`` first)
     :param filename: (Optional[str]) the location to save a log file, None (the default, as stable-baselines3) for
         no log
     :param allow_early_resets: (bool) allows the reset of the environment before it is done

@@ -19,7 +19,7 @@ import tensorflow as tf
 from sbtf.common.mpi_util import allreduce_sum, allreduce_tf, get_comm, sync_check
 from sbtf.common.optimizers import Adam
 from sbtf.common.tf_util import GetFlat, SetFromFlat, flat_size
-from sbtf.common.weight_tracking import track_writes
+from sbtf.common.compile.weight_tracking import track_writes
 
 
 class MpiAdam:

@@ -3,9 +3,9 @@
 A policy is built from the observation and action spaces plus SB2's ``policy_kwargs``
 (``net_arch``, ``layers``, ``act_fun``, ``feature_extraction``, ``cnn_extractor``, ``n_lstm``,
 ``layer_norm``). Its variables carry SB2's names (``model/pi_fc0/w:0`` ...), see
-``named_parameters()``. Each network is written once against a backend (``sbtf.common.network_ops``):
+``named_parameters()``. Each network is written once against a backend (``sbtf.common.nn.network_ops``):
 training code calls ``forward`` (TensorFlow) inside ``tf.function``; acting (``step``) runs the same
-network through the policy's acting path (``sbtf.common.acting``): in NumPy on copies of the weights
+network through the policy's acting path (``sbtf.common.compile.acting``): in NumPy on copies of the weights
 when every layer on it has a NumPy form (no TF call per environment step), else through one compiled
 TF call.
 """
@@ -21,23 +21,24 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.acting import ActingPath, WeightVersion
-from sbtf.common.dict_obs import DictObsLayout, layout_of, preprocess_dict
+from sbtf.common.compile.acting import ActingPath, WeightVersion
+from sbtf.common.envs.dict_obs import DictObsLayout, layout_of, preprocess_dict
 from sbtf.common.distributions import make_proba_dist_type, softmax_np
-from sbtf.common.fast_call import FastFunction
+from sbtf.common.compile.fast_call import FastFunction
 from sbtf.common.input import (check_obs_space, obs_input_dtype, obs_input_shape, preprocess_obs_np,
                                preprocess_obs_tf)
-from sbtf.common.network_ops import TF_OPS
+from sbtf.common.nn.network_ops import TF_OPS
 from sbtf.common.extractors import CombinedExtractor, FlattenExtractor
 from sbtf.common.extractors import NatureCNN as SB3NatureCNN
-from sbtf.common.extractors import extractor_named_variables, features_dim_of, is_image_space
-from sbtf.common.sde import (ExplorationNoise, SDEHead, SquashedSDEDistribution, scale_action, sde_flat, sde_std,
-                             squashed_neglogp_np, unscale_action)
-from sbtf.common.registry import class_key, lookup_class, register_class
-from sbtf.common.sb3_api import PolicyApi
-from sbtf.common.tf_layers import (Conv, GaussianHead, Linear, Lstm, SB2Layer, get_activation, make_cnn_extractor,
-                                   nature_cnn, ortho_init)
+from sbtf.common.extractors import is_image_space
+from sbtf.common.nn.sde import FeedForwardSDEMixin, SDEHead, scale_action, sde_flat, unscale_action
+from sbtf.common.algo.sb3_api import PolicyApi
+from sbtf.common.tf_layers import GaussianHead, Linear, Lstm, SB2Layer, get_activation, make_cnn_extractor, nature_cnn
 from sbtf.common.tf_layers import NatureCNN  # SB2's layer (kept importable from here)
+from sbtf.common.nn.policy_builders import (Sb3NetworkBuilder, _check_net_arch_dict, _checked_features_dim,
+                                           _dict_image_keys, _extractor_xla_friendly, _new_features_extractor,
+                                           _parse_net_arch, _reinit_keras_sublayers, _sb3_net_arch,
+                                           _ScopedExtractor, _torch_default_init)
 
 
 def mlp_extractor(flat_observations, net_arch, act_fun):
@@ -58,23 +59,6 @@ def mlp_extractor(flat_observations, net_arch, act_fun):
         if vf_size is not None:
             latent_vf = act(Linear(f"vf_fc{idx}", vf_size, init_scale=np.sqrt(2))(latent_vf))
     return latent_pi, latent_vf
-
-
-def _parse_net_arch(net_arch) -> tuple[list[int], list[int], list[int]]:
-    """Split SB2's net_arch into (shared sizes, pi sizes, vf sizes)."""
-    shared: list[int] = []
-    pi_sizes: list[int] = []
-    vf_sizes: list[int] = []
-    for layer in net_arch:
-        if isinstance(layer, (int, np.integer)):
-            shared.append(int(layer))
-        elif isinstance(layer, dict):
-            pi_sizes = [int(s) for s in layer.get("pi", [])]
-            vf_sizes = [int(s) for s in layer.get("vf", [])]
-            break
-        else:
-            raise ValueError(f"Error: net_arch entries must be ints or one dict(pi=[...], vf=[...]), got {layer!r}")
-    return shared, pi_sizes, vf_sizes
 
 
 class BasePolicy(PolicyApi, keras.Model):
@@ -117,7 +101,8 @@ class BasePolicy(PolicyApi, keras.Model):
         self.reuse = reuse
         self._ordered_layers: list[SB2Layer] = []
         self._acting: Optional[ActingPath] = None  # set by subclasses whose network has an acting form
-        # a Dict observation space is fed as packed float32 rows and unpacked inside the network (sbtf.common.dict_obs)
+        # a Dict observation space is fed as packed float32 rows and unpacked inside the network
+        # (sbtf.common.envs.dict_obs)
         self.dict_layout: Optional[DictObsLayout] = layout_of(ob_space) if isinstance(ob_space, gym.spaces.Dict) \
             else None
         self._scaled_keys: frozenset = frozenset()  # Dict keys rescaled to [0, 1] (images, see FeedForwardPolicy)
@@ -155,12 +140,13 @@ class BasePolicy(PolicyApi, keras.Model):
 
     # --- acting path -----------------------------------------------------------------------
     def acting_paths(self) -> list:
-        """The policy's acting paths (``sbtf.common.acting.ActingPath``); none for a policy that does not act."""
+        """The policy's acting paths (``sbtf.common.compile.acting.ActingPath``); none for a policy that does not
+        act."""
         return [] if self._acting is None else [self._acting]
 
     def _prepare_obs(self, obs) -> np.ndarray:
         """A batch of raw observations as the policy's input dtype and shape (NumPy); dict observations of a Dict
-        space are packed (``sbtf.common.dict_obs``)."""
+        space are packed (``sbtf.common.envs.dict_obs``)."""
         if self.dict_layout is not None and isinstance(obs, Mapping):
             return self.dict_layout.pack(obs)
         return np.asarray(obs).astype(self.obs_dtype, copy=False).reshape((-1,) + self.obs_shape)
@@ -248,7 +234,7 @@ class ActorCriticPolicy(BasePolicy):
 
     def network(self, ops, obs, with_q: bool = False):
         """
-        The feed-forward network in the backend ``ops`` (``sbtf.common.network_ops``) on raw observations.
+        The feed-forward network in the backend ``ops`` (``sbtf.common.nn.network_ops``) on raw observations.
 
         :return: (flat distribution parameters, value (batch,)), plus the q-values when ``with_q``
         """
@@ -384,101 +370,7 @@ SB3_POLICY_KWARGS = ("features_extractor_class", "features_extractor_kwargs", "s
                      "normalize_images", "activation_fn", "ortho_init")
 
 
-class _ScopedExtractor:
-    """The variables of a feature extractor under one scope (``features_extractor/...``), for ``named_parameters``."""
-
-    def __init__(self, scope: str, layer: keras.layers.Layer):
-        self.scope = scope
-        self.layer = layer
-
-    def named_variables(self) -> list:
-        return [(f"{self.scope}/{name}", var) for name, var in extractor_named_variables(self.layer).items()]
-
-
-def _sb3_net_arch(net_arch) -> tuple[list[int], list[int], list[int]]:
-    """SB3's ``net_arch`` (>= 1.8): a list of ints is the pi and the vf layers alike, ``dict(pi=..., vf=...)`` gives
-    them separately; a list holding a dict keeps the older shared-then-split meaning."""
-    if isinstance(net_arch, dict):
-        return _parse_net_arch([net_arch])
-    if all(isinstance(size, (int, np.integer)) for size in net_arch):
-        return [], [int(s) for s in net_arch], [int(s) for s in net_arch]
-    return _parse_net_arch(net_arch)
-
-
-def _check_net_arch_dict(net_arch: dict) -> None:
-    unknown = sorted(set(net_arch) - {"pi", "vf"})
-    if unknown:
-        raise ValueError(f"Error: net_arch=dict(...) of an actor-critic policy takes the keys 'pi' and 'vf', got "
-                         f"{unknown} (SB3's 'qf' belongs to SAC/TD3/DDPG).")
-
-
-def _reinit_keras_sublayers(layer: keras.layers.Layer, gain: float) -> None:
-    """SB3's ``ortho_init`` on a user's Keras layers: orthogonal kernels (``gain``) and zero biases for every Dense
-    and Conv sub-layer (sbtf's own Linear/Conv layers are created orthogonal already)."""
-    flatten = getattr(layer, "_flatten_layers", None)
-    sublayers = list(flatten(include_self=True, recursive=True)) if callable(flatten) else [layer]
-    for sub in sublayers:
-        if isinstance(sub, (keras.layers.Dense, keras.layers.Conv1D, keras.layers.Conv2D, keras.layers.Conv3D)):
-            kernel = getattr(sub, "kernel", None)
-            if kernel is not None and len(kernel.shape) in (2, 4):
-                kernel.assign(ortho_init(gain)(tuple(int(d) for d in kernel.shape)))
-            bias = getattr(sub, "bias", None)
-            if bias is not None:
-                bias.assign(np.zeros(tuple(int(d) for d in bias.shape), np.float32))
-
-
-def _torch_default_init(layers) -> None:
-    """``ortho_init=False`` (SB3): sbtf's Linear/Conv layers get PyTorch's default uniform(+-1/sqrt(fan_in))
-    weights and biases instead of orthogonal ones (drawn from NumPy's global generator, like ``ortho_init``)."""
-    for layer in layers:
-        for sub in ([layer] + list(layer.sb2_layers() if hasattr(layer, "sb2_layers") else [])):
-            w = getattr(sub, "w", None)
-            if not isinstance(sub, (Linear, Conv)) or w is None:
-                continue
-            fan_in = int(np.prod(w.shape[:-1]))
-            bound = 1.0 / np.sqrt(fan_in)
-            w.assign(np.random.uniform(-bound, bound, tuple(int(d) for d in w.shape)).astype(np.float32))
-            sub.b.assign(np.random.uniform(-bound, bound, tuple(int(d) for d in sub.b.shape)).astype(np.float32))
-
-
-def _dict_image_keys(layout: Optional[DictObsLayout], features_extractor_kwargs: dict) -> frozenset:
-    """The keys of a Dict space that hold images (SB3's rule, see ``sbtf.common.extractors.is_image_space``; any 3-D
-    Box with ``features_extractor_kwargs=dict(normalized_image=True)``); none for other spaces."""
-    if layout is None:
-        return frozenset()
-    normalized = bool(features_extractor_kwargs.get("normalized_image", False))
-    return frozenset(entry.key for entry in layout.entries if is_image_space(entry.space, normalized_image=normalized))
-
-
-def _new_features_extractor(cls, ob_space: gym.Space, features_extractor_kwargs: dict) -> keras.layers.Layer:
-    """``cls(ob_space, **features_extractor_kwargs)``, the class registered so that a saved model names it
-    (``sbtf.common.registry``); TypeError when ``cls`` is not a Keras layer class with a ``features_dim``."""
-    if not (isinstance(cls, type) and issubclass(cls, keras.layers.Layer)):
-        raise TypeError(f"Error: features_extractor_class must be a keras.layers.Layer subclass (with a "
-                        f"features_dim attribute), got {cls!r}")
-    if lookup_class(class_key(cls), ("extractor",)) is not cls:
-        register_class(cls, "extractor")  # a saved model names it (sbtf.common.registry)
-    layer = cls(ob_space, **features_extractor_kwargs)
-    features_dim_of(layer)
-    return layer
-
-
-def _checked_features_dim(layer: keras.layers.Layer, out) -> int:
-    """The ``features_dim`` of an extractor after its first call gave ``out`` (ValueError when they disagree)."""
-    dim = features_dim_of(layer)
-    if len(out.shape) != 2 or int(out.shape[-1]) != dim:
-        raise ValueError(f"Error: the feature extractor {type(layer).__name__} says features_dim={dim} but "
-                         f"outputs shape {tuple(out.shape)}; it must output (batch, features_dim).")
-    return dim
-
-
-def _extractor_xla_friendly(layer: keras.layers.Layer) -> bool:
-    """Whether XLA pays off on CPU for this extractor: sbtf's flattening only (a user's Keras layers may use ops XLA
-    cannot compile; convolutions run slower under XLA on CPU, ``sbtf.common.fast_call.xla_pays_off``)."""
-    return type(layer) is FlattenExtractor or (type(layer) is CombinedExtractor and not layer.image_keys)
-
-
-class FeedForwardPolicy(ActorCriticPolicy):
+class FeedForwardPolicy(Sb3NetworkBuilder, FeedForwardSDEMixin, ActorCriticPolicy):
     """
     Feed-forward actor-critic policy: features extractor -> ``net_arch`` layers -> action and value heads.
 
@@ -504,7 +396,7 @@ class FeedForwardPolicy(ActorCriticPolicy):
     :param activation_fn: (tf function or name) SB3's name of ``act_fun``
     :param ortho_init: (bool) orthogonal initialisation (SB3 gains: sqrt(2) hidden, 0.01 pi, 1 vf); default True
     :param use_sde: (bool) gSDE (set by the algorithm's ``use_sde``); ``log_std_init``, ``use_expln``, ``full_std``:
-        its settings (see ``sbtf.common.sde`` and docs/gsde.md)
+        its settings (see ``sbtf.common.nn.sde`` and docs/gsde.md)
     :param squash_output: (bool) gSDE only: actions are ``tanh(mean + noise)`` in [-1, 1], rescaled to the Box bounds
         (SB3's ``squash_output``)
     :param kwargs: (SB2) extra arguments for the CNN extractor
@@ -600,7 +492,7 @@ class FeedForwardPolicy(ActorCriticPolicy):
         self.vf_head.build((None, vf_dim[1] if isinstance(vf_dim, tuple) else vf_dim))
         pi_head, self.q_head = self.pdtype.make_heads(init_scale=0.01)
         self.use_sde, self.sde_noise = self._sde_settings(use_sde, log_std_init, use_expln, full_std, squash_output)
-        # gSDE (sbtf.common.sde): the mean layer and the log_std matrix replace the Gaussian head, which is never
+        # gSDE (sbtf.common.nn.sde): the mean layer and the log_std matrix replace the Gaussian head, which is never
         # assigned (Keras would track it as an unbuilt sub-layer and warn at build)
         self.pi_head = pi_head if not self.use_sde else SDEHead("pi", self.ac_space.shape[0], log_std_init, full_std,
                                                                 use_expln, init_scale=0.01)
@@ -619,26 +511,6 @@ class FeedForwardPolicy(ActorCriticPolicy):
             functions.update(sde_network=(self.sde_network, [self.obs_signature()]), sde_std=(self._sde_std, []))
         self._acting = self._new_acting_path(functions, numpy_allowed=type(self).forward is FeedForwardPolicy.forward)
 
-    def _sde_settings(self, use_sde, log_std_init, use_expln, full_std, squash_output):
-        """Check the gSDE policy_kwargs; the exploration noise (the acting state) when ``use_sde``."""
-        if squash_output and not use_sde:
-            raise ValueError("Error: squash_output=True is only available when using gSDE (use_sde=True).")
-        if not use_sde:  # use_expln and full_std only matter with gSDE (ignored otherwise, as in SB3)
-            return False, None
-        if not isinstance(self.ac_space, gym.spaces.Box):
-            raise ValueError(f"Error: gSDE (use_sde=True) needs a Box action space, got {self.ac_space!r}.")
-        if squash_output:
-            self.squash_output = True
-            if not (np.all(np.isfinite(self.ac_space.low)) and np.all(np.isfinite(self.ac_space.high))):
-                raise ValueError(f"Error: squash_output=True rescales actions from [-1, 1] to the action space's "
-                                 f"bounds, which must be finite (got {self.ac_space!r}).")
-        return True, ExplorationNoise(self.np_random)
-
-    def proba_distribution_from_flat(self, flat):
-        """The action distribution of flat parameters; tanh-squashed with ``squash_output`` (SB3's bijector)."""
-        if self.squash_output:
-            return SquashedSDEDistribution(flat)
-        return super().proba_distribution_from_flat(flat)
 
     @property
     def xla_friendly(self) -> bool:
@@ -650,62 +522,7 @@ class FeedForwardPolicy(ActorCriticPolicy):
                       if e is not None]
         return all(_extractor_xla_friendly(e) for e in extractors)
 
-    # --- construction helpers ----------------------------------------------------------------
-    def _image_keys(self) -> frozenset:
-        """The keys of a Dict space that hold images (SB3's rule, see ``sbtf.common.extractors.is_image_space``)."""
-        return _dict_image_keys(self.dict_layout, self.features_extractor_kwargs)
-
-    def _new_extractor(self) -> keras.layers.Layer:
-        return _new_features_extractor(self.features_extractor_class, self.ob_space, self.features_extractor_kwargs)
-
-    def _build_extractor(self, scope: str) -> tuple[keras.layers.Layer, int]:
-        layer = self._new_extractor()
-        dummy = self._preprocess_input(TF_OPS, tf.zeros((1,) + self.obs_shape, tf.as_dtype(self.obs_dtype)))
-        dim = _checked_features_dim(layer, layer(dummy))
-        if self.ortho_init and not hasattr(layer, "named_variables"):
-            _reinit_keras_sublayers(layer, np.sqrt(2))
-        elif not self.ortho_init:
-            flatten = getattr(layer, "_flatten_layers", None)
-            _torch_default_init(list(flatten(include_self=True, recursive=True)) if callable(flatten) else [layer])
-        self._register(_ScopedExtractor(scope, layer))
-        return layer, dim
-
-    def _build_extractors(self, shared: list) -> int:
-        if self.share_features_extractor:
-            self.features_extractor, dim = self._build_extractor("features_extractor")
-            return dim
-        if shared:
-            raise ValueError("Error: net_arch has shared layers, which need share_features_extractor=True.")
-        self.pi_features_extractor, pi_dim = self._build_extractor("pi_features_extractor")
-        self.vf_features_extractor, vf_dim = self._build_extractor("vf_features_extractor")
-        return (pi_dim, vf_dim)
-
-    def _build_mlp(self, shared: list, pi_sizes: list, vf_sizes: list, in_dim):
-        """The shared, pi and vf layers (SB2 names ``shared_fc{i}``, ``pi_fc{i}``, ``vf_fc{i}``); returns the output
-        sizes (pi, vf) (an int when they are equal)."""
-        pi_dim, vf_dim = in_dim if isinstance(in_dim, tuple) else (in_dim, in_dim)
-        for idx, size in enumerate(shared):
-            layer = Linear(f"shared_fc{idx}", size, init_scale=np.sqrt(2))
-            layer.build((None, pi_dim))
-            pi_dim = vf_dim = size
-            self.shared_layers.append(layer)
-            self._register(layer)
-        for idx, (pi_size, vf_size) in enumerate(zip_longest(pi_sizes, vf_sizes)):
-            if pi_size is not None:
-                layer = Linear(f"pi_fc{idx}", pi_size, init_scale=np.sqrt(2))
-                layer.build((None, pi_dim))
-                pi_dim = pi_size
-                self.pi_layers.append(layer)
-                self._register(layer)
-            if vf_size is not None:
-                layer = Linear(f"vf_fc{idx}", vf_size, init_scale=np.sqrt(2))
-                layer.build((None, vf_dim))
-                vf_dim = vf_size
-                self.vf_layers.append(layer)
-                self._register(layer)
-        return (pi_dim, vf_dim)
-
-    # --- the network (written once, see sbtf.common.network_ops) -----------------------------------
+    # --- the network (written once, see sbtf.common.nn.network_ops) -----------------------------------
     def _preprocess_input(self, ops, obs):
         """Raw (packed) observations to what the extractor takes: a dict of pre-processed keys for a Dict space."""
         if self.dict_layout is not None:
@@ -757,50 +574,6 @@ class FeedForwardPolicy(ActorCriticPolicy):
             return flat, value, latent_pi, ops.layer(self.q_head, latent_vf)
         return flat, value, latent_pi
 
-    # --- gSDE acting (sbtf.common.sde) ----------------------------------------------------------------
-    def _sde_std(self, ops):
-        head = self.pi_head
-        return sde_std(ops.weight(head, "log_std"), head.n_hidden, head.use_expln, head.full_std, numpy=ops.is_numpy)
-
-    def sde_std_matrix(self) -> np.ndarray:
-        """The std of the exploration matrices (latent_dim, action_dim), NumPy."""
-        return np.asarray(self._acting("sde_std"))
-
-    def reset_noise(self, n_envs: int = 1) -> None:
-        """Sample new exploration matrices (SB3's ``reset_noise``)."""
-        self.sde_noise.reset(self.sde_std_matrix(), n_envs)
-
-    def _sde_act(self, obs, deterministic: bool):
-        """gSDE acting: ``mean + latent @ E`` (``mean`` when deterministic), through ``tanh`` with ``squash_output``;
-        returns (actions, values, flat)."""
-        flat, value, latent = self._acting("sde_network", self._prepare_obs(obs))
-        mean = flat[:, :self.ac_space.shape[0]]
-        if deterministic:
-            action = mean.copy()
-        else:
-            self.sde_noise.before_step(self.sde_std_matrix, len(latent))
-            action = (mean + self.sde_noise.noise(latent)).astype(np.float32)
-        if self.squash_output:  # SB3's TanhBijector.forward; the env gets unscale_action(action)
-            action = np.tanh(action)
-        return action, value, flat
-
-    def neglogp_np(self, flat: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """NumPy negative log-likelihood of ``actions`` (squashed ones in [-1, 1] with ``squash_output``)."""
-        if self.squash_output:
-            return squashed_neglogp_np(flat, actions)
-        return self.pdtype.np_neglogp(flat, actions).astype(np.float32)
-
-    def step(self, obs, state=None, mask=None, deterministic=False):
-        if not self.use_sde:
-            return super().step(obs, state, mask, deterministic)
-        action, value, flat = self._sde_act(obs, deterministic)
-        return action, value, None, self.neglogp_np(flat, action)
-
-    def act(self, obs, state=None, mask=None, deterministic=False):
-        if not self.use_sde:
-            return super().act(obs, state, mask, deterministic)
-        action, value, _ = self._sde_act(obs, deterministic)
-        return action, value, None
 
     def forward(self, obs, state=None, mask=None, n_steps: int = 1):
         flat, value, q_value = self.network(TF_OPS, obs, with_q=True)
@@ -1175,60 +948,9 @@ def register_policy_base(base: type, policies: dict[str, type]) -> None:
     _policy_registry.setdefault(base, {}).update(policies)
 
 
-#: (SB2 name, feature extraction, layer normalisation, docstring) of the four named off-policy actor-critic policies
-_ACTOR_CRITIC_VARIANTS = (
-    ("CnnPolicy", "cnn", False, """
-    Policy object that implements actor critic, using a CNN (the nature CNN)
-
-    :param _kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
-    """),
-    ("LnCnnPolicy", "cnn", True, """
-    Policy object that implements actor critic, using a CNN (the nature CNN), with layer normalisation
-
-    :param _kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
-    """),
-    ("MlpPolicy", "mlp", False, """
-    Policy object that implements actor critic, using a MLP (2 layers of 64)
-
-    :param _kwargs: (dict) Extra keyword arguments (``layers``, ``act_fun``, ...)
-    """),
-    ("LnMlpPolicy", "mlp", True, """
-    Policy object that implements actor critic, using a MLP (2 layers of 64), with layer normalisation
-
-    :param _kwargs: (dict) Extra keyword arguments (``layers``, ``act_fun``, ...)
-    """),
-)
-
-
-def _actor_critic_variant(feed_forward: type, module: str, name: str, feature_extraction: str, layer_norm: bool,
-                          doc: str) -> type:
-    fixed = {"feature_extraction": feature_extraction}
-    if layer_norm:
-        fixed["layer_norm"] = True
-
-    class Variant(feed_forward):
-        def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
-                     **_kwargs):
-            super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, **fixed, **_kwargs)
-
-    Variant.__name__ = Variant.__qualname__ = name
-    Variant.__module__ = Variant.__init__.__module__ = module
-    Variant.__init__.__qualname__ = f"{name}.__init__"
-    Variant.__doc__ = doc
-    return Variant
-
-
-def make_actor_critic_policies(feed_forward: type, module: str) -> tuple:
-    """
-    The SB2-named ``CnnPolicy``, ``LnCnnPolicy``, ``MlpPolicy`` and ``LnMlpPolicy`` subclasses of an off-policy
-    actor-critic ``FeedForwardPolicy`` (SAC, TD3, DDPG), in that order, named as in SB2 and living in ``module``.
-    """
-    return tuple(_actor_critic_variant(feed_forward, module, *variant) for variant in _ACTOR_CRITIC_VARIANTS)
-
-
 __all__ = ["BasePolicy", "ActorCriticPolicy", "RecurrentActorCriticPolicy", "LstmPolicy", "FeedForwardPolicy",
            "CnnPolicy", "CnnLstmPolicy", "CnnLnLstmPolicy", "MlpPolicy", "MlpLstmPolicy", "MlpLnLstmPolicy",
            "nature_cnn", "mlp_extractor", "get_policy_from_name", "register_policy", "register_policy_base",
-           "make_actor_critic_policies", "NatureCNN", "MultiInputPolicy", "MultiInputLstmPolicy",
+           "NatureCNN", "MultiInputPolicy", "MultiInputLstmPolicy",
            "MultiInputLnLstmPolicy", "SB3_POLICY_KWARGS"]
 

@@ -1,5 +1,5 @@
 """Rollout collection shared by the on-policy algorithms (SB2 ``common/runners.py``): runners fill a
-``RolloutBuffer`` and return a named ``RolloutBatch`` (``sbtf.common.rollout``); ``traj_segment_generator`` yields the
+``RolloutBuffer`` and return a named ``RolloutBatch`` (``sbtf.common.storage.rollout``); ``traj_segment_generator`` yields the
 MPI family's ``TrajectorySegment`` items."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Optional
 import gymnasium as gym
 import numpy as np
 
-from sbtf.common.rollout import RolloutBatch, RolloutBuffer, TrajectorySegment, swap_and_flatten
+from sbtf.common.storage.rollout import RolloutBatch, RolloutBuffer, TrajectorySegment, swap_and_flatten
 
 
 class AbstractEnvRunner(ABC):
@@ -173,7 +173,7 @@ def _as_single_vec_env(env):
     from sbtf.common.vec_env import DummyVecEnv, VecEnv  # pylint: disable=import-outside-toplevel
 
     if not isinstance(env, VecEnv):
-        from sbtf.common.gym_compat import wrap_env  # pylint: disable=import-outside-toplevel
+        from sbtf.common.envs.gym_compat import wrap_env  # pylint: disable=import-outside-toplevel
 
         single = wrap_env(env)
         env = DummyVecEnv([lambda: single])

@@ -16,7 +16,7 @@ read is bounded (:class:`~sbtf.common.file_errors.LoadLimits`): member sizes are
 decompression, JSON nesting and container sizes are limited, parameters are checked against the
 model's shapes from their headers before their data is read. Every failure is a
 :class:`~sbtf.common.file_errors.ModelFileError`. See ``docs/security.md``.
-Writes are atomic (:mod:`sbtf.common.atomic_io`).
+Writes are atomic (:mod:`sbtf.common.fileio.atomic_io`).
 """
 from __future__ import annotations
 
@@ -36,11 +36,11 @@ from typing import Any, Callable, Dict, Mapping, Optional, Union
 import gymnasium as gym
 import numpy as np
 
-from sbtf.common.atomic_io import atomic_write_bytes
+from sbtf.common.fileio.atomic_io import atomic_write_bytes
 from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
                                      UnsafeFileError, describe_value, get_load_limits)
-from sbtf.common.load_budget import check_space_elements, largest_array, space_budget
-from sbtf.common.safe_zip import check_numeric_dtype, npy_header, open_zip, read_file_limited, read_member
+from sbtf.common.fileio.load_budget import check_space_elements, largest_array, space_budget
+from sbtf.common.fileio.safe_zip import check_numeric_dtype, npy_header, open_zip, read_file_limited, read_member
 
 FORMAT_VERSION = 1
 FORMAT_MEMBER = "sbtf_format"
@@ -653,7 +653,7 @@ class StoredParameters:
     def read(self, expected_sizes: Optional[Mapping[str, int]] = None,
              names: Optional[list] = None) -> "OrderedDict[str, np.ndarray]":
         """The arrays (only ``names``, default all listed), sizes checked against ``expected_sizes`` first."""
-        from sbtf.common.safe_zip import read_npz
+        from sbtf.common.fileio.safe_zip import read_npz
 
         wanted = self.names if names is None else [n for n in self.names if n in set(names)]
         return read_npz(self.npz_bytes, names=wanted, expected_sizes=expected_sizes, what=self.what)

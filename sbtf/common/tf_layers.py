@@ -5,7 +5,7 @@ Every layer here creates its variables with the names SB2 used inside the layer'
 policy's ``named_parameters()`` reads ``model/pi_fc0/w:0`` like an SB2 parameter list. The
 ``scope`` attribute of a layer is its SB2 scope name.
 
-Each layer knows its own maths in both backends (see ``sbtf.common.network_ops``): ``call`` in TensorFlow and
+Each layer knows its own maths in both backends (see ``sbtf.common.nn.network_ops``): ``call`` in TensorFlow and
 ``numpy_call(weights, x)`` in NumPy for the layers cheap enough to act with in NumPy (dense layers, layer norm); a
 layer made of others (``SB2Mlp``) is written once as ``ops_call(x, ops)``. Convolutions have no NumPy form (a NumPy
 convolution is slower than one TF call), so a CNN policy acts through TF.
@@ -26,9 +26,9 @@ try:  # BLAS thread pools (OpenBLAS spins its threads: on a busy machine a 3136x
 except ImportError:  # pragma: no cover - threadpoolctl is a dependency; without it the SVD uses every BLAS thread
     _threadpool_limits = None
 
-from sbtf.common.conv_ops import conv2d
-from sbtf.common.network_ops import (TF_OPS, NoNumpyForm, activation_name, get_activation,  # noqa: F401 (re-exported)
-                                     numpy_activation)
+from sbtf.common.nn.conv_ops import conv2d
+from sbtf.common.nn.network_ops import (TF_OPS, NoNumpyForm, activation_name,  # noqa: F401 (re-exported)
+                                        get_activation, numpy_activation)
 
 
 def ortho_init(scale: float = 1.0) -> Callable:
@@ -93,8 +93,8 @@ class SB2Layer(keras.layers.Layer):
 
     def add_weight(self, *args, **kwargs):
         """Keras' ``add_weight``, first charged to the load budget: a model built from a file cannot create weights
-        far beyond the parameters the file stores (``sbtf.common.load_budget.parameter_budget``)."""
-        from sbtf.common.load_budget import charge_weight
+        far beyond the parameters the file stores (``sbtf.common.fileio.load_budget.parameter_budget``)."""
+        from sbtf.common.fileio.load_budget import charge_weight
 
         shape = kwargs.get("shape", args[0] if args else None)
         if shape is not None:

@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.weight_tracking import track_writes, variables_changed
+from sbtf.common.compile.weight_tracking import track_writes, variables_changed
 
 
 def intprod(shape: Sequence[int]) -> int:
@@ -192,10 +192,10 @@ __all__ = ["intprod", "numel", "flat_size", "flatten_tensors", "flatgrad", "unfl
 
 def xla_pays_off(policy: Any) -> bool:
     """
-    Whether to XLA-compile a train step of ``policy``: the rule of ``sbtf.common.fast_call.xla_pays_off`` (XLA,
+    Whether to XLA-compile a train step of ``policy``: the rule of ``sbtf.common.compile.fast_call.xla_pays_off`` (XLA,
     unless the network has a convolution and runs on the CPU; see docs/benchmarks.md, "When sbtf uses XLA").
     ``TrainStep`` applies the same rule itself to the policies it updates.
     """
-    from sbtf.common.fast_call import xla_pays_off as _rule
+    from sbtf.common.compile.fast_call import xla_pays_off as _rule
 
     return _rule([policy])

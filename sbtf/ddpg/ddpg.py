@@ -13,7 +13,7 @@ This file holds the constructor, the networks and the losses; around them:
 * ``sbtf.ddpg.exploration``: acting, action noise and adaptive parameter noise;
 * ``sbtf.ddpg.popart``: Pop-Art rescaling of the critics; ``sbtf.ddpg.running_stats``: ``obs_rms`` / ``ret_rms``;
 * ``sbtf.ddpg.reporting``: evaluation and the epoch log;
-* ``sbtf.common.mpi_mixin``: MPI (rank seeds ``seed + 10000 * rank``, parameter broadcast at the start of
+* ``sbtf.common.mpi.mpi_mixin``: MPI (rank seeds ``seed + 10000 * rank``, parameter broadcast at the start of
   ``learn()`` and a sync check every 100 updates, rank-0-only logging and saving, abort on a failing rank).
 
 Under ``mpirun -np N`` each rank collects its own experience into its own replay buffer; every gradient step the
@@ -32,15 +32,15 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common import model_schema as ms
-from sbtf.common.sde import refuse_sde
+from sbtf.common.fileio import model_schema as ms
+from sbtf.common.nn.sde import refuse_sde
 from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from sbtf.common.math_util import unscale_action
 from sbtf.common.mpi_adam import MpiAdam
-from sbtf.common.mpi_mixin import MpiDataParallelMixin
-from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, LearnState, OffPolicyAlgorithm
-from sbtf.common.off_policy_ops import tf_variable
-from sbtf.common.off_policy_train import TrainStepCache
+from sbtf.common.mpi.mpi_mixin import MpiDataParallelMixin
+from sbtf.common.algo.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, LearnState, OffPolicyAlgorithm
+from sbtf.common.algo.off_policy_ops import tf_variable
+from sbtf.common.algo.off_policy_train import TrainStepCache
 from sbtf.ddpg.exploration import DDPGExploration
 from sbtf.ddpg.policies import DDPGPolicy
 from sbtf.ddpg.popart import rescale_critic_outputs, update_return_statistics
@@ -48,7 +48,7 @@ from sbtf.ddpg.reporting import DDPGReporting, EpochStats
 from sbtf.ddpg.running_stats import RunningStats, denormalize, normalize
 from sbtf.ddpg.train_step import DDPGTraining
 from sbtf.common.tf_util import flatgrad
-from sbtf.common.weight_tracking import assign_variables
+from sbtf.common.compile.weight_tracking import assign_variables
 from sbtf.common.arg_checks import check_hyperparameters
 
 

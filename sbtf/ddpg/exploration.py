@@ -13,7 +13,7 @@ from typing import List, Tuple
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.math_util import scale_action, unscale_action
 from sbtf.ddpg.running_stats import denormalize, denormalize_np
 

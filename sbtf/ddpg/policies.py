@@ -20,11 +20,11 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.box_actor_critic_policy import BoxActorCriticPolicy
+from sbtf.common.nn.box_actor_critic_policy import BoxActorCriticPolicy, make_actor_critic_policies
 from sbtf.common.input import preprocess_obs_np
-from sbtf.common.policies import make_actor_critic_policies, nature_cnn, register_policy_base
-from sbtf.common.network_ops import TF_OPS, NumpyOps
-from sbtf.common.off_policy_networks import (ActorCriticLayers, image_scaling, init_sb3_settings, multi_input_kwargs,
+from sbtf.common.policies import nature_cnn, register_policy_base
+from sbtf.common.nn.network_ops import TF_OPS, NumpyOps
+from sbtf.common.nn.off_policy_networks import (ActorCriticLayers, image_scaling, init_sb3_settings, multi_input_kwargs,
                                              preprocess_ops, resolve_off_policy_arch)
 from sbtf.common.tf_layers import Dense, LayerNorm, sb2_layer_norm_scope
 

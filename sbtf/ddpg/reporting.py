@@ -14,7 +14,7 @@ import tensorflow as tf
 from sbtf import logger
 from sbtf.common.math_util import safe_mean, unscale_action
 from sbtf.common.mpi_util import allreduce_sum
-from sbtf.common.off_policy_algorithm import LearnState
+from sbtf.common.algo.off_policy_algorithm import LearnState
 from sbtf.common.vec_env import VecEnv
 from sbtf.ddpg.running_stats import denormalize, reduce_std
 

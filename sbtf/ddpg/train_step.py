@@ -14,10 +14,10 @@ from typing import Dict, List, Tuple
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.mpi_util import allreduce_sum
-from sbtf.common.off_policy_ops import polyak_update
-from sbtf.common.off_policy_train import TrainStepCache
+from sbtf.common.algo.off_policy_ops import polyak_update
+from sbtf.common.algo.off_policy_train import TrainStepCache
 from sbtf.ddpg.popart import rescale_critic_outputs
 
 

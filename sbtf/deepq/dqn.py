@@ -18,16 +18,16 @@ import tensorflow as tf
 
 from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer  # noqa: F401 (SB2 imported it from here)
 from sbtf.common.distributions import softmax_np
-from sbtf.common.fast_call import TrainStep
-from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, OffPolicyAlgorithm, learn_doc
-from sbtf.common.off_policy_ops import copy_variables, huber_loss, stateless_seed
-from sbtf.common.off_policy_train import TrainStepCache
+from sbtf.common.compile.fast_call import TrainStep
+from sbtf.common.algo.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, OffPolicyAlgorithm, learn_doc
+from sbtf.common.algo.off_policy_ops import copy_variables, huber_loss, stateless_seed
+from sbtf.common.algo.off_policy_train import TrainStepCache
 from sbtf.common.optimizers import Adam
 from sbtf.common.schedules import LinearSchedule, get_schedule_fn
 from sbtf.common.tf_util import repeat_steps
-from sbtf.common.weight_tracking import assign_variables
+from sbtf.common.compile.weight_tracking import assign_variables
 from sbtf.deepq.policies import DQNPolicy
-from sbtf.common import model_schema as ms
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.arg_checks import check_hyperparameters
 
 STATS_NAMES = ["loss", "td_error"]

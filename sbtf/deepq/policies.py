@@ -25,8 +25,8 @@ import tensorflow as tf
 from sbtf.common.distributions import softmax_np
 from sbtf.common.input import check_obs_space
 from sbtf.common.policies import BasePolicy, nature_cnn, register_policy_base
-from sbtf.common.network_ops import TF_OPS, NumpyOps
-from sbtf.common.off_policy_networks import (feed_forward_layer_sizes, image_scaling, init_sb3_settings,
+from sbtf.common.nn.network_ops import TF_OPS, NumpyOps
+from sbtf.common.nn.off_policy_networks import (feed_forward_layer_sizes, image_scaling, init_sb3_settings,
                                              make_features_extractor, multi_input_kwargs, preprocess_ops,
                                              resolve_activation, scoped_cnn)
 from sbtf.common.tf_layers import FullyConnected, SB2Mlp, sb2_fully_connected_scope
@@ -256,7 +256,7 @@ class FeedForwardPolicy(DQNPolicy):
     # ------------------------------------------------------------------ acting copies
     def acting_variables(self) -> list:
         """The variables the NumPy acting copies mirror, in ``numpy_weights`` order (every tracked write of them
-        refreshes the copies, see ``sbtf.common.weight_tracking``)."""
+        refreshes the copies, see ``sbtf.common.compile.weight_tracking``)."""
         if self._acting.uses_numpy:
             return list(self._acting.variables)
         return list(self.named_parameters().values())

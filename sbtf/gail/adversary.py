@@ -9,11 +9,11 @@ Bernoulli entropy of the logits. The policy's reward is ``-log(1 - sigmoid(logit
 Variables carry SB2's names: ``adversary/fully_connected/weights:0`` (obs_dim + act_dim, H), ``/biases:0`` (H,),
 ``adversary/fully_connected_1/...`` (H, H), ``adversary/fully_connected_2/...`` (H, 1).
 The network is written once, as a function of a backend ``ops`` (:meth:`TransitionClassifier.logits`): in TF for the
-losses, and through an ``ActingPath`` (``sbtf.common.acting``) for the reward used during rollouts, which then runs in
-NumPy on copies of the weights (no TensorFlow call per step). The copies carry the classifier's weight version: every
-tracked write of the weights (``apply_gradient``'s ``MpiAdam`` step, ``load``, MPI syncs; see
-``sbtf.common.weight_tracking``) marks them stale, and the next ``get_reward`` refreshes them with one compiled read.
-The observation statistics are read by the backend itself (``ops.standardize``), so they need no
+losses, and through an ``ActingPath`` (``sbtf.common.compile.acting``) for the reward used during rollouts, which then
+runs in NumPy on copies of the weights (no TensorFlow call per step). The copies carry the classifier's weight version:
+every tracked write of the weights (``apply_gradient``'s ``MpiAdam`` step, ``load``, MPI syncs; see
+``sbtf.common.compile.weight_tracking``) marks them stale, and the next ``get_reward`` refreshes them with one compiled
+read. The observation statistics are read by the backend itself (``ops.standardize``), so they need no
 version of their own.
 """
 from __future__ import annotations
@@ -24,9 +24,9 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.acting import ActingPath, WeightVersion
+from sbtf.common.compile.acting import ActingPath, WeightVersion
 from sbtf.common.mpi_running_mean_std import RunningMeanStd
-from sbtf.common.network_ops import TF_OPS
+from sbtf.common.nn.network_ops import TF_OPS
 from sbtf.common.tf_layers import FullyConnected, sb2_fully_connected_scope
 from sbtf.common.tf_util import flatgrad
 

@@ -12,7 +12,8 @@ import functools
 import importlib
 from typing import Any, Optional
 
-from sbtf.common import model_schema, save_util
+from sbtf.common import save_util
+from sbtf.common.fileio import model_schema
 from sbtf.common.base_class import BaseRLModel, OffPolicyRLModel
 from sbtf.common.file_errors import ModelDataError
 from sbtf.common.vec_env import VecEnv, VecEnvWrapper

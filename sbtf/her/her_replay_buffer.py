@@ -9,7 +9,7 @@ env's ``compute_reward(achieved_goal, desired_goal, info)``. Only finished episo
 time limit cut is finished but not terminal (the algorithm stores it with ``done = False``, SB3's
 ``handle_timeout_termination``), so its last value is bootstrapped.
 
-The model sees each goal observation as one flat vector: the Dict observation packed by ``sbtf.common.dict_obs``
+The model sees each goal observation as one flat vector: the Dict observation packed by ``sbtf.common.envs.dict_obs``
 (``MultiInputPolicy``, as in stable-baselines3; ``goal_layout_from_space``), or ``concat[observation, achieved_goal,
 desired_goal]`` of ``sbtf.her.HERGoalEnvWrapper`` (``goal_layout_from_env``); the buffer stores these vectors and
 knows where the two goals lie in them. ``save`` (``model.save_replay_buffer``) writes the transitions, episodes,
@@ -26,9 +26,9 @@ from typing import Any, List, Optional, Sequence, Union
 import numpy as np
 
 from sbtf.common.buffers import ReplayBatch, ReplayBuffer, saved_flag, saved_index_array, saved_int
-from sbtf.common.dict_obs import layout_of
+from sbtf.common.envs.dict_obs import layout_of
 from sbtf.common.file_errors import CorruptedFileError, ModelDataError, describe_value
-from sbtf.common.load_budget import checked_prod
+from sbtf.common.fileio.load_budget import checked_prod
 from sbtf.common.registry import register_class
 from sbtf.her.replay_buffer import GoalSelectionStrategy, goal_selection_strategy_from
 
@@ -49,7 +49,7 @@ class GoalLayout:
 
 
 def goal_layout_from_space(space: Any) -> GoalLayout:
-    """The ``GoalLayout`` of a goal env's Dict observation space packed by ``sbtf.common.dict_obs`` (the model's
+    """The ``GoalLayout`` of a goal env's Dict observation space packed by ``sbtf.common.envs.dict_obs`` (the model's
     ``MultiInputPolicy`` sees it so)."""
 
     layout = layout_of(space)

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from sbtf.common.gym_compat import wrap_env
+from sbtf.common.envs.gym_compat import wrap_env
 
 # Important: gym mixes up ordered and unordered keys
 # and the Dict space may return a different order of keys that the actual one

@@ -1,7 +1,7 @@
 """Proximal Policy Optimization, MPI version (stable-baselines 2.x ``PPO1``, ``ppo1/pposgd_simple.py``).
 
 One environment per process; under ``mpirun -np N`` every rank collects ``timesteps_per_actorbatch`` steps and the
-minibatch gradients are averaged over the ranks by ``MpiAdam`` (see ``sbtf.common.mpi_model``). The whole
+minibatch gradients are averaged over the ranks by ``MpiAdam`` (see ``sbtf.common.mpi.mpi_model``). The whole
 optimisation phase (``optim_epochs`` epochs of shuffled minibatches, each an Adam step) runs in one compiled call;
 under MPI each minibatch gradient is averaged over the ranks inside that call (``MpiAdam.update_tf``).
 """
@@ -15,15 +15,15 @@ import tensorflow as tf
 
 from sbtf import logger
 from sbtf.common.base_class import SetVerbosity
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.math_util import explained_variance
 from sbtf.common.mpi_adam import MpiAdam
-from sbtf.common.mpi_model import MpiActorCriticRLModel
+from sbtf.common.mpi.mpi_model import MpiActorCriticRLModel
 from sbtf.common.mpi_moments import mpi_moments
-from sbtf.common.rollout import RolloutBatch
+from sbtf.common.storage.rollout import RolloutBatch
 from sbtf.common.schedules import ProgressSchedule
 from sbtf.common.tf_util import flatgrad, minibatch_loop
-from sbtf.common import model_schema as ms
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.arg_checks import check_hyperparameters
 
 LOSS_NAMES = ["pol_surr", "pol_entpen", "vf_loss", "kl", "ent"]

@@ -16,16 +16,16 @@ import tensorflow as tf
 
 from sbtf import logger
 from sbtf.common.base_class import SetVerbosity
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.math_util import explained_variance
-from sbtf.common.sde import OnPolicySDEMixin, mean_entropy
-from sbtf.common.on_policy import NStepActorCriticRLModel
+from sbtf.common.nn.sde import OnPolicySDEMixin, mean_entropy
+from sbtf.common.algo.on_policy import NStepActorCriticRLModel
 from sbtf.common.optimizers import Adam, clip_grads
-from sbtf.common.rollout import RolloutBatch
+from sbtf.common.storage.rollout import RolloutBatch
 from sbtf.common.runners import RolloutRunner
 from sbtf.common.schedules import get_schedule_fn
-from sbtf.common.train_log import record_episode_means
-from sbtf.common import model_schema as ms
+from sbtf.common.algo.train_log import record_episode_means
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.tf_util import xla_pays_off
 from sbtf.common.arg_checks import check_hyperparameters
 
@@ -59,7 +59,7 @@ class PPO2(OnPolicySDEMixin, NStepActorCriticRLModel):
     :param full_tensorboard_log: (bool) also log histograms of returns, advantages and observations
     :param seed: (int) Seed for the pseudo-random generators (python, numpy, tensorflow, env).
     :param n_cpu_tf_sess: (int) The number of threads for TensorFlow operations (set once per process)
-    :param use_sde: (bool) generalized State-Dependent Exploration (gSDE, Box actions; see ``sbtf.common.sde``)
+    :param use_sde: (bool) generalized State-Dependent Exploration (gSDE, Box actions; see ``sbtf.common.nn.sde``)
     :param sde_sample_freq: (int) resample the gSDE exploration matrices every n steps (-1: only at rollout start)
     """
 
@@ -291,7 +291,7 @@ class PPO2Runner(RolloutRunner):
     """
     Collects ``n_steps`` per env and computes GAE(lambda) returns (SB2 ``ppo2.Runner``), bootstrapping
     time-limit truncations from the value of the terminal observation. ``run()`` returns a
-    :class:`~sbtf.common.rollout.RolloutBatch`.
+    :class:`~sbtf.common.storage.rollout.RolloutBatch`.
 
     :param env: (VecEnv) The environment to learn from
     :param model: (PPO2) The model to learn

@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.box_actor_critic_policy import BoxActorCriticPolicy
-from sbtf.common.network_ops import TF_OPS
-from sbtf.common.off_policy_networks import (ActorCriticNetworks, image_scaling, init_sb3_settings,
+from sbtf.common.nn.box_actor_critic_policy import BoxActorCriticPolicy, make_actor_critic_policies
+from sbtf.common.nn.network_ops import TF_OPS
+from sbtf.common.nn.off_policy_networks import (ActorCriticNetworks, image_scaling, init_sb3_settings,
                                              multi_input_kwargs, resolve_off_policy_arch)
-from sbtf.common.sde import ExplorationNoise, SDELogStd, sde_log_std, sde_std
-from sbtf.common.policies import make_actor_critic_policies, nature_cnn, register_policy_base
+from sbtf.common.nn.sde import ExplorationNoise, SDELogStd, sde_log_std, sde_std
+from sbtf.common.policies import nature_cnn, register_policy_base
 
 EPS = 1e-6  # Avoid NaN (prevents division by zero or log of zero)
 # CAP the standard deviation of the actor
@@ -145,7 +145,7 @@ class FeedForwardPolicy(ActorCriticNetworks, SACPolicy):
         built as ``features_extractor_class(ob_space, **features_extractor_kwargs)`` for the actor and (unless
         shared) the critics, variables ``<scope>/features_extractor/...``; replaces SB2's CNN / flattening
     :param features_extractor_kwargs: (dict) its keyword arguments
-    :param use_sde: (bool) gSDE actor (set by ``SAC(use_sde=True)``; see ``sbtf.common.sde``)
+    :param use_sde: (bool) gSDE actor (set by ``SAC(use_sde=True)``; see ``sbtf.common.nn.sde``)
     :param log_std_init: (float) initial gSDE ``log_std`` (SB3's SAC default -3)
     :param use_expln: (bool) gSDE: ``expln`` instead of ``exp`` for the std
     :param full_std: (bool) gSDE: one std per (latent, action) pair, else one per latent unit

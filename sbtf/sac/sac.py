@@ -15,15 +15,15 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.fast_call import TrainStep
-from sbtf.common.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
-from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, learn_doc
-from sbtf.common.off_policy_ops import polyak_update
+from sbtf.common.compile.fast_call import TrainStep
+from sbtf.common.algo.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
+from sbtf.common.algo.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, learn_doc
+from sbtf.common.algo.off_policy_ops import polyak_update
 from sbtf.common.optimizers import Adam
-from sbtf.common.sde import gaussian_log_prob, sde_log_std
+from sbtf.common.nn.sde import gaussian_log_prob, sde_log_std
 from sbtf.common.math_util import unscale_action
 from sbtf.sac.policies import SACPolicy, apply_squashing_func, gaussian_entropy, gaussian_likelihood
-from sbtf.common import model_schema as ms
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.arg_checks import check_hyperparameters
 
 
@@ -71,7 +71,7 @@ class SAC(ActorCriticOffPolicyAlgorithm):
     :param optimize_memory_usage: (bool) Enable a memory efficient variant of the replay buffer (each observation is
         stored once)
     :param use_sde: (bool) generalized State-Dependent Exploration (gSDE) instead of independent action noise
-        (see ``sbtf.common.sde``; policy_kwargs ``log_std_init``, ``use_expln``, ``full_std``, ``clip_mean``)
+        (see ``sbtf.common.nn.sde``; policy_kwargs ``log_std_init``, ``use_expln``, ``full_std``, ``clip_mean``)
     :param sde_sample_freq: (int) resample the gSDE exploration matrix every n steps (-1: only when a collection of
         ``train_freq`` steps starts)
     :param use_sde_at_warmup: (bool) act with gSDE instead of uniform random actions before ``learning_starts``

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from sbtf.common.box_actor_critic_policy import BoxActorCriticPolicy
-from sbtf.common.network_ops import TF_OPS
-from sbtf.common.off_policy_networks import (ActorCriticNetworks, image_scaling, init_sb3_settings,
+from sbtf.common.nn.box_actor_critic_policy import BoxActorCriticPolicy, make_actor_critic_policies
+from sbtf.common.nn.network_ops import TF_OPS
+from sbtf.common.nn.off_policy_networks import (ActorCriticNetworks, image_scaling, init_sb3_settings,
                                              multi_input_kwargs, resolve_off_policy_arch)
-from sbtf.common.policies import make_actor_critic_policies, nature_cnn, register_policy_base
+from sbtf.common.policies import nature_cnn, register_policy_base
 
 
 class TD3Policy(BoxActorCriticPolicy):

@@ -13,14 +13,14 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.sde import refuse_sde
-from sbtf.common.fast_call import TrainStep
-from sbtf.common.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
-from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, learn_doc
-from sbtf.common.off_policy_ops import polyak_update
+from sbtf.common.nn.sde import refuse_sde
+from sbtf.common.compile.fast_call import TrainStep
+from sbtf.common.algo.off_policy_actor_critic import ActorCriticOffPolicyAlgorithm
+from sbtf.common.algo.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, learn_doc
+from sbtf.common.algo.off_policy_ops import polyak_update
 from sbtf.common.optimizers import Adam
 from sbtf.td3.policies import TD3Policy
-from sbtf.common import model_schema as ms
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.arg_checks import check_hyperparameters
 
 STATS_NAMES = ['qf1_loss', 'qf2_loss']

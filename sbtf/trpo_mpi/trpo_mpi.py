@@ -27,16 +27,16 @@ import tensorflow as tf
 from sbtf import logger
 from sbtf.common.base_class import SetVerbosity
 from sbtf.common.cg import conjugate_gradient_tf
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.math_util import explained_variance
 from sbtf.common.mpi_adam import MpiAdam
-from sbtf.common.mpi_model import MpiActorCriticRLModel
+from sbtf.common.mpi.mpi_model import MpiActorCriticRLModel
 from sbtf.common.mpi_util import allreduce_mean, allreduce_tf
-from sbtf.common.rollout import RolloutBatch
+from sbtf.common.storage.rollout import RolloutBatch
 from sbtf.common.tf_util import (GetFlat, SetFromFlat, assign_from_flat, flat_size, flatgrad, minibatch_loop,
                                   unflatten_tensor)
-from sbtf.common.weight_tracking import track_writes
-from sbtf.common import model_schema as ms
+from sbtf.common.compile.weight_tracking import track_writes
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.arg_checks import check_hyperparameters
 
 LOSS_NAMES = ["optimgain", "meankl", "entloss", "surrgain", "entropy"]

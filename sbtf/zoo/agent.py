@@ -28,7 +28,7 @@ import gymnasium
 import sbtf
 from sbtf.bench import Monitor
 from sbtf.common.evaluation import evaluate_policy
-from sbtf.common.gym_compat import RETIRED_ENV_IDS, resolve_env_id, wrap_env
+from sbtf.common.envs.gym_compat import RETIRED_ENV_IDS, resolve_env_id, wrap_env
 from sbtf.common.vec_env import DummyVecEnv, VecNormalize
 from sbtf.common.file_errors import describe_value
 from sbtf.zoo.config import (ZooSettings, check_seed, check_wrapper_kwargs, is_time_feature_wrapper, read_zoo_yaml,

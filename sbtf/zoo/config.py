@@ -4,8 +4,8 @@ the values a run folder gives (shared by :mod:`sbtf.zoo` and the ``sbtf`` comman
 The zoo wrote ``config.yml`` with ``yaml.dump`` of an ``OrderedDict``, so the file starts with the tag
 ``!!python/object/apply:collections.OrderedDict``; the zoo read it back with ``yaml.UnsafeLoader``, which would run
 whatever a ``!!python/...`` tag names. :func:`read_zoo_yaml` reads it with sbtf's one YAML reader
-(:mod:`sbtf.common.safe_yaml`), which builds exactly that one tag (as a plain ``dict``, no code runs), refuses every
-other ``!!python/...`` tag with :class:`~sbtf.zoo.errors.UnsafeConfigError`, and bounds aliases, nesting and size.
+(:mod:`sbtf.common.fileio.safe_yaml`), which builds exactly that one tag (as a plain ``dict``, no code runs), refuses
+every other ``!!python/...`` tag with :class:`~sbtf.zoo.errors.UnsafeConfigError`, and bounds aliases, nesting and size.
 
 :func:`zoo_settings` then applies the zoo's rules (its ``utils.get_saved_hyperparams`` / ``create_test_env``) to
 decide how the agent's env is built: ``config.yml`` decides ``normalize``; only when there is no config does the
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from sbtf.common.file_errors import FileLimitError, ModelFileError, UnsafeFileError, describe_value
-from sbtf.common.safe_yaml import MAX_YAML_BYTES, ORDERED_DICT_TAG, SafeYamlLoader, read_yaml
+from sbtf.common.fileio.safe_yaml import MAX_YAML_BYTES, ORDERED_DICT_TAG, SafeYamlLoader, read_yaml
 from sbtf.zoo.errors import ConfigLimitError, UnsafeConfigError, ZooConfigError
 
 __all__ = ["ORDERED_DICT_TAG", "ZooConfigLoader", "read_zoo_yaml", "ZooSettings", "zoo_settings", "parse_env_wrappers",
@@ -53,7 +53,7 @@ MAX_SEED = 2 ** 32 - 1
 def read_zoo_yaml(path: str) -> Dict[str, Any]:
     """
     Read a zoo ``config.yml`` (or any YAML written by the zoo) without running code
-    (:func:`sbtf.common.safe_yaml.read_yaml`).
+    (:func:`sbtf.common.fileio.safe_yaml.read_yaml`).
 
     :param path: (str) the file
     :return: (dict) the hyperparameters, in file order (an empty file gives ``{}``)

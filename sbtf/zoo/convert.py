@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional
 
 import yaml
 
-from sbtf.common.atomic_io import atomic_write_bytes
+from sbtf.common.fileio.atomic_io import atomic_write_bytes
 from sbtf.common.vec_env import unwrap_vec_normalize
 from sbtf.zoo.agent import ZooAgent, load_zoo_agent
 from sbtf.zoo.config import plain_config

@@ -11,7 +11,7 @@ so the ``stable_baselines`` paths of these classes serve the subclasses defined 
 * ``seed(seed)`` seeds the next ``reset`` (gymnasium seeds at reset) and returns ``[seed]``.
 
 They are still the sbtf classes (``isinstance(env, sbtf.bench.Monitor)`` holds) and declare the old API
-(``sbtf.common.gym_compat.OLD_GYM_API_ATTRIBUTE``), so sbtf's models, VecEnvs and ``evaluate_policy`` adapt them
+(``sbtf.common.envs.gym_compat.OLD_GYM_API_ATTRIBUTE``), so sbtf's models, VecEnvs and ``evaluate_policy`` adapt them
 automatically (``OldGymAPIAdapter``), exactly like any other env written for the old gym API.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from sbtf.bench import monitor as sbtf_monitor
 from sbtf.common import bit_flipping_env as sbtf_bit_flipping_env
 from sbtf.common import identity_env as sbtf_identity_env
-from sbtf.common.gym_compat import OLD_GYM_API_ATTRIBUTE
+from sbtf.common.envs.gym_compat import OLD_GYM_API_ATTRIBUTE
 
 __all__ = ["OldGymAPI", "old_done", "BitFlippingEnv", "IdentityEnv", "IdentityEnvBox", "IdentityEnvMultiDiscrete",
            "IdentityEnvMultiBinary", "Monitor"]

@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import gymnasium
 import numpy as np
 
-from sbtf.common.gym_compat import OldGymAPIAdapter, wrap_env
+from sbtf.common.envs.gym_compat import OldGymAPIAdapter, wrap_env
 from sbtf.common.vec_env.base_vec_env import Indices, VecEnv
 from sbtf.common.vec_env.util import copy_obs_dict, dict_to_obs, is_wrapped, obs_space_info
 
@@ -51,7 +51,7 @@ class DummyVecEnv(VecEnv):
     (``CartPole-v1`` and the like), where a process or thread per env would cost more than the env itself.
 
     :param env_fns: ([callable]) A list of functions that will create the environments (each call should return a
-        new instance; gymnasium envs and old-gym-API envs are accepted, see ``sbtf.common.gym_compat.wrap_env``)
+        new instance; gymnasium envs and old-gym-API envs are accepted, see ``sbtf.common.envs.gym_compat.wrap_env``)
     """
 
     def __init__(self, env_fns: List[Callable[[], Any]]):

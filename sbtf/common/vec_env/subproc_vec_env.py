@@ -10,7 +10,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 from gymnasium import spaces
 
-from sbtf.common.gym_compat import wrap_env
+from sbtf.common.envs.gym_compat import wrap_env
 from sbtf.common.vec_env.base_vec_env import CloudpickleWrapper, Indices, VecEnv
 from sbtf.common.vec_env.dummy_vec_env import _get_env_attr, _render_frame, _set_env_attr
 from sbtf.common.vec_env.util import is_wrapped, obs_space_info

@@ -1,7 +1,7 @@
 """Running normalisation of observations and returns for vectorized environments.
 
 Statistics files (``VecNormalize.save`` / ``save_running_average`` of sbtf, stable-baselines 2 and 3, baselines)
-are pickles; they are read by :mod:`sbtf.common.safe_pickle` with a small allow-list (numpy arrays, scalars and
+are pickles; they are read by :mod:`sbtf.common.fileio.safe_pickle` with a small allow-list (numpy arrays, scalars and
 dtypes; ``RunningMeanStd`` and ``VecNormalize`` objects as inert records of their state; gym spaces and random
 generators as inert records), so a file cannot run code, and every value taken from it is validated. Every
 failure is a :class:`~sbtf.common.file_errors.ModelFileError` naming the file.
@@ -18,9 +18,9 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 from gymnasium import spaces
 
-from sbtf.common import safe_pickle
-from sbtf.common.safe_zip import read_file_limited
-from sbtf.common.atomic_io import atomic_write_bytes, atomic_write_many
+from sbtf.common.fileio import safe_pickle
+from sbtf.common.fileio.safe_zip import read_file_limited
+from sbtf.common.fileio.atomic_io import atomic_write_bytes, atomic_write_many
 from sbtf.common.file_errors import CorruptedFileError, ModelDataError, ModelFileError, describe_value
 from sbtf.common.running_mean_std import RunningMeanStd
 from sbtf.common.vec_env.base_vec_env import VecEnv, VecEnvWrapper

@@ -5,16 +5,16 @@ from typing import Any, List
 
 import numpy as np
 
-from sbtf.common.dict_obs import DictObsLayout
+from sbtf.common.envs.dict_obs import DictObsLayout
 from sbtf.common.vec_env.base_vec_env import VecEnv, VecEnvWrapper
 
 
 class VecPackDictObs(VecEnvWrapper):
     """
     Packs the dict observations of a VecEnv with a ``gymnasium.spaces.Dict`` observation space into flat float32
-    rows (``sbtf.common.dict_obs.DictObsLayout``); its ``observation_space`` is the flat Box. A model puts it around
-    a Dict-observation env internally (``model.env``), so that every runner and buffer handles plain arrays, while
-    ``model.get_env()`` still returns the user's env. ``terminal_observation`` entries of the infos are packed too
+    rows (``sbtf.common.envs.dict_obs.DictObsLayout``); its ``observation_space`` is the flat Box. A model puts it
+    around a Dict-observation env internally (``model.env``), so that every runner and buffer handles plain arrays,
+    while ``model.get_env()`` still returns the user's env. ``terminal_observation`` entries of the infos are packed too
     (the infos are copied, the user's env's own dicts are not changed).
 
     :param venv: (VecEnv) a VecEnv with a Dict observation space

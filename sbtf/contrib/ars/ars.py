@@ -24,9 +24,9 @@ import gymnasium as gym
 import numpy as np
 
 from sbtf import logger
-from sbtf.common import model_schema as ms
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.base_class import BaseRLModel, SetVerbosity
-from sbtf.common.sb3_api import Sb3ModelApi
+from sbtf.common.algo.sb3_api import Sb3ModelApi
 from sbtf.common.math_util import safe_mean
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.contrib.ars.policies import ARSPolicy

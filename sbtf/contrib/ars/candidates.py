@@ -13,7 +13,7 @@ import numpy as np
 
 from sbtf.common.input import obs_input_dtype, obs_input_shape, preprocess_obs_np
 from sbtf.common.math_util import unscale_action
-from sbtf.common.network_ops import numpy_activation
+from sbtf.common.nn.network_ops import numpy_activation
 
 __all__ = ["CandidateActor"]
 

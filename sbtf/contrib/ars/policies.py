@@ -18,10 +18,10 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common.input import preprocess_obs_np
-from sbtf.common.network_ops import TF_OPS, numpy_activation
+from sbtf.common.nn.network_ops import TF_OPS, numpy_activation
 from sbtf.common.policies import BasePolicy, register_policy_base
 from sbtf.common.tf_layers import SB2Layer
-from sbtf.common.weight_tracking import assign_variables
+from sbtf.common.compile.weight_tracking import assign_variables
 from sbtf.contrib.ars.candidates import CandidateActor
 
 __all__ = ["ARSPolicy", "ARSLinearPolicy", "MlpPolicy", "LinearPolicy"]

@@ -1,3 +1,3 @@
-"""What sbtf's contrib algorithms share: sb3's off-policy schedule on sbtf's loop (``off_policy``), sb3's on-policy
-conventions (``sb3_on_policy``), sb3's network pieces (``networks``), PyTorch's Adam (``optim``), the quantile maths of
-QR-DQN and TQC (``quantiles``) and invalid action masking (``maskable``)."""
+"""What sbtf's contrib algorithms share beyond ``sbtf.sb3.common`` (the SB3 on-/off-policy bases and network pieces
+they build on): PyTorch's Adam (``optim``), the quantile maths of QR-DQN and TQC (``quantiles``) and invalid action
+masking (``maskable``)."""

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common import model_schema as ms
+from sbtf.common.fileio import model_schema as ms
 from sbtf.contrib.common.maskable.buffers import MaskableRolloutBatch, MaskableRolloutRunner
 from sbtf.contrib.common.maskable.policies import (MaskableActorCriticCnnPolicy, MaskableActorCriticPolicy,
                                                    MaskableMultiInputActorCriticPolicy)

@@ -8,7 +8,7 @@ the actor's (``shared_lstm=True``, its output with the gradient stopped) or a li
 
 With ``share_features_extractor=False`` the actor and the critic have their own extractors
 (``pi_features_extractor``, ``vf_features_extractor``). With ``use_sde`` (set by ``RecurrentPPO(use_sde=True)``) the
-action head is gSDE's (:mod:`sbtf.common.sde`: mean layer and ``log_std`` matrix on the pi latent, exploration
+action head is gSDE's (:mod:`sbtf.common.nn.sde`: mean layer and ``log_std`` matrix on the pi latent, exploration
 matrices resampled by the algorithm). A multi-dimensional Box action space is handled as sb3 does: the distribution
 is over the flattened actions, which are reshaped to the space's shape for the env and ``predict``.
 
@@ -32,13 +32,13 @@ import tensorflow as tf
 
 from sbtf.common.distributions import make_proba_dist_type
 from sbtf.common.input import check_obs_space
-from sbtf.common.network_ops import TF_OPS
+from sbtf.common.nn.network_ops import TF_OPS
 from sbtf.common.policies import BasePolicy, register_policy_base
-from sbtf.common.sde import ExplorationNoise, SDEHead, sde_flat, sde_std
+from sbtf.common.nn.sde import ExplorationNoise, SDEHead, sde_flat, sde_std
 from sbtf.common.tf_layers import Dense, SB2Layer, _NumpyInitializer
 from sbtf.common.tf_layers import ortho_init as orthogonal_init
 from sbtf.common.extractors import NatureCNN
-from sbtf.contrib.common.networks import FeaturesExtractor, TorchLinear, resolve_extractor_class
+from sbtf.sb3.common.networks import FeaturesExtractor, TorchLinear, resolve_extractor_class
 
 
 #: PyTorch ``nn.LSTM`` keywords (``lstm_kwargs``) and the one value of each that sbtf's LSTM has (``bias`` takes both)

@@ -23,16 +23,16 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf import logger
-from sbtf.common import model_schema as ms
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.fileio import model_schema as ms
+from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.math_util import explained_variance
-from sbtf.common.on_policy import OnPolicyAlgorithm
-from sbtf.common.rollout import RolloutBuffer, swap_and_flatten
+from sbtf.common.algo.on_policy import OnPolicyAlgorithm
+from sbtf.common.storage.rollout import RolloutBuffer, swap_and_flatten
 from sbtf.common.runners import AbstractEnvRunner
-from sbtf.common.sb3_api import Sb3ModelApi
+from sbtf.common.algo.sb3_api import Sb3ModelApi
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.common.tf_util import xla_pays_off
-from sbtf.common.train_log import record_episode_means
+from sbtf.common.algo.train_log import record_episode_means
 from sbtf.contrib.common.optim import make_optimizer
 from sbtf.contrib.ppo_recurrent.policies import RecurrentActorCriticPolicy
 from sbtf.common.arg_checks import check_hyperparameters
@@ -102,7 +102,7 @@ class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
     :param ent_coef: (float) Entropy coefficient for the loss calculation
     :param vf_coef: (float) Value function coefficient for the loss calculation
     :param max_grad_norm: (float) The maximum value for the gradient clipping
-    :param use_sde: (bool) generalized State-Dependent Exploration (gSDE, Box actions; :mod:`sbtf.common.sde`)
+    :param use_sde: (bool) generalized State-Dependent Exploration (gSDE, Box actions; :mod:`sbtf.common.nn.sde`)
     :param sde_sample_freq: (int) resample the gSDE exploration matrices every n steps (-1: only at rollout start)
     :param target_kl: (float) Limit the KL divergence between updates (early stop of the epochs at 1.5 x)
     :param stats_window_size: (int) Window size for the rollout logging (episodes)

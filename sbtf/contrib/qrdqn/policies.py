@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.network_ops import TF_OPS
+from sbtf.common.nn.network_ops import TF_OPS
 from sbtf.common.policies import register_policy_base
 from sbtf.sb3.dqn.q_learning import QPolicyBase, QValueNetwork
 

@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from sbtf.common.off_policy_algorithm import learn_doc
+from sbtf.common.algo.off_policy_algorithm import learn_doc
 from sbtf.sb3.dqn.q_learning import QLearningAlgorithm, exploration_rate, q_learning_save_schema
 from sbtf.contrib.common.quantiles import quantile_huber_loss
 from sbtf.contrib.qrdqn.policies import QRDQNPolicy

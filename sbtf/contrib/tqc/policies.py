@@ -53,7 +53,7 @@ class TQCPolicy(OffPolicyActorCriticPolicy):
     :param net_arch: ([int] or dict) The sizes of the hidden layers of the actor and the critics (default
         [256, 256]), or ``dict(pi=[...], qf=[...])``
     :param activation_fn: (callable or str) Activation function (default ReLU)
-    :param use_sde: (bool) gSDE actor (set by ``TQC(use_sde=True)``; see ``sbtf.common.sde`` and docs/gsde.md)
+    :param use_sde: (bool) gSDE actor (set by ``TQC(use_sde=True)``; see ``sbtf.common.nn.sde`` and docs/gsde.md)
     :param log_std_init: (float) Initial value of gSDE's ``log_std`` (gSDE only)
     :param use_expln: (bool) gSDE: ``expln`` instead of ``exp`` for the std
     :param clip_mean: (float) gSDE: the mean is clipped to [-clip_mean, clip_mean] (sb3's Hardtanh; 0: no clip)

@@ -13,9 +13,9 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from sbtf.common import model_schema as ms
-from sbtf.common.fast_call import TrainStep
-from sbtf.common.off_policy_algorithm import learn_doc
+from sbtf.common.fileio import model_schema as ms
+from sbtf.common.compile.fast_call import TrainStep
+from sbtf.common.algo.off_policy_algorithm import learn_doc
 from sbtf.contrib.common.quantiles import quantile_huber_loss, truncated_quantile_target
 from sbtf.contrib.tqc.policies import TQCPolicy
 from sbtf.sb3.common.actor_critic import squashed_gaussian_sample, squashed_sde_sample
@@ -53,7 +53,7 @@ class TQC(EntropyRegularisedAlgorithm):
     :param target_entropy: (str or float) target entropy when learning ``ent_coef`` (``ent_coef = 'auto'``)
     :param top_quantiles_to_drop_per_net: (int) Number of quantiles to drop per network
     :param use_sde: (bool) generalized State-Dependent Exploration (gSDE) instead of independent Gaussian noise (see
-        ``sbtf.common.sde`` and docs/gsde.md; policy_kwargs ``log_std_init``, ``use_expln``, ``full_std``,
+        ``sbtf.common.nn.sde`` and docs/gsde.md; policy_kwargs ``log_std_init``, ``use_expln``, ``full_std``,
         ``clip_mean``)
     :param sde_sample_freq: (int) resample the gSDE exploration matrix every n steps (-1: only when a collection of
         ``train_freq`` steps starts)

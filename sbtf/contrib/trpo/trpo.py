@@ -2,7 +2,7 @@
 
 One update: the policy objective's gradient ``g``, the natural direction ``s = (F + cg_damping I)^-1 g`` by conjugate
 gradient on Fisher-vector products (:func:`sbtf.common.cg.conjugate_gradient_tf` and
-:func:`sbtf.common.fisher.hessian_vector_product`, the code SB2's ``TRPO`` uses), the largest step
+:func:`sbtf.common.nn.fisher.hessian_vector_product`, the code SB2's ``TRPO`` uses), the largest step
 ``sqrt(2 target_kl / s^T F s)`` shrunk by ``line_search_shrinking_factor`` until ``KL(new || old) < target_kl`` and the
 objective improved (at most ``line_search_max_iter`` trials) -- all of it in one compiled call; then
 ``n_critic_updates`` epochs of Adam minibatch steps on the value function (a second compiled call).
@@ -18,19 +18,18 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common import model_schema as ms
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.base_class import SetVerbosity
 from sbtf.common.cg import conjugate_gradient_tf
-from sbtf.common.fast_call import TrainStep
-from sbtf.common.fisher import hessian_vector_product
+from sbtf.common.compile.fast_call import TrainStep
+from sbtf.common.nn.fisher import hessian_vector_product
 from sbtf.common.optimizers import Adam
 from sbtf.common.policies import ActorCriticPolicy
 from sbtf.common.runners import RolloutRunner
 from sbtf.common.schedules import get_schedule_fn
-from sbtf.common.sde import OnPolicySDEMixin, SquashedSDEDistribution
+from sbtf.common.nn.sde import OnPolicySDEMixin, SquashedSDEDistribution
 from sbtf.common.tf_util import assign_from_flat, flatgrad, flatten_tensors
-from sbtf.contrib.common.sb3_on_policy import Sb3OnPolicyAlgorithm
-from sbtf.sb3.common.on_policy_algorithm import warn_truncated_minibatch
+from sbtf.sb3.common.on_policy_algorithm import Sb3OnPolicyAlgorithm, warn_truncated_minibatch
 from sbtf.common.arg_checks import check_hyperparameters
 
 __all__ = ["TRPO", "sb3_policy_kwargs_to_sb2"]
@@ -76,7 +75,7 @@ class TRPO(OnPolicySDEMixin, Sb3OnPolicyAlgorithm):
     :param line_search_max_iter: (int) maximum number of line-search trials
     :param n_critic_updates: (int) epochs of value-function updates per rollout
     :param gae_lambda: (float) factor of the Generalized Advantage Estimator
-    :param use_sde: (bool) generalized State-Dependent Exploration (gSDE, Box actions; :mod:`sbtf.common.sde`)
+    :param use_sde: (bool) generalized State-Dependent Exploration (gSDE, Box actions; :mod:`sbtf.common.nn.sde`)
     :param sde_sample_freq: (int) resample the gSDE exploration matrices every n steps (-1: only at rollout start)
     :param normalize_advantage: (bool) normalise the advantages
     :param target_kl: (float) the trust region: the largest KL divergence between the old and the new policy

@@ -35,8 +35,8 @@ import numpy as np
 
 from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
                                      describe_value, get_load_limits)
-from sbtf.common.load_budget import exception_text
-from sbtf.common.safe_zip import NUMERIC_KINDS, open_zip, read_npz
+from sbtf.common.fileio.load_budget import exception_text
+from sbtf.common.fileio.safe_zip import NUMERIC_KINDS, open_zip, read_npz
 
 REQUIRED_KEYS = ("obs", "actions", "episode_returns", "episode_starts")
 
@@ -201,7 +201,7 @@ def _log(message: str) -> None:
 # ---------------------------------------------------------------------------------------------
 def _npy_header(handle, where: str) -> Tuple[Tuple[int, ...], bool, np.dtype]:
     """The ``(shape, fortran order, dtype)`` of an ``.npy`` header, whatever its dtype (nothing is allocated)."""
-    from sbtf.common.safe_zip import parse_npy_header
+    from sbtf.common.fileio.safe_zip import parse_npy_header
 
     return parse_npy_header(handle, where)
 

@@ -38,9 +38,9 @@ def _is_vec_env(env) -> bool:
 
 def _wrap_env(env):
     try:
-        from sbtf.common.gym_compat import wrap_env  # pylint: disable=import-outside-toplevel
+        from sbtf.common.envs.gym_compat import wrap_env  # pylint: disable=import-outside-toplevel
     except ImportError as exc:
-        raise ImportError("Recording from an env id or an old-gym-API env needs sbtf.common.gym_compat.wrap_env, "
+        raise ImportError("Recording from an env id or an old-gym-API env needs sbtf.common.envs.gym_compat.wrap_env, "
                           "which could not be imported; pass a gymnasium env instead") from exc
     return wrap_env(env)
 

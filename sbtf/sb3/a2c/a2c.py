@@ -17,11 +17,11 @@ from typing import Any, Dict, Optional
 import gymnasium as gym
 import tensorflow as tf
 
-from sbtf.common import model_schema as ms
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.base_class import SetVerbosity
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.optimizers import clip_grads
-from sbtf.common.rollout import RolloutBatch
+from sbtf.common.storage.rollout import RolloutBatch
 from sbtf.common.runners import RolloutRunner
 from sbtf.sb3.common.on_policy_algorithm import OnPolicyAlgorithm, normalize_advantages
 from sbtf.sb3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy

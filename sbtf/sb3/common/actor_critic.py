@@ -25,10 +25,10 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common.input import check_obs_space
-from sbtf.common.network_ops import TF_OPS
+from sbtf.common.nn.network_ops import TF_OPS
 from sbtf.common.optimizers import TorchAdam
 from sbtf.common.policies import BasePolicy
-from sbtf.common.sde import SDE_EPSILON, ExplorationNoise, SDELogStd, gaussian_log_prob, sde_log_std, sde_std
+from sbtf.common.nn.sde import SDE_EPSILON, ExplorationNoise, SDELogStd, gaussian_log_prob, sde_log_std, sde_std
 from sbtf.sb3.common.networks import (FeaturesExtractor, Mlp, TorchLinear, actor_critic_arch,
                                           resolve_extractor_class)
 
@@ -74,7 +74,7 @@ class SquashedGaussianActor(keras.layers.Layer):
     """
     sb3's SAC ``Actor`` (and sb3-contrib's TQC one): features, ``latent_pi`` MLP, ``mu`` and ``log_std`` heads; with
     gSDE (``use_sde``) the ``log_std`` head is the free gSDE parameter ``actor/log_std`` (latent_dim, action_dim or 1,
-    ``sbtf.common.sde``) and the mean is clipped to [-clip_mean, clip_mean] (sb3's Hardtanh; 0: no clip).
+    ``sbtf.common.nn.sde``) and the mean is clipped to [-clip_mean, clip_mean] (sb3's Hardtanh; 0: no clip).
     """
 
     def __init__(self, observation_space: gym.Space, action_dim: int, net_arch: List[int], activation_fn,
@@ -383,7 +383,7 @@ class OffPolicyActorCriticPolicy(BasePolicy):
         """
         Actions in [-1, 1]. Squashed Gaussian actor: ``tanh(mu)`` (deterministic) or ``tanh(mu + std * N(0, 1))``;
         with gSDE ``tanh(mu + latent @ E)`` (``E`` the current exploration matrix,
-        ``sbtf.common.sde.ExplorationNoise``). Deterministic actor: its output (exploration noise is the model's).
+        ``sbtf.common.nn.sde.ExplorationNoise``). Deterministic actor: its output (exploration noise is the model's).
         """
         if self._actor_kind == "deterministic":
             return np.tanh(self._acting("pre_tanh", self._prepare_obs(obs)))

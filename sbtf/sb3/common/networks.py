@@ -3,7 +3,7 @@
 initialisation, the feature extractors (any Keras layer with a ``features_dim``, ``sbtf.common.extractors``' built-in
 ones by default) and the ``net_arch`` forms.
 
-Every network is written once against a backend ``ops`` (``sbtf.common.network_ops``): TensorFlow for training and
+Every network is written once against a backend ``ops`` (``sbtf.common.nn.network_ops``): TensorFlow for training and
 export, NumPy for acting when every layer has a NumPy form (dense layers with a known activation; a CNN acts
 through one compiled TF call).
 """
@@ -17,13 +17,13 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common import extractors
-from sbtf.common.dict_obs import layout_of
+from sbtf.common.envs.dict_obs import layout_of
 from sbtf.common.extractors import CombinedExtractor, FlattenExtractor
 from sbtf.common.extractors import NatureCNN as SB3NatureCNN
 from sbtf.common.extractors import extractor_named_variables, features_dim_of
 from sbtf.common.extractors import is_image_space as sb3_is_image_space
 from sbtf.common.input import obs_input_dtype, obs_input_shape
-from sbtf.common.network_ops import TF_OPS
+from sbtf.common.nn.network_ops import TF_OPS
 from sbtf.common.registry import class_key, lookup_class, register_class
 from sbtf.common.tf_layers import Dense, NatureCNN, SB2Layer
 
@@ -172,12 +172,12 @@ class ScopedVariables:
 class FeaturesExtractor(keras.layers.Layer):
     """
     The features of a contrib policy: pre-processing as sb3 does (one-hot for discrete spaces, ``/ 255`` for image
-    spaces when ``normalize_images``; for a Dict space, ``sbtf.common.dict_obs``'s packed rows unpacked into a
+    spaces when ``normalize_images``; for a Dict space, ``sbtf.common.envs.dict_obs``'s packed rows unpacked into a
     ``{key: tensor}`` dict), then the extractor layer: a built-in one (``sbtf.common.extractors``' ``FlattenExtractor``,
     ``NatureCNN``, ``CombinedExtractor``) or any Keras layer class of the user's with a ``features_dim``, built as
     ``features_extractor_class(observation_space, **features_extractor_kwargs)``, the core policies' convention. Its
     variables are named ``<scope>/<name>`` (``sbtf.common.extractors.extractor_named_variables``). A layer without a
-    NumPy form makes the policy act through one compiled TF call (``sbtf.common.acting``).
+    NumPy form makes the policy act through one compiled TF call (``sbtf.common.compile.acting``).
 
     :param scope: the scope of the extractor's variable names
     :param observation_space: the observation space
@@ -219,7 +219,7 @@ class FeaturesExtractor(keras.layers.Layer):
                              f"features_dim={self.features_dim} but outputs shape {tuple(out.shape)}; it must output "
                              "(batch, features_dim).")
         if ortho_gain is not None and not hasattr(self.layer, "named_variables"):
-            from sbtf.common.policies import _reinit_keras_sublayers
+            from sbtf.common.nn.policy_builders import _reinit_keras_sublayers
 
             _reinit_keras_sublayers(self.layer, ortho_gain)
         self.build(dummy.shape)  # the extractor layer is built (on the dummy observation): so is this layer
@@ -231,7 +231,7 @@ class FeaturesExtractor(keras.layers.Layer):
     def preprocess(self, obs, ops):
         """Raw (packed) observations to what the extractor takes, in the backend ``ops``."""
         if self.layout is not None:
-            from sbtf.common.dict_obs import preprocess_dict
+            from sbtf.common.envs.dict_obs import preprocess_dict
 
             return preprocess_dict(ops, obs, self.layout, self.scaled_keys)
         return ops.preprocess(obs, self.observation_space, self.scale)
@@ -245,7 +245,8 @@ class FeaturesExtractor(keras.layers.Layer):
     @property
     def xla_friendly(self) -> bool:
         """Whether XLA pays off on CPU for this extractor: sbtf's flattening only (a user's Keras layers may use ops
-        XLA cannot compile; convolutions run slower under XLA on CPU, ``sbtf.common.fast_call.xla_pays_off``)."""
+        XLA cannot compile; convolutions run slower under XLA on CPU,
+        ``sbtf.common.compile.fast_call.xla_pays_off``)."""
 
         return type(self.layer) is FlattenExtractor or (type(self.layer) is CombinedExtractor
                                                         and not self.layer.image_keys)

@@ -22,12 +22,12 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common import model_schema as ms
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.fileio import model_schema as ms
+from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.math_util import scale_action, unscale_action
-from sbtf.common.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, LearnState, OffPolicyAlgorithm
-from sbtf.common.off_policy_train import TrainStepCache
-from sbtf.common.sb3_api import Sb3ModelApi
+from sbtf.common.algo.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, LearnState, OffPolicyAlgorithm
+from sbtf.common.algo.off_policy_train import TrainStepCache
+from sbtf.common.algo.sb3_api import Sb3ModelApi
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.common.tf_util import repeat_steps
 from sbtf.sb3.common.policies import make_policy_optimizer
@@ -109,7 +109,7 @@ class ContribOffPolicyAlgorithm(Sb3ModelApi, OffPolicyAlgorithm):
     def _check_spaces(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         """Dict observations are taken (``MultiInputPolicy``; the loop sees them packed, see ``VecPackDictObs``)."""
         if isinstance(observation_space, gym.spaces.Dict):
-            from sbtf.common.dict_obs import layout_of
+            from sbtf.common.envs.dict_obs import layout_of
             from sbtf.common.input import check_obs_space
 
             check_obs_space(observation_space, type(self).__name__, allow_dict=True)
@@ -494,7 +494,7 @@ class EntropyRegularisedAlgorithm(ActorCriticOffPolicyAlgorithm):
                             actor_value_fn: Callable, name: str) -> TrainStep:
         """The compiled ``n_steps`` gradient steps of ``entropy_regularised_update`` (see there for the three
         functions), each followed by the target critic's Polyak update when its flag is set."""
-        from sbtf.common.off_policy_ops import polyak_update
+        from sbtf.common.algo.off_policy_ops import polyak_update
         from sbtf.sb3.common.actor_critic import entropy_regularised_update
 
         actor, entropy = self.policy_tf.actor, self._entropy

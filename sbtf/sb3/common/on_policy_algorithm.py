@@ -1,7 +1,7 @@
 """stable-baselines3's on-policy algorithm base (``stable_baselines3.common.on_policy_algorithm``) on sbtf's one
 on-policy loop.
 
-:class:`Sb3OnPolicyAlgorithm` is an :class:`~sbtf.common.on_policy.NStepActorCriticRLModel` (sbtf's one on-policy
+:class:`Sb3OnPolicyAlgorithm` is an :class:`~sbtf.common.algo.on_policy.NStepActorCriticRLModel` (sbtf's one on-policy
 ``learn`` loop, runners, callbacks, TensorBoard, save format) with what stable-baselines3 does differently; the
 sb3-contrib classes (MaskablePPO, contrib TRPO) and :class:`OnPolicyAlgorithm` (PPO, A2C) derive from it:
 
@@ -27,13 +27,13 @@ import tensorflow as tf
 
 from sbtf import logger
 from sbtf.common.math_util import explained_variance, safe_mean
-from sbtf.common.on_policy import NStepActorCriticRLModel
+from sbtf.common.algo.on_policy import NStepActorCriticRLModel
 from sbtf.common.policies import get_policy_from_name
-from sbtf.common.rollout import RolloutBuffer
+from sbtf.common.storage.rollout import RolloutBuffer
 from sbtf.common.runners import RolloutRunner
-from sbtf.common.sb3_api import Sb3ModelApi
+from sbtf.common.algo.sb3_api import Sb3ModelApi
 from sbtf.common.schedules import get_schedule_fn
-from sbtf.common.sde import OnPolicySDEMixin
+from sbtf.common.nn.sde import OnPolicySDEMixin
 from sbtf.sb3.common.policies import ActorCriticPolicy
 
 __all__ = ["Sb3OnPolicyAlgorithm", "OnPolicyAlgorithm", "warn_truncated_minibatch", "normalize_advantages"]
@@ -137,8 +137,8 @@ class OnPolicyAlgorithm(OnPolicySDEMixin, Sb3OnPolicyAlgorithm):
     :param max_grad_norm: (float) the maximum global norm of the gradients
     :param use_sde: (bool) generalized State-Dependent Exploration (Box actions)
     :param sde_sample_freq: (int) resample the gSDE exploration matrices every n steps (-1: only at rollout start)
-    :param rollout_buffer_class: (type) None or sbtf's :class:`~sbtf.common.rollout.RolloutBuffer` (the one the
-        rollouts are stored in, for Dict observations too: they travel packed, ``sbtf.common.dict_obs``)
+    :param rollout_buffer_class: (type) None or sbtf's :class:`~sbtf.common.storage.rollout.RolloutBuffer` (the one the
+        rollouts are stored in, for Dict observations too: they travel packed, ``sbtf.common.envs.dict_obs``)
     :param rollout_buffer_kwargs: (dict) None or empty (sbtf's buffer takes no further settings)
     :param stats_window_size: (int) the number of episodes the ``rollout/`` means are taken over
     :param tensorboard_log: (str) TensorBoard folder (None: none)
@@ -167,7 +167,8 @@ class OnPolicyAlgorithm(OnPolicySDEMixin, Sb3OnPolicyAlgorithm):
                  device: str = "auto", _init_setup_model: bool = True):
         if rollout_buffer_class not in (None, RolloutBuffer):
             raise ValueError(f"Error: rollout_buffer_class={rollout_buffer_class!r} is not supported: sbtf stores "
-                             "every rollout (Dict observations too, packed) in sbtf.common.rollout.RolloutBuffer; "
+                             "every rollout (Dict observations too, packed) in "
+                             "sbtf.common.storage.rollout.RolloutBuffer; "
                              "leave rollout_buffer_class=None.")
         if rollout_buffer_kwargs:
             raise ValueError(f"Error: rollout_buffer_kwargs={rollout_buffer_kwargs!r} is not supported: sbtf's "

@@ -8,7 +8,7 @@ network of sbtf's :class:`~sbtf.common.policies.FeedForwardPolicy` in its stable
 builder for every actor-critic policy): features extractor, ``net_arch`` (a list: the same sizes for the policy and
 the value network; ``dict(pi=[...], vf=[...])``; default ``dict(pi=[64, 64], vf=[64, 64])``, ``[]`` behind a
 NatureCNN), SB3's orthogonal gains (sqrt(2) hidden, 0.01 action, 1 value), gSDE. Acting runs in NumPy when every
-layer has a NumPy form (``sbtf.common.acting``).
+layer has a NumPy form (``sbtf.common.compile.acting``).
 
 The optimizer is PyTorch's (``optimizer_class``: ``"Adam"`` / ``"RMSprop"``, sbtf's :class:`TorchAdam` /
 :class:`TorchStyleRMSProp`, or Keras' ``keras.optimizers.Adam`` / ``RMSprop`` standing for PyTorch's);
@@ -25,11 +25,11 @@ import numpy as np
 import tensorflow as tf
 
 from sbtf.common.extractors import CombinedExtractor, FlattenExtractor, NatureCNN
-from sbtf.common.network_ops import TF_OPS
+from sbtf.common.nn.network_ops import TF_OPS
 from sbtf.common.optimizers import TorchAdam, TorchStyleRMSProp
 from sbtf.common.policies import FeedForwardPolicy, register_policy_base
 from sbtf.common.registry import register_class
-from sbtf.common.sde import SDEHead
+from sbtf.common.nn.sde import SDEHead
 from sbtf.common.tf_layers import GaussianHead
 
 __all__ = ["ActorCriticPolicy", "ActorCriticCnnPolicy", "MultiInputActorCriticPolicy", "MlpPolicy", "CnnPolicy",

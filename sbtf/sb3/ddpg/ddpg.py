@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple, Union
 
-from sbtf.common.off_policy_algorithm import learn_doc
+from sbtf.common.algo.off_policy_algorithm import learn_doc
 from sbtf.sb3.td3.td3 import TD3
 from sbtf.common.arg_checks import check_hyperparameters
 

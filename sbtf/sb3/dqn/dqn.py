@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 import tensorflow as tf
 
-from sbtf.common.off_policy_algorithm import learn_doc
+from sbtf.common.algo.off_policy_algorithm import learn_doc
 from sbtf.sb3.dqn.q_learning import QLearningAlgorithm, q_learning_save_schema
 from sbtf.sb3.dqn.policies import DQNPolicy
 from sbtf.common.arg_checks import check_hyperparameters

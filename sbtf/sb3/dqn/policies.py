@@ -7,7 +7,7 @@ layer with a ``features_dim``) then sb3's ``create_mlp`` to ``n_actions`` Q-valu
 shares (``sbtf.sb3.dqn.q_learning``). Variable names: ``model/q_net/fc{i}/kernel:0``,
 ``model/q_net/out/bias:0``, ``model/q_net_target/...`` (``<net>/features_extractor/...`` for the extractor's own
 variables). Acting runs the online network in NumPy on copies of its weights for Mlp networks, else in one compiled
-TF call (``sbtf.common.acting``).
+TF call (``sbtf.common.compile.acting``).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.network_ops import TF_OPS
+from sbtf.common.nn.network_ops import TF_OPS
 from sbtf.common.policies import register_policy_base
 from sbtf.sb3.dqn.q_learning import QPolicyBase, QValueNetwork
 

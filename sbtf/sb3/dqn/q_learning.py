@@ -24,12 +24,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common import model_schema as ms
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.extractors import NatureCNN
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.input import check_obs_space
-from sbtf.common.network_ops import TF_OPS
-from sbtf.common.off_policy_ops import polyak_update
+from sbtf.common.nn.network_ops import TF_OPS
+from sbtf.common.algo.off_policy_ops import polyak_update
 from sbtf.common.policies import BasePolicy
 from sbtf.sb3.common.networks import FeaturesExtractor, Mlp, resolve_extractor_class
 from sbtf.sb3.common.off_policy_algorithm import ContribOffPolicyAlgorithm, contrib_save_schema

@@ -6,7 +6,7 @@ one truncated when ``batch_size`` does not divide ``n_steps * n_envs``); per min
 surrogate + ``vf_coef`` x the MSE of the (optionally ``clip_range_vf``-clipped) values + ``ent_coef`` x the entropy loss
 (``-mean(entropy)``, or ``mean(log_prob)`` without a closed form), the gradients are clipped to ``max_grad_norm`` and
 PyTorch's Adam steps; a minibatch whose approximate KL ``mean((r - 1) - log r)`` exceeds ``1.5 * target_kl`` stops
-the update before its step. All of it runs in one compiled call (:class:`~sbtf.common.fast_call.TrainStep`).
+the update before its step. All of it runs in one compiled call (:class:`~sbtf.common.compile.fast_call.TrainStep`).
 
 sb3-contrib's ``MaskablePPO`` (``sbtf.contrib.ppo_mask``) is this class with masked distributions: it replaces the
 inputs and the evaluation of the actions (:meth:`PPO._train_inputs`, :meth:`PPO._train_feed`,
@@ -20,11 +20,11 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common import model_schema as ms
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.base_class import SetVerbosity
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.optimizers import clip_grads
-from sbtf.common.rollout import RolloutBatch
+from sbtf.common.storage.rollout import RolloutBatch
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.sb3.common.on_policy_algorithm import OnPolicyAlgorithm, normalize_advantages, warn_truncated_minibatch
 from sbtf.sb3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy

@@ -15,9 +15,9 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 import tensorflow as tf
 
-from sbtf.common import model_schema as ms
-from sbtf.common.fast_call import TrainStep
-from sbtf.common.off_policy_algorithm import learn_doc
+from sbtf.common.fileio import model_schema as ms
+from sbtf.common.compile.fast_call import TrainStep
+from sbtf.common.algo.off_policy_algorithm import learn_doc
 from sbtf.sb3.common.off_policy_algorithm import EntropyRegularisedAlgorithm, contrib_save_schema
 from sbtf.sb3.sac.policies import SACPolicy
 from sbtf.common.arg_checks import check_hyperparameters

@@ -14,10 +14,10 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common import model_schema as ms
-from sbtf.common.fast_call import TrainStep
-from sbtf.common.off_policy_algorithm import learn_doc
-from sbtf.common.off_policy_ops import polyak_update
+from sbtf.common.fileio import model_schema as ms
+from sbtf.common.compile.fast_call import TrainStep
+from sbtf.common.algo.off_policy_algorithm import learn_doc
+from sbtf.common.algo.off_policy_ops import polyak_update
 from sbtf.sb3.common.off_policy_algorithm import ActorCriticOffPolicyAlgorithm, contrib_save_schema
 from sbtf.sb3.sac.sac import q_regression_loss
 from sbtf.sb3.td3.policies import TD3Policy

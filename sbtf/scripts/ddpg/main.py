@@ -18,7 +18,7 @@ import numpy as np
 
 from sbtf import logger
 from sbtf.bench import Monitor
-from sbtf.common.gym_compat import wrap_env
+from sbtf.common.envs.gym_compat import wrap_env
 from sbtf.common.misc_util import boolean_flag, set_global_seeds
 from sbtf.common.mpi_util import get_rank
 from sbtf.common.noise import AdaptiveParamNoiseSpec, NormalActionNoise, OrnsteinUhlenbeckActionNoise

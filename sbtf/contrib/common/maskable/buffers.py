@@ -7,7 +7,7 @@ from typing import Optional
 
 import numpy as np
 
-from sbtf.common.rollout import RolloutBatch, RolloutBuffer, swap_and_flatten
+from sbtf.common.storage.rollout import RolloutBatch, RolloutBuffer, swap_and_flatten
 from sbtf.common.runners import AbstractEnvRunner
 from sbtf.contrib.common.maskable.utils import get_action_masks, is_masking_supported
 
@@ -16,7 +16,7 @@ __all__ = ["MaskableRolloutBatch", "MaskableRolloutRunner"]
 
 @dataclass
 class MaskableRolloutBatch(RolloutBatch):
-    """A :class:`~sbtf.common.rollout.RolloutBatch` with the action masks of every step (env-major, bool)."""
+    """A :class:`~sbtf.common.storage.rollout.RolloutBatch` with the action masks of every step (env-major, bool)."""
 
     action_masks: Optional[np.ndarray] = None
 

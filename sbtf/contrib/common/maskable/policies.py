@@ -14,11 +14,11 @@ from typing import Optional, Tuple
 import numpy as np
 
 from sbtf.common.extractors import FlattenExtractor, NatureCNN
-from sbtf.common.network_ops import TF_OPS
+from sbtf.common.nn.network_ops import TF_OPS
 from sbtf.common.policies import ActorCriticPolicy, register_policy_base
 from sbtf.common.tf_layers import Linear
 from sbtf.contrib.common.maskable.distributions import make_masked_proba_distribution
-from sbtf.contrib.common.networks import FeaturesExtractor, resolve_extractor_class
+from sbtf.sb3.common.networks import FeaturesExtractor, resolve_extractor_class
 
 __all__ = ["MaskableActorCriticPolicy", "MaskableActorCriticCnnPolicy", "MaskableMultiInputActorCriticPolicy",
            "parse_sb3_net_arch"]
@@ -107,7 +107,7 @@ class MaskableActorCriticPolicy(ActorCriticPolicy):
 
     @property
     def xla_friendly(self) -> bool:
-        """Whether XLA pays off on CPU (``sbtf.common.fast_call.xla_pays_off``): sbtf's flattening only."""
+        """Whether XLA pays off on CPU (``sbtf.common.compile.fast_call.xla_pays_off``): sbtf's flattening only."""
         return self.features_extractor.xla_friendly
 
     def _linear(self, scope: str, n_in: int, n_out: int, gain: float) -> Linear:
@@ -187,7 +187,8 @@ class MaskableActorCriticCnnPolicy(MaskableActorCriticPolicy):
 
 class MaskableMultiInputActorCriticPolicy(MaskableActorCriticPolicy):
     """``MaskableActorCriticPolicy`` for Dict observations (the ``MultiInputPolicy`` of ``MaskablePPO``):
-    ``CombinedExtractor`` features (a NatureCNN per image key, the other keys flattened, ``sbtf.common.dict_obs``)."""
+    ``CombinedExtractor`` features (a NatureCNN per image key, the other keys flattened,
+    ``sbtf.common.envs.dict_obs``)."""
 
     _default_extractor = "CombinedExtractor"
 

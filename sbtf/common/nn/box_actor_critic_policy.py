@@ -71,4 +71,55 @@ class BoxActorCriticPolicy(BasePolicy):
         return self.step(obs, state, mask)
 
 
-__all__ = ["BoxActorCriticPolicy"]
+#: (SB2 name, feature extraction, layer normalisation, docstring) of the four named off-policy actor-critic policies
+_ACTOR_CRITIC_VARIANTS = (
+    ("CnnPolicy", "cnn", False, """
+    Policy object that implements actor critic, using a CNN (the nature CNN)
+
+    :param _kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
+    """),
+    ("LnCnnPolicy", "cnn", True, """
+    Policy object that implements actor critic, using a CNN (the nature CNN), with layer normalisation
+
+    :param _kwargs: (dict) Extra keyword arguments for the nature CNN feature extraction
+    """),
+    ("MlpPolicy", "mlp", False, """
+    Policy object that implements actor critic, using a MLP (2 layers of 64)
+
+    :param _kwargs: (dict) Extra keyword arguments (``layers``, ``act_fun``, ...)
+    """),
+    ("LnMlpPolicy", "mlp", True, """
+    Policy object that implements actor critic, using a MLP (2 layers of 64), with layer normalisation
+
+    :param _kwargs: (dict) Extra keyword arguments (``layers``, ``act_fun``, ...)
+    """),
+)
+
+
+def _actor_critic_variant(feed_forward: type, module: str, name: str, feature_extraction: str, layer_norm: bool,
+                          doc: str) -> type:
+    fixed = {"feature_extraction": feature_extraction}
+    if layer_norm:
+        fixed["layer_norm"] = True
+
+    class Variant(feed_forward):
+        def __init__(self, sess=None, ob_space=None, ac_space=None, n_env=1, n_steps=1, n_batch=None, reuse=False,
+                     **_kwargs):
+            super().__init__(sess, ob_space, ac_space, n_env, n_steps, n_batch, reuse, **fixed, **_kwargs)
+
+    Variant.__name__ = Variant.__qualname__ = name
+    Variant.__module__ = Variant.__init__.__module__ = module
+    Variant.__init__.__qualname__ = f"{name}.__init__"
+    Variant.__doc__ = doc
+    return Variant
+
+
+def make_actor_critic_policies(feed_forward: type, module: str) -> tuple:
+    """
+    The SB2-named ``CnnPolicy``, ``LnCnnPolicy``, ``MlpPolicy`` and ``LnMlpPolicy`` subclasses of an off-policy
+    actor-critic ``FeedForwardPolicy`` (SAC, TD3, DDPG), in that order, named as in SB2 and living in ``module``.
+    """
+    return tuple(_actor_critic_variant(feed_forward, module, *variant) for variant in _ACTOR_CRITIC_VARIANTS)
+
+
+__all__ = ["make_actor_critic_policies", "BoxActorCriticPolicy"]

@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence, Un
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.weight_tracking import TrackedFunction, mirrors_of, variables_written_by
+from sbtf.common.compile.weight_tracking import TrackedFunction, mirrors_of, variables_written_by
 
 try:  # the cheap constructor of eager tensors (what tf.constant calls after several layers of checks)
     from tensorflow.python.eager import context as _tf_context
@@ -310,8 +310,8 @@ class TrainStep:
     vector, viewed per name in NumPy; the flat call of ``FastFunction`` is used.
 
     Nobody declares which weights ``fn`` changes: the step finds the variables its traced graph writes
-    (``sbtf.common.weight_tracking.variables_written_by``) and, before every call, marks the acting copies of those
-    variables stale (``written`` lists them). As an optimisation, the copies of the acting paths that mirror them
+    (``sbtf.common.compile.weight_tracking.variables_written_by``) and, before every call, marks the acting copies of
+    those variables stale (``written`` lists them). As an optimisation, the copies of the acting paths that mirror them
     ride along: they are read in the graph after ``fn`` and appended to the outputs, then installed at the version
     bumped before the call, so acting after a train step needs no second TF call. Correctness does not depend on
     it: a call interrupted anywhere (Ctrl-C) leaves the copies stale, and acting re-reads them.

@@ -1,11 +1,11 @@
 """
 Which copies of the weights a write makes stale, found by construction.
 
-A policy that acts in NumPy mirrors some of its ``tf.Variable`` s (``sbtf.common.acting.ActingPath``): its copies
-carry the :class:`WeightVersion` they were read at, and are re-read when the version moved. Nobody declares which
+A policy that acts in NumPy mirrors some of its ``tf.Variable`` s (``sbtf.common.compile.acting.ActingPath``): its
+copies carry the :class:`WeightVersion` they were read at, and are re-read when the version moved. Nobody declares which
 writes move it:
 
-* a compiled train step (``sbtf.common.fast_call.TrainStep``, or any concrete function wrapped with
+* a compiled train step (``sbtf.common.compile.fast_call.TrainStep``, or any concrete function wrapped with
   :func:`track_writes`) finds the variables it writes in its traced graph (:func:`variables_written_by`: every op
   that takes a captured variable's handle and is not a read, followed into ``tf.while_loop`` bodies, ``tf.cond``
   branches and nested functions), and bumps the versions mirroring them **before** each call: whatever happens

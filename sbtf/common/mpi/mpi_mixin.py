@@ -98,7 +98,7 @@ class MpiDataParallelMixin:
         theta = np.ascontiguousarray(getflat(), dtype=np.float32)
         self.comm.Bcast(theta, root=0)
         setfromflat(theta)
-        from sbtf.common.weight_tracking import assign_variables
+        from sbtf.common.compile.weight_tracking import assign_variables
 
         pairs = []
         for var in other_vars:

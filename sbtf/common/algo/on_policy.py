@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from sbtf.common.base_class import ActorCriticRLModel, TensorboardLogger
 from sbtf.common.policies import ActorCriticPolicy
-from sbtf.common.train_log import log_rollout_episode_rewards
+from sbtf.common.algo.train_log import log_rollout_episode_rewards
 
 if TYPE_CHECKING:
     from sbtf.common.callbacks import BaseCallback

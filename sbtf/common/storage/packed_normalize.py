@@ -2,8 +2,8 @@
 ``VecNormalize`` of a Dict observation space, applied to the packed rows sbtf carries Dict observations in.
 
 The off-policy algorithms see a Dict-observation env through ``VecPackDictObs`` (one float32 row per observation,
-``sbtf.common.dict_obs``) and store the *original* observations in their replay buffers; as in stable-baselines3, the
-observations are normalised when a minibatch is sampled. :class:`PackedVecNormalize` does what the VecNormalize does
+``sbtf.common.envs.dict_obs``) and store the *original* observations in their replay buffers; as in stable-baselines3,
+the observations are normalised when a minibatch is sampled. :class:`PackedVecNormalize` does what the VecNormalize does
 to the dict observations, on the packed rows: the entries of ``norm_obs_keys`` are normalised (or unnormalised) with
 their own statistics by the VecNormalize itself, the other entries (e.g. uint8 images, Discrete keys) are copied
 unchanged.
@@ -17,7 +17,7 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from sbtf.common.dict_obs import layout_of
+from sbtf.common.envs.dict_obs import layout_of
 
 
 class PackedVecNormalize:

@@ -4,7 +4,7 @@ CNN and the actor/critic parameter order that the DDPG (and, for the first two, 
 
 The actor (``<scope>/[c1..c3, fc1]``, ``<scope>/fc{i}`` [+ ``LayerNorm{_i}``], heads) and the critics
 (``<scope>/[c1..c3, fc1]``, one ``SB2Mlp`` + dense head per critic) are written once against a backend ``ops``
-(``sbtf.common.network_ops``): in TensorFlow for training, and for acting through the policy's acting path (NumPy
+(``sbtf.common.nn.network_ops``): in TensorFlow for training, and for acting through the policy's acting path (NumPy
 when every layer on the actor has a NumPy form, else one compiled TF call).
 
 ``policy_kwargs`` take stable-baselines 2's keywords (``layers``, ``act_fun``, ``layer_norm``, ``feature_extraction``,
@@ -23,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.network_ops import TF_OPS
+from sbtf.common.nn.network_ops import TF_OPS
 from sbtf.common.tf_layers import Dense, SB2Mlp
 
 #: the arguments of a policy constructor that are not ``policy_kwargs`` (the algorithm passes them)
@@ -255,7 +255,7 @@ def multi_input_kwargs(algo: str, kwargs: dict) -> dict:
 def preprocess_ops(policy, obs, ops):
     """A policy's pre-processing in the backend ``ops``: a ``{key: tensor}`` dict for a Dict space, else one tensor."""
     if getattr(policy, "dict_layout", None) is not None:
-        from sbtf.common.dict_obs import preprocess_dict
+        from sbtf.common.envs.dict_obs import preprocess_dict
 
         return preprocess_dict(ops, obs, policy.dict_layout, policy._scaled_keys)
     return ops.preprocess(obs, policy.ob_space, policy.scale)
@@ -479,7 +479,7 @@ class ActorCriticNetworks(ActorCriticLayers):
     # ------------------------------------------------------------------ acting path
     def acting_variables(self) -> list:
         """The variables the NumPy acting copies mirror (the actor's), in order (every tracked write of them
-        refreshes the copies, see ``sbtf.common.weight_tracking``)."""
+        refreshes the copies, see ``sbtf.common.compile.weight_tracking``)."""
         if self._acting is not None and self._acting.uses_numpy:
             return list(self._acting.variables)
         return self.actor_variables()

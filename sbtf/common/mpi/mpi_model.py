@@ -4,8 +4,8 @@ segments, and data-parallel training over MPI.
 Under ``mpirun -np N python script.py`` every rank builds the same model, collects its own trajectory segment and
 joins the collective calls of the update (gradient/statistics averaging), so the parameters stay identical. The MPI
 rules (rank seeding, broadcasting rank 0's parameters when ``learn()`` starts, logging and saving on rank 0 only,
-aborting the job when a rank fails) are ``sbtf.common.mpi_mixin.MpiDataParallelMixin``'s; the learn loop is the
-on-policy family's (``sbtf.common.on_policy.OnPolicyAlgorithm``), fed one ``TrajectorySegment`` per update.
+aborting the job when a rank fails) are ``sbtf.common.mpi.mpi_mixin.MpiDataParallelMixin``'s; the learn loop is the
+on-policy family's (``sbtf.common.algo.on_policy.OnPolicyAlgorithm``), fed one ``TrajectorySegment`` per update.
 
 In one process (no mpirun, with or without mpi4py installed) all of this reduces to ordinary training, and the
 algorithms use fused compiled update loops instead of per-minibatch calls.
@@ -23,10 +23,10 @@ import tensorflow as tf
 from sbtf import logger
 from sbtf.common.base_class import SetVerbosity, TensorboardLogger, TensorboardWriter
 from sbtf.common.math_util import safe_mean, total_episode_reward_logger
-from sbtf.common.mpi_mixin import MpiDataParallelMixin
-from sbtf.common.on_policy import LearnProgress, OnPolicyAlgorithm
+from sbtf.common.mpi.mpi_mixin import MpiDataParallelMixin
+from sbtf.common.algo.on_policy import LearnProgress, OnPolicyAlgorithm
 from sbtf.common.policies import ActorCriticPolicy
-from sbtf.common.rollout import RolloutBatch, TrajectorySegment, add_vtarg_and_adv
+from sbtf.common.storage.rollout import RolloutBatch, TrajectorySegment, add_vtarg_and_adv
 from sbtf.common.runners import traj_segment_generator
 from sbtf.common.tf_util import make_assign_fn
 from sbtf.common.arg_checks import check_total_timesteps

@@ -189,7 +189,7 @@ class DictObsLayout:
         return out
 
     def unpack(self, x, ops) -> "OrderedDict[str, Any]":
-        """:meth:`unpack_np` or :meth:`unpack_tf` by the backend ``ops`` (``sbtf.common.network_ops``)."""
+        """:meth:`unpack_np` or :meth:`unpack_tf` by the backend ``ops`` (``sbtf.common.nn.network_ops``)."""
         return self.unpack_np(x) if getattr(ops, "is_numpy", False) else self.unpack_tf(x)
 
     def split_batch(self, obs: Mapping[str, Any]) -> List[Dict[str, np.ndarray]]:
@@ -201,7 +201,7 @@ class DictObsLayout:
 def preprocess_dict(ops, x, layout: DictObsLayout, scaled_keys=frozenset()) -> "OrderedDict[str, Any]":
     """
     Packed Dict observations ``x`` (n, size) to ``{key: pre-processed batch}`` in the backend ``ops``
-    (``sbtf.common.network_ops``): Discrete / MultiDiscrete keys one-hot, MultiBinary and Box keys float32, and the
+    (``sbtf.common.nn.network_ops``): Discrete / MultiDiscrete keys one-hot, MultiBinary and Box keys float32, and the
     Box keys in ``scaled_keys`` (images, when the policy normalises them) rescaled to [0, 1] by their bounds.
     """
     out: OrderedDict[str, Any] = OrderedDict()

@@ -11,10 +11,10 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.fast_call import TrainStep
+from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.math_util import scale_action, unscale_action
-from sbtf.common.off_policy_algorithm import LearnState, OffPolicyAlgorithm
-from sbtf.common.off_policy_train import TrainStepCache
+from sbtf.common.algo.off_policy_algorithm import LearnState, OffPolicyAlgorithm
+from sbtf.common.algo.off_policy_train import TrainStepCache
 from sbtf.common.schedules import get_schedule_fn
 from sbtf.common.tf_util import repeat_steps
 

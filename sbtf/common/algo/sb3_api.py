@@ -156,7 +156,7 @@ class Sb3ModelApi:
         from sbtf.common.vec_env import VecEnv
 
         if env is not None and not isinstance(env, VecEnv):
-            from sbtf.common.gym_compat import wrap_env
+            from sbtf.common.envs.gym_compat import wrap_env
             from sbtf.common.monitor import Monitor
             from sbtf.common.vec_env.util import is_wrapped
 

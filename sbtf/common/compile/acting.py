@@ -1,7 +1,7 @@
 """
 The fast acting path of a policy, derived from its layers.
 
-A policy writes each network once against a backend ``ops`` (see ``sbtf.common.network_ops``). An
+A policy writes each network once against a backend ``ops`` (see ``sbtf.common.nn.network_ops``). An
 :class:`ActingPath` holds the acting functions of one network (``fn(ops, *inputs)``) and finds out, with one dry run
 in NumPy on zero weights, whether every layer and activation on them has a NumPy form. If so, the policy acts in
 NumPy on copies of the weights (one TF call per environment step costs more than a small network in NumPy); if not
@@ -9,9 +9,9 @@ NumPy on copies of the weights (one TF call per environment step costs more than
 reads the variables directly.
 
 The copies carry the version of the policy's weights (:class:`WeightVersion`). Nobody bumps it by hand: a path that
-acts in NumPy registers the variables it copies (``sbtf.common.weight_tracking.watch``), and every tracked write of
-them bumps it -- a compiled train step (``sbtf.common.fast_call.TrainStep``, which finds what it writes in its traced
-graph, bumps before its call and returns fresh copies with its outputs), ``load`` / ``load_parameters``,
+acts in NumPy registers the variables it copies (``sbtf.common.compile.weight_tracking.watch``), and every tracked
+write of them bumps it -- a compiled train step (``sbtf.common.compile.fast_call.TrainStep``, which finds what it writes
+in its traced graph, bumps before its call and returns fresh copies with its outputs), ``load`` / ``load_parameters``,
 ``policy.set_weights``, MPI broadcasts, ``assign_from_flat`` (see ``docs/architecture.md``, "Acting weights").
 Stale copies are refreshed by one compiled read of the path's variables when next used.
 """
@@ -22,9 +22,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.fast_call import FastFunction, FlatLayout
-from sbtf.common.network_ops import TF_OPS, NoNumpyForm, NumpyOps, TFOps  # noqa: F401 (TFOps re-exported)
-from sbtf.common.weight_tracking import WeightVersion, add_candidate, watch
+from sbtf.common.compile.fast_call import FastFunction, FlatLayout
+from sbtf.common.nn.network_ops import TF_OPS, NoNumpyForm, NumpyOps, TFOps  # noqa: F401 (TFOps re-exported)
+from sbtf.common.compile.weight_tracking import WeightVersion, add_candidate, watch
 
 
 class _DiscoveringOps(NumpyOps):

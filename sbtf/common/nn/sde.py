@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
+import gymnasium as gym
 import keras
 import numpy as np
 import tensorflow as tf
@@ -369,6 +370,77 @@ def sde_kwarg_error(algorithm: str, has_sde: Optional[bool] = None) -> ValueErro
                       "SAC, sbtf.contrib.TQC / TRPO / RecurrentPPO).")
 
 
+class FeedForwardSDEMixin:
+    """gSDE in ``FeedForwardPolicy`` (SB3's ``use_sde``): the policy_kwargs check, the squashed distribution and
+    acting with exploration matrices; mixed into the policy before ``ActorCriticPolicy`` (its ``step`` / ``act`` /
+    ``proba_distribution_from_flat`` are the fallbacks without gSDE)."""
+
+    def _sde_settings(self, use_sde, log_std_init, use_expln, full_std, squash_output):
+        """Check the gSDE policy_kwargs; the exploration noise (the acting state) when ``use_sde``."""
+        if squash_output and not use_sde:
+            raise ValueError("Error: squash_output=True is only available when using gSDE (use_sde=True).")
+        if not use_sde:  # use_expln and full_std only matter with gSDE (ignored otherwise, as in SB3)
+            return False, None
+        if not isinstance(self.ac_space, gym.spaces.Box):
+            raise ValueError(f"Error: gSDE (use_sde=True) needs a Box action space, got {self.ac_space!r}.")
+        if squash_output:
+            self.squash_output = True
+            if not (np.all(np.isfinite(self.ac_space.low)) and np.all(np.isfinite(self.ac_space.high))):
+                raise ValueError(f"Error: squash_output=True rescales actions from [-1, 1] to the action space's "
+                                 f"bounds, which must be finite (got {self.ac_space!r}).")
+        return True, ExplorationNoise(self.np_random)
+
+    def proba_distribution_from_flat(self, flat):
+        """The action distribution of flat parameters; tanh-squashed with ``squash_output`` (SB3's bijector)."""
+        if self.squash_output:
+            return SquashedSDEDistribution(flat)
+        return super().proba_distribution_from_flat(flat)
+
+    # --- gSDE acting (sbtf.common.nn.sde) ----------------------------------------------------------------
+    def _sde_std(self, ops):
+        head = self.pi_head
+        return sde_std(ops.weight(head, "log_std"), head.n_hidden, head.use_expln, head.full_std, numpy=ops.is_numpy)
+
+    def sde_std_matrix(self) -> np.ndarray:
+        """The std of the exploration matrices (latent_dim, action_dim), NumPy."""
+        return np.asarray(self._acting("sde_std"))
+
+    def reset_noise(self, n_envs: int = 1) -> None:
+        """Sample new exploration matrices (SB3's ``reset_noise``)."""
+        self.sde_noise.reset(self.sde_std_matrix(), n_envs)
+
+    def _sde_act(self, obs, deterministic: bool):
+        """gSDE acting: ``mean + latent @ E`` (``mean`` when deterministic), through ``tanh`` with ``squash_output``;
+        returns (actions, values, flat)."""
+        flat, value, latent = self._acting("sde_network", self._prepare_obs(obs))
+        mean = flat[:, :self.ac_space.shape[0]]
+        if deterministic:
+            action = mean.copy()
+        else:
+            self.sde_noise.before_step(self.sde_std_matrix, len(latent))
+            action = (mean + self.sde_noise.noise(latent)).astype(np.float32)
+        if self.squash_output:  # SB3's TanhBijector.forward; the env gets unscale_action(action)
+            action = np.tanh(action)
+        return action, value, flat
+
+    def neglogp_np(self, flat: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """NumPy negative log-likelihood of ``actions`` (squashed ones in [-1, 1] with ``squash_output``)."""
+        if self.squash_output:
+            return squashed_neglogp_np(flat, actions)
+        return self.pdtype.np_neglogp(flat, actions).astype(np.float32)
+
+    def step(self, obs, state=None, mask=None, deterministic=False):
+        if not self.use_sde:
+            return super().step(obs, state, mask, deterministic)
+        action, value, flat = self._sde_act(obs, deterministic)
+        return action, value, None, self.neglogp_np(flat, action)
+
+    def act(self, obs, state=None, mask=None, deterministic=False):
+        if not self.use_sde:
+            return super().act(obs, state, mask, deterministic)
+        action, value, _ = self._sde_act(obs, deterministic)
+        return action, value, None
+
 __all__ = ["SDE_ALGORITHMS", "sde_kwarg_error", "SDE_EPSILON", "SDEHead", "SDELogStd", "sde_log_std", "gaussian_log_prob", "sde_std", "sde_flat", "ExplorationNoise", "OnPolicySDEMixin", "refuse_sde",
            "TANH_CLIP_EPS", "clip_squashed", "tanh_inverse", "squashed_neglogp_np", "SquashedSDEDistribution", "mean_entropy", "scale_action",
-           "unscale_action"]
+           "unscale_action", "FeedForwardSDEMixin"]

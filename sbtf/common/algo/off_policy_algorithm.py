@@ -27,11 +27,11 @@ import gymnasium as gym
 import numpy as np
 
 from sbtf import logger
-from sbtf.common import model_schema as ms
+from sbtf.common.fileio import model_schema as ms
 from sbtf.common.base_class import OffPolicyRLModel
 from sbtf.common.input import check_obs_space
 from sbtf.common.math_util import safe_mean, total_episode_reward_logger
-from sbtf.common.packed_normalize import for_packed_rows
+from sbtf.common.storage.packed_normalize import for_packed_rows
 from sbtf.common.registry import registered_classes
 
 

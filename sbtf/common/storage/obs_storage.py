@@ -1,7 +1,7 @@
 """
 Replay storage of packed Dict observations in each key's own dtype.
 
-sbtf carries a ``gymnasium.spaces.Dict`` observation as one packed float32 row (``sbtf.common.dict_obs``). A replay
+sbtf carries a ``gymnasium.spaces.Dict`` observation as one packed float32 row (``sbtf.common.envs.dict_obs``). A replay
 buffer that kept those rows would hold a uint8 image in 4 bytes per pixel; :class:`PackedObsArray` keeps one array per
 key instead, in the key's storage dtype (:func:`storage_dtype`: uint8 images stay uint8, Discrete keys are the
 smallest integer type of their range), and behaves like the ``(n, size)`` float32 array of packed rows it replaces:
@@ -66,7 +66,7 @@ def obs_fields(space: Any) -> Optional[Tuple[ObsField, ...]]:
     """
     if not isinstance(space, gym.spaces.Dict):
         return None
-    from sbtf.common.dict_obs import layout_of
+    from sbtf.common.envs.dict_obs import layout_of
 
     fields = tuple(ObsField(e.offset, e.size, tuple(e.shape), storage_dtype(e.space)) for e in layout_of(space).entries)
     if all(f.dtype == np.float32 for f in fields):

@@ -153,7 +153,7 @@ class BoundedZipFile(zipfile.ZipFile):
              force_zip64: bool = False) -> "BoundedMember":  # type: ignore[override]
         """A :class:`BoundedMember` reading ``name`` (reading only; ``pwd`` is refused: encrypted members are)."""
         if mode != "r":
-            raise ValueError("archives opened by sbtf.common.safe_zip are read-only")
+            raise ValueError("archives opened by sbtf.common.fileio.safe_zip are read-only")
         if isinstance(name, zipfile.ZipInfo):
             info = name
         else:
@@ -389,7 +389,7 @@ def check_member_size(info: zipfile.ZipInfo, max_bytes: int, what: str) -> None:
 
 def _bounded(archive: zipfile.ZipFile) -> BoundedZipFile:
     if not isinstance(archive, BoundedZipFile):
-        raise TypeError("open archives with sbtf.common.safe_zip.open_zip: only its members are read bounded")
+        raise TypeError("open archives with sbtf.common.fileio.safe_zip.open_zip: only its members are read bounded")
     return archive
 
 

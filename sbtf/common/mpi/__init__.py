@@ -1,0 +1,1 @@
+"""MPI-parallel models: the MPI mixin and the MPI actor-critic base (PPO1, TRPO, GAIL)."""
