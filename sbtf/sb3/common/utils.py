@@ -12,7 +12,7 @@ import numpy as np
 
 from sbtf.common.math_util import explained_variance, safe_mean
 from sbtf.common.schedules import get_schedule_fn
-from sbtf.common.sb3_api import get_system_info
+from sbtf.common.sb3_api import Device, current_device, get_system_info
 
 __all__ = ["set_random_seed", "get_device", "Device", "get_latest_run_id", "get_schedule_fn", "get_linear_fn",
            "constant_fn", "ConstantSchedule", "FloatSchedule", "LinearSchedule", "safe_mean", "explained_variance",
@@ -34,22 +34,6 @@ def set_random_seed(seed: int, using_cuda: bool = False) -> None:
     tf.random.set_seed(seed)
 
 
-class Device:
-    """Where a model computes: ``type`` is ``"cpu"`` or ``"cuda"`` as PyTorch's ``torch.device`` reports it."""
-
-    def __init__(self, kind: str) -> None:
-        self.type = kind
-
-    def __eq__(self, other: Any) -> bool:
-        return isinstance(other, Device) and other.type == self.type
-
-    def __hash__(self) -> int:
-        return hash(self.type)
-
-    def __repr__(self) -> str:
-        return f"device(type={self.type!r})"
-
-
 def get_device(device: Union[str, Device] = "auto") -> Device:
     """
     SB3's ``get_device``: ``"auto"`` is ``"cuda"`` when TensorFlow sees a GPU, else ``"cpu"``; ``"cuda"`` without a
@@ -62,9 +46,7 @@ def get_device(device: Union[str, Device] = "auto") -> Device:
         raise ValueError(f"device {device!r} is not one of 'auto', 'cpu', 'cuda': TensorFlow places the variables")
     if kind == "cpu":
         return Device("cpu")
-    import tensorflow as tf
-
-    return Device("cuda" if tf.config.list_physical_devices("GPU") else "cpu")
+    return current_device()
 
 
 def get_latest_run_id(log_path: str = "", log_name: str = "") -> int:
