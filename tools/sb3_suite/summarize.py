@@ -19,7 +19,8 @@ def summarize(report_paths: List[str]) -> Dict[str, Dict[str, object]]:
         lambda: {"collected": 0, "passed": 0, "skipped": 0, "torch": 0, "failed": []})
     for path in report_paths:
         for case in ElementTree.parse(path).getroot().iter("testcase"):
-            row = table[case.get("classname", "").split(".")[0] + ".py"]
+            module = case.get("classname", "").split(".")[0] or f"{path} (collection)"
+            row = table[module if module.endswith(")") else module + ".py"]
             row["collected"] += 1
             problem = case.find("failure")
             if problem is None:
