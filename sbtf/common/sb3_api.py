@@ -173,6 +173,20 @@ class Sb3ModelApi:
     def device(self, value: Any) -> None:
         self.__dict__["_device_requested"] = getattr(value, "type", value)
 
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = False, **kwargs):
+        """
+        SB3's ``predict``: the action(s) as an ``ndarray`` (a single Discrete observation's action is a 0-d array,
+        as SB3's, not a NumPy scalar) and the next recurrent state.
+
+        :param observation: (np.ndarray or dict) one observation or a batch
+        :param state: the recurrent state (recurrent policies), else None
+        :param episode_start: (np.ndarray) which envs start an episode (recurrent policies)
+        :param deterministic: (bool) the distribution's mode instead of a sample
+        """
+        action, state = super().predict(observation, state=state, episode_start=episode_start,
+                                        deterministic=deterministic, **kwargs)
+        return np.asarray(action), state
+
     @property
     def policy(self):
         """The policy object (SB3's ``model.policy``; the class is ``policy_class``)."""

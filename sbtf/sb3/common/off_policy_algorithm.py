@@ -422,7 +422,7 @@ class ActorCriticOffPolicyAlgorithm(ContribOffPolicyAlgorithm):
         observation, vectorized = self._check_obs(observation)
         actions = self._policy_actions(observation, deterministic)
         if not vectorized:
-            actions = actions[0]
+            actions = np.asarray(actions[0])  # a 0-d array for a Discrete action, as SB3's
         return actions, state
 
     # ------------------------------------------------------------------ export and behaviour cloning

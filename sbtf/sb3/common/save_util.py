@@ -6,37 +6,55 @@ from __future__ import annotations
 import io
 import pathlib
 import pickle
-from typing import Any, Union
+import warnings
+from typing import Any, Optional, Union
 
 __all__ = ["open_path", "save_to_pkl", "load_from_pkl"]
 
 
 def open_path(path: Union[str, pathlib.Path, io.BufferedIOBase], mode: str, verbose: int = 0,
-              suffix: "str | None" = None) -> Any:
+              suffix: Optional[str] = None) -> Any:
     """
-    Open ``path`` for reading (``"r"``) or writing (``"w"``) in binary mode; an open file object is returned as is.
-    A missing ``suffix`` is appended to a path that has none; writing creates the parent folders.
+    Open ``path`` in binary mode for reading (``"r"``) or writing (``"w"``), as SB3's ``open_path``. An open file
+    object is returned as is (a ``ValueError`` if it is closed or does not allow ``mode``). Reading tries the path
+    as given, then with ``.{suffix}``; writing appends ``.{suffix}`` to a path without an extension, writes to
+    ``{path}_2`` (with a warning) when the path is a folder, and creates a missing parent folder (with a warning).
 
     :param path: (str, Path or file object) where to read or write
     :param mode: (str) ``"r"``/``"read"`` or ``"w"``/``"write"``
-    :param verbose: (int) 2: say when the suffix was added
-    :param suffix: (str) the file extension to add when the path has none (e.g. ``"pkl"``)
+    :param verbose: (int) 2: warn when a suffix is tried or a file is overwritten
+    :param suffix: (str) the extension to try (reading) or add (writing) when the path has none, e.g. ``"pkl"``
     """
+    if not isinstance(path, (str, pathlib.Path, io.IOBase)):
+        raise TypeError(f"open_path takes a str, a pathlib.Path or an open binary file, not {type(path).__name__}")
     mode = {"read": "r", "write": "w", "rb": "r", "wb": "w"}.get(mode, mode)
     if mode not in ("r", "w"):
         raise ValueError(f"mode {mode!r} is not 'r' (read) or 'w' (write)")
     if isinstance(path, io.IOBase):
+        if path.closed:
+            raise ValueError("the file object given to open_path is closed: open it again")
         if (mode == "r" and not path.readable()) or (mode == "w" and not path.writable()):
-            raise ValueError(f"the file object given cannot be opened in mode {mode!r}")
+            raise ValueError(f"the file object given cannot be used in mode {mode!r}")
         return path
     path = pathlib.Path(path)
-    if suffix and not path.suffix:
+    if mode == "r":
+        if path.exists() or not suffix:
+            return open(path, "rb")
+        fallback = pathlib.Path(f"{path}.{suffix}")
         if verbose >= 2:
-            print(f"Adding the suffix .{suffix} to {path}")
-        path = path.with_suffix(f".{suffix}")
-    if mode == "w":
+            warnings.warn(f"Path '{path}' not found. Attempting {fallback}.")
+        return open(fallback, "rb")
+    if suffix and path.suffix == "":
+        path = pathlib.Path(f"{path}.{suffix}")
+    if path.is_dir():
+        warnings.warn(f"Path '{path}' is a folder. Will save instead to {path}_2")
+        return open_path(pathlib.Path(f"{path}_2"), "w", verbose)
+    if not path.parent.exists():
+        warnings.warn(f"The folder '{path.parent}' does not exist: creating it.")
         path.parent.mkdir(parents=True, exist_ok=True)
-    return open(path, f"{mode}b")
+    elif path.is_file() and verbose >= 2:
+        warnings.warn(f"Path '{path}' exists, will overwrite it.")
+    return open(path, "wb")
 
 
 def save_to_pkl(path: Union[str, pathlib.Path, io.BufferedIOBase], obj: Any, verbose: int = 0) -> None:
