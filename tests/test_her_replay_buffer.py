@@ -265,3 +265,29 @@ def test_dict_goal_observations_are_stored_per_key_and_relabelled_identically():
         assert x.dtype == y.dtype
         np.testing.assert_array_equal(x, y)
     assert np.any(expected[2] == 0.0)  # some relabelled goals were reached
+
+
+@pytest.mark.parametrize("channel_first", [True, False])
+def test_bit_flipping_env_image_observations(channel_first):
+    """SB3's ``BitFlippingEnv(image_obs_space=True)``: 36x36 greyscale images whose first n_bits pixels are the
+    bits; the reward reads the bits back (one observation or a batch)."""
+    from sbtf.common.bit_flipping_env import BitFlippingEnv
+    from sbtf.common.env_checker import check_env
+
+    env = BitFlippingEnv(n_bits=4, image_obs_space=True, channel_first=channel_first)
+    shape = (1, 36, 36) if channel_first else (36, 36, 1)
+    obs, _ = env.reset(seed=0)
+    assert all(obs[key].shape == shape and obs[key].dtype == np.uint8 for key in obs)
+    np.testing.assert_array_equal(obs["observation"].reshape(-1)[:4], env.state.astype(np.uint8) * 255)
+    assert not obs["observation"].reshape(-1)[4:].any()
+    assert env.compute_reward(obs["desired_goal"], obs["desired_goal"], None) == 0.0
+    rewards = env.compute_reward(np.stack([obs["achieved_goal"], obs["desired_goal"]]),
+                                 np.stack([obs["desired_goal"], obs["desired_goal"]]), None)
+    expected_first = 0.0 if env.state.all() else -1.0
+    np.testing.assert_array_equal(rewards, [expected_first, 0.0])
+    for bit in np.flatnonzero(env.state == 0):
+        obs, reward, terminated, truncated, info = env.step(bit)
+    assert reward == 0.0 and terminated and info["is_success"]
+    check_env(BitFlippingEnv(n_bits=4, image_obs_space=True, channel_first=channel_first), warn=False)
+    with pytest.raises(ValueError, match="cannot both be set"):
+        BitFlippingEnv(n_bits=4, image_obs_space=True, discrete_obs_space=True)

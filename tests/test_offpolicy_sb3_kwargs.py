@@ -164,3 +164,21 @@ def test_sac_with_three_critics_learns_pendulum():
     model.learn(5000)
     after, _ = evaluate_policy(model, model.get_env(), n_eval_episodes=5)
     assert after > before + 300 and after > -600, (before, after)
+
+
+@pytest.mark.parametrize("handle", [True, False])
+def test_handle_timeout_termination_in_replay_buffer_kwargs(handle):
+    """SB3's ``replay_buffer_kwargs=dict(handle_timeout_termination=...)``: True (default) stores a time-limit cut
+    with done = 0 (bootstrapped), False stores it as a terminal; the option survives save/load."""
+    import gymnasium
+
+    from sbtf.sb3 import SAC
+
+    env = gymnasium.wrappers.TimeLimit(gymnasium.make("Pendulum-v1").unwrapped, max_episode_steps=20)
+    model = SAC("MlpPolicy", env, buffer_size=100, learning_starts=100, seed=0,
+                replay_buffer_kwargs=dict(handle_timeout_termination=handle))
+    model.learn(40)
+    buffer = model.replay_buffer
+    assert len(buffer) == 40
+    dones = buffer._dones[:len(buffer)]
+    assert dones.sum() == (0 if handle else 2)  # two 20-step episodes, both cut by the time limit

@@ -68,3 +68,25 @@ def test_single_value_batches_track_stream():
         rms.update(np.array([value]))
     assert rms.mean == pytest.approx(values.mean(), rel=1e-6)
     assert rms.var == pytest.approx(values.var(), rel=1e-6)
+
+
+def test_combine_equals_one_stream_and_copy_is_independent():
+    """SB3's ``RunningMeanStd.combine`` / ``copy``: merging two streams' statistics equals one stream over both."""
+    rng = np.random.default_rng(0)
+    first, second, both = RunningMeanStd(shape=(3,)), RunningMeanStd(shape=(3,)), RunningMeanStd(shape=(3,))
+    for _ in range(15):
+        batch = rng.normal(size=(4, 3))
+        first.update(batch)
+        both.update(batch)
+    for _ in range(19):
+        batch = rng.normal(size=(2, 3)) + 1.0
+        second.update(batch)
+        both.update(batch)
+    first.combine(second)  # equal up to the initial count epsilon (1e-4), counted once per stream
+    np.testing.assert_allclose(first.mean, both.mean, rtol=1e-5)
+    np.testing.assert_allclose(first.var, both.var, rtol=1e-5)
+    twin = both.copy()
+    np.testing.assert_allclose(twin.mean, both.mean)
+    assert twin.count == both.count and twin.mean is not both.mean and twin.var is not both.var
+    twin.update(np.ones((5, 3)))
+    assert not np.allclose(twin.mean, both.mean)

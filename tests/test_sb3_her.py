@@ -89,3 +89,12 @@ def test_sac_with_her_solves_six_bits():
                 policy_kwargs=dict(net_arch=[64, 64]))
     model.learn(8000)
     assert success_rate(model, env_fn(), n_episodes=100) >= 0.8
+
+
+def test_importing_sb3_her_class_points_to_the_buffer():
+    """``from sbtf.sb3 import HER`` fails as SB3's does, saying what replaced it; SB2's HER stays at ``sbtf.HER``."""
+    with pytest.raises(ImportError, match="replay_buffer_class=HerReplayBuffer.*documentation"):
+        from sbtf.sb3 import HER  # noqa: F401
+    import sbtf
+
+    assert sbtf.HER.__module__.startswith("sbtf.her")

@@ -441,3 +441,131 @@ def test_check_env_nested_dict_warning_is_sb3s():
         check_env(Nested())
     text = " ".join(str(w.message) for w in record)
     assert "You should flatten it to have only one level of keys" in text
+
+
+def test_device_of_model_and_policy_and_sb3_helper_modules(tmp_path):
+    """SB3's ``model.device`` / ``model.policy.device`` / ``get_device`` and the SB3 helper module names."""
+    import pickle
+
+    from sbtf.contrib import QRDQN
+    from sbtf.sb3 import PPO, TD3
+    from sbtf.sb3.common.base_class import BaseAlgorithm
+    from sbtf.sb3.common.envs import FakeImageEnv
+    from sbtf.sb3.common.preprocessing import get_action_dim, get_flattened_obs_dim, get_obs_shape, is_image_space
+    from sbtf.sb3.common.save_util import load_from_pkl, save_to_pkl
+    from sbtf.sb3.common.utils import get_device, get_latest_run_id, get_linear_fn
+
+    for model in (PPO("MlpPolicy", "CartPole-v1", n_steps=8, batch_size=8, device="cpu"),
+                  TD3("MlpPolicy", "Pendulum-v1", device="cpu"), QRDQN("MlpPolicy", "CartPole-v1", device="cpu")):
+        assert isinstance(model, BaseAlgorithm)
+        assert model.device.type == get_device("cpu").type == "cpu"
+        assert model.policy.device.type in ("cpu", "cuda")
+    with pytest.raises(ValueError, match="'auto', 'cpu', 'cuda'"):
+        get_device("tpu")
+    env = FakeImageEnv(screen_height=12, screen_width=10, n_channels=3, channel_first=True)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (3, 12, 10) and obs.dtype == np.uint8
+    assert is_image_space(env.observation_space, check_channels=True)
+    assert not is_image_space(gym.spaces.Box(0, 255, (12, 10, 5), np.uint8), check_channels=True)
+    truncations = [env.step(0)[3] for _ in range(10)]
+    assert truncations == [False] * 9 + [True]
+    assert get_obs_shape(gym.spaces.Discrete(4)) == (1,) and get_flattened_obs_dim(gym.spaces.Discrete(4)) == 4
+    assert get_action_dim(gym.spaces.MultiDiscrete([2, 3])) == 2
+    (tmp_path / "PPO_3").mkdir()
+    (tmp_path / "PPO_12").mkdir()
+    (tmp_path / "PPOX_40").mkdir()
+    assert get_latest_run_id(str(tmp_path), "PPO") == 12
+    schedule = get_linear_fn(1.0, 0.0, 0.5)
+    assert schedule(1.0) == 1.0 and schedule(0.75) == 0.5 and schedule(0.2) == 0.0
+    save_to_pkl(tmp_path / "buffer", {"a": [1, 2]})
+    assert load_from_pkl(tmp_path / "buffer") == {"a": [1, 2]}
+    assert pickle.loads((tmp_path / "buffer.pkl").read_bytes()) == {"a": [1, 2]}
+
+
+def test_sb3_callbacks_log_every_n_timesteps_and_stop_on_max_episodes(tmp_path):
+    from sbtf.common.logger import configure
+    from sbtf.sb3 import A2C
+    from sbtf.sb3.common.callbacks import LogEveryNTimesteps, StopTrainingOnMaxEpisodes
+
+    class FixedLength(gym.Env):
+        observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            self.t = 0
+            return np.zeros(2, np.float32), {}
+
+        def step(self, action):
+            self.t += 1
+            return np.zeros(2, np.float32), 1.0, self.t >= 10, False, {}
+
+    model = A2C("MlpPolicy", FixedLength(), n_steps=5)
+    model.set_logger(configure(str(tmp_path), ["csv"]))
+    stop = StopTrainingOnMaxEpisodes(max_episodes=3)
+    model.learn(1000, callback=[stop, LogEveryNTimesteps(n_steps=10)])
+    assert stop.n_episodes == 3 and model.num_timesteps == 30  # three 10-step episodes, then it stops
+    assert (tmp_path / "progress.csv").read_text().count("\n") >= 3  # dumped every 10 steps
+
+
+@pytest.mark.parametrize("algo", ["sb3.PPO", "sb3.A2C", "sb3.DQN", "contrib.QRDQN", "contrib.MaskablePPO",
+                                  "contrib.RecurrentPPO", "contrib.ARS", "contrib.TRPO"])
+def test_predict_on_one_discrete_observation_returns_a_0d_array(algo):
+    """SB3's ``predict`` squeezes the batch axis of an ndarray: one Discrete observation's action is a 0-d
+    ``ndarray`` (``action_space.contains`` holds), not a NumPy scalar; a batch keeps its axis."""
+    import importlib
+
+    package, name = algo.split(".")
+    model_class = getattr(importlib.import_module(f"sbtf.{package}"), name)
+    policy = "MlpLstmPolicy" if name == "RecurrentPPO" else "MlpPolicy"
+    model = model_class(policy, "CartPole-v1")
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=0)
+    action, _ = model.predict(obs, deterministic=True)
+    assert isinstance(action, np.ndarray) and action.shape == () and env.action_space.contains(action)
+    batch, _ = model.predict(np.stack([obs, obs]), deterministic=True)
+    assert batch.shape == (2,) and batch[0] == action
+
+
+def test_open_path_and_pickle_helpers_follow_sb3(tmp_path):
+    """``sbtf.sb3.common.save_util.open_path``: type and mode checks, the suffix tried on reading and added on
+    writing, a folder in the way and a missing parent folder."""
+    import io
+
+    from sbtf.sb3.common.save_util import load_from_pkl, open_path, save_to_pkl
+
+    with pytest.raises(TypeError, match="pathlib.Path"):
+        open_path(123, "w")
+    handle = (tmp_path / "raw").open("wb")
+    with pytest.raises(ValueError, match="cannot be used in mode 'r'"):
+        open_path(handle, "r")
+    with pytest.raises(ValueError, match="not 'r'"):
+        open_path(handle, "randomstuff")
+    assert open_path(handle, "w") is handle
+    handle.close()
+    with pytest.raises(ValueError, match="closed"):
+        open_path(handle, "w")
+    buffer = io.BytesIO()
+    assert open_path(buffer, "w") is buffer
+    with open_path(tmp_path / "t1", "w") as handle:  # no suffix asked for: the path as given
+        save_to_pkl(handle, "foo")
+    assert load_from_pkl(tmp_path / "t1") == "foo"  # read as given before trying .pkl
+    save_to_pkl(str(tmp_path / "t2"), [1])
+    assert (tmp_path / "t2.pkl").exists() and load_from_pkl(tmp_path / "t2") == [1]  # .pkl tried on reading
+    (tmp_path / "folder.pkl").mkdir()
+    with pytest.warns(UserWarning, match="is a folder"):
+        open_path(tmp_path / "folder.pkl", "w", suffix="pkl").close()
+    assert (tmp_path / "folder.pkl_2").is_file()
+    with pytest.warns(UserWarning, match="does not exist"):
+        open_path(tmp_path / "missing" / "sub" / "file", "w", suffix="pkl").close()
+    assert (tmp_path / "missing" / "sub" / "file.pkl").is_file()
+
+
+def test_on_policy_lr_schedule_returns_python_floats(tmp_path):
+    from sbtf.sb3 import PPO
+
+    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=16, batch_size=16, learning_rate=lambda t: t * np.sin(1.0))
+    assert type(model.lr_schedule(1.0)) is float and np.isclose(model.lr_schedule(0.5), 0.5 * np.sin(1.0))
+    model.save(tmp_path / "ppo.zip")
+    loaded = PPO.load(tmp_path / "ppo.zip")
+    assert type(loaded.lr_schedule(1.0)) is float and np.isclose(loaded.lr_schedule(0.5), 0.5 * np.sin(1.0))

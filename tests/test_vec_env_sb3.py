@@ -119,3 +119,30 @@ def test_vec_extract_dict_obs_keeps_one_entry_everywhere():
         VecExtractDictObs(DummyVecEnv([lambda: StepCountEnv(2, dict_obs=True)]), "missing")
     with pytest.raises(ValueError, match="Dict obs space"):
         VecExtractDictObs(DummyVecEnv([lambda: StepCountEnv(2)]), "img")
+
+
+def test_vec_env_render_mode_is_the_envs():
+    """SB3's ``VecEnv.render_mode``: the envs' render mode, seen through wrappers; None when they render nothing."""
+    import gymnasium
+
+    from sbtf.common.vec_env import DummyVecEnv, VecNormalize
+
+    plain = DummyVecEnv([lambda: gymnasium.make("CartPole-v1")])
+    assert plain.render_mode is None and VecNormalize(plain).render_mode is None
+    rgb = DummyVecEnv([lambda: gymnasium.make("CartPole-v1", render_mode="rgb_array")])
+    assert rgb.render_mode == "rgb_array" and VecNormalize(rgb).render_mode == "rgb_array"
+
+
+def test_vec_normalize_returns_is_sb3s_name_of_ret():
+    import gymnasium
+
+    from sbtf.common.vec_env import DummyVecEnv, VecNormalize
+
+    env = VecNormalize(DummyVecEnv([lambda: gymnasium.make("CartPole-v1")] * 2), gamma=0.5)
+    env.reset()
+    env.step(np.zeros(2, dtype=np.int64))
+    env.step(np.zeros(2, dtype=np.int64))
+    np.testing.assert_allclose(env.returns, [1.5, 1.5])  # 1 * 0.5 + 1, per env
+    assert env.returns is env.ret
+    env.returns = np.zeros(2)
+    np.testing.assert_allclose(env.ret, 0.0)

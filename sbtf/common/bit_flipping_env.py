@@ -35,16 +35,26 @@ class BitFlippingEnv(gym.Env):
     :param max_steps: (int) Max number of steps, by default, equal to n_bits
     :param discrete_obs_space: (bool) Whether to use the discrete observation
         version or not, by default, it uses the MultiBinary one
+    :param render_mode: (str) "human" or "ansi"
+    :param image_obs_space: (bool) observations and goals as 36x36 greyscale uint8 images (SB3's option): the first
+        ``n_bits`` pixels are the bits (0 -> 0, 1 -> 255), the rest is black
+    :param channel_first: (bool) images shaped (1, 36, 36) (SB3's default) instead of (36, 36, 1)
     """
 
     metadata = {"render_modes": ["human", "ansi"]}
 
     def __init__(self, n_bits: int = 10, continuous: bool = False, max_steps: Optional[int] = None,
-                 discrete_obs_space: bool = False, render_mode: Optional[str] = None):
+                 discrete_obs_space: bool = False, render_mode: Optional[str] = None, image_obs_space: bool = False,
+                 channel_first: bool = True):
         super().__init__()
         n_bits = int(n_bits)
         if n_bits < 1:
             raise ValueError(f"Error: n_bits must be positive, got {n_bits}.")
+        if discrete_obs_space and image_obs_space:
+            raise ValueError("Error: discrete_obs_space and image_obs_space cannot both be set: choose one")
+        self.image_shape = (1, 36, 36) if channel_first else (36, 36, 1)
+        if image_obs_space and n_bits > 36 * 36:
+            raise ValueError(f"Error: image_obs_space holds at most {36 * 36} bits, got n_bits={n_bits}")
         # The achieved goal is determined by the current state; here it is a special case where they are equal
         if discrete_obs_space:
             # In the discrete case, the agent acts on the binary representation of the observation
@@ -54,6 +64,10 @@ class BitFlippingEnv(gym.Env):
                 ('achieved_goal', spaces.Discrete(2 ** n_bits)),
                 ('desired_goal', goal_space),
             ]))
+        elif image_obs_space:
+            image = spaces.Box(0, 255, self.image_shape, np.uint8)
+            self.observation_space = spaces.Dict(OrderedDict([
+                ('observation', image), ('achieved_goal', image), ('desired_goal', image)]))
         else:
             self.observation_space = spaces.Dict(OrderedDict([
                 ('observation', spaces.MultiBinary(n_bits)),
@@ -68,6 +82,7 @@ class BitFlippingEnv(gym.Env):
         self.n_bits = n_bits
         self.continuous = continuous
         self.discrete_obs_space = discrete_obs_space
+        self.image_obs_space = image_obs_space
         self.render_mode = render_mode
         self.state: Optional[np.ndarray] = None
         self.desired_goal = np.ones((n_bits,), dtype=np.int8)
@@ -86,6 +101,10 @@ class BitFlippingEnv(gym.Env):
         if self.discrete_obs_space:
             # The internal state is the binary representation of the observed one
             return int(sum(int(state[i]) * 2 ** i for i in range(len(state))))
+        if self.image_obs_space:
+            image = np.zeros(int(np.prod(self.image_shape)), np.uint8)
+            image[:len(state)] = np.asarray(state, np.uint8) * 255
+            return image.reshape(self.image_shape)
         return np.asarray(state, dtype=np.int8)
 
     def _get_obs(self) -> "OrderedDict[str, Any]":
@@ -133,6 +152,13 @@ class BitFlippingEnv(gym.Env):
         """
         achieved_goal = np.asarray(achieved_goal)
         desired_goal = np.asarray(desired_goal)
+        if self.image_obs_space:  # back to bits: the first n_bits pixels of each image (a batch keeps its axis)
+            batched = achieved_goal.ndim > len(self.image_shape)
+            achieved_goal = achieved_goal.reshape(achieved_goal.shape[0] if batched else 1, -1)[:, :self.n_bits] // 255
+            desired_goal = desired_goal.reshape(desired_goal.shape[0] if desired_goal.ndim > len(self.image_shape)
+                                                else 1, -1)[:, :self.n_bits] // 255
+            equal = np.all(achieved_goal == desired_goal, axis=-1)
+            return np.where(equal, 0.0, -1.0) if batched else (0.0 if bool(equal[0]) else -1.0)
         if self.discrete_obs_space:
             equal = achieved_goal.reshape(-1) == desired_goal.reshape(-1)
             if achieved_goal.size == 1 and desired_goal.size == 1:

@@ -50,5 +50,19 @@ class RunningMeanStd(object):
         self.var = np.asarray(m2 / total, dtype=np.float64)
         self.count = total
 
+    def combine(self, other: "RunningMeanStd") -> None:
+        """
+        Merge ``other``'s statistics into these ones (as if its values had been seen here too).
+
+        :param other: (RunningMeanStd) statistics of another stream of the same shape
+        """
+        self.update_from_moments(other.mean, other.var, other.count)
+
+    def copy(self) -> "RunningMeanStd":
+        """An independent copy (its own arrays)."""
+        twin = RunningMeanStd(shape=np.shape(self.mean))
+        twin.mean, twin.var, twin.count = self.mean.copy(), self.var.copy(), float(self.count)
+        return twin
+
     def __repr__(self) -> str:
         return "RunningMeanStd(mean={}, var={}, count={})".format(self.mean, self.var, self.count)

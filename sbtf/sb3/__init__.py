@@ -24,6 +24,10 @@ def _targets() -> dict:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "HER":
+        raise ImportError("Since stable-baselines3 1.1.0, HER is no longer a separate algorithm: pass "
+                          "replay_buffer_class=HerReplayBuffer to an off-policy algorithm (see the documentation: "
+                          "docs/sb3.md, 'HER: HerReplayBuffer'); stable-baselines 2's HER class is sbtf.HER")
     target = _targets().get(name)
     if target is None:
         raise AttributeError(f"module 'sbtf.sb3' has no attribute {name!r}")

@@ -25,7 +25,7 @@ import numpy as np
 
 from sbtf import logger as sbtf_logger
 
-__all__ = ["Sb3ModelApi", "PolicyApi", "SB3_PARAMETER_OBJECT", "get_system_info"]
+__all__ = ["Sb3ModelApi", "PolicyApi", "Device", "current_device", "SB3_PARAMETER_OBJECT", "get_system_info"]
 
 #: the one entry of SB3-form parameters: sbtf keeps every network of a model in its policy object
 SB3_PARAMETER_OBJECT = "policy"
@@ -61,12 +61,40 @@ def get_system_info(print_info: bool = True) -> Tuple[Dict[str, str], str]:
     return env_info, env_info_str
 
 
+class Device:
+    """Where a model computes, as PyTorch's ``torch.device`` reports it: ``type`` is ``"cpu"`` or ``"cuda"``."""
+
+    def __init__(self, kind: str) -> None:
+        self.type = kind
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Device) and other.type == self.type
+
+    def __hash__(self) -> int:
+        return hash(self.type)
+
+    def __repr__(self) -> str:
+        return f"device(type={self.type!r})"
+
+
+def current_device() -> Device:
+    """``cuda`` when TensorFlow sees a GPU (it places the variables there), else ``cpu``."""
+    import tensorflow as tf
+
+    return Device("cuda" if tf.config.list_physical_devices("GPU") else "cpu")
+
+
 class PolicyApi:
     """
     stable-baselines3's policy-object surface, mixed into sbtf's ``BasePolicy``: ``observation_space`` /
     ``action_space``, ``set_training_mode`` and ``predict``. A policy answers ``predict`` through the model that owns
     it (bound when the model hands it out as ``model.policy``), so both give the same actions.
     """
+
+    @property
+    def device(self) -> Device:
+        """Where the weights live (SB3's ``policy.device`` / ``model.device``; TensorFlow places them)."""
+        return current_device()
 
     @property
     def observation_space(self):
@@ -134,6 +162,31 @@ class Sb3ModelApi:
     _policy_is_object = True
 
     # ------------------------------------------------------------------ the policy object
+    @property
+    def device(self) -> Device:
+        """SB3's ``model.device``: ``cpu`` when ``device="cpu"`` was asked for, else where TensorFlow computes."""
+        if str(self.__dict__.get("_device_requested", "auto")).startswith("cpu"):
+            return Device("cpu")
+        return current_device()
+
+    @device.setter
+    def device(self, value: Any) -> None:
+        self.__dict__["_device_requested"] = getattr(value, "type", value)
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = False, **kwargs):
+        """
+        SB3's ``predict``: the action(s) as an ``ndarray`` (a single Discrete observation's action is a 0-d array,
+        as SB3's, not a NumPy scalar) and the next recurrent state.
+
+        :param observation: (np.ndarray or dict) one observation or a batch
+        :param state: the recurrent state (recurrent policies), else None
+        :param episode_start: (np.ndarray) which envs start an episode (recurrent policies)
+        :param deterministic: (bool) the distribution's mode instead of a sample
+        """
+        action, state = super().predict(observation, state=state, episode_start=episode_start,
+                                        deterministic=deterministic, **kwargs)
+        return np.asarray(action), state
+
     @property
     def policy(self):
         """The policy object (SB3's ``model.policy``; the class is ``policy_class``)."""

@@ -108,6 +108,15 @@ class VecEnv(ABC):
         """
         pass
 
+    @property
+    def render_mode(self) -> Optional[str]:
+        """The envs' ``render_mode`` (SB3's ``VecEnv.render_mode``): the first env's, None when it has none."""
+        try:
+            modes = self.get_attr("render_mode", indices=[0])
+        except AttributeError:
+            return None
+        return modes[0] if modes else None
+
     @abstractmethod
     def get_attr(self, attr_name: str, indices: Indices = None) -> List[Any]:
         """

@@ -223,6 +223,15 @@ class VecNormalize(VecEnvWrapper):
         self.old_rews: Optional[np.ndarray] = None
 
     # ----- pickling: plain data only, never the venv -----
+    @property
+    def returns(self) -> np.ndarray:
+        """The discounted returns of the running episodes, one per env (SB3's name of SB2's ``ret``)."""
+        return self.ret
+
+    @returns.setter
+    def returns(self, value: np.ndarray) -> None:
+        self.ret = value
+
     def _to_data(self) -> Dict[str, Any]:
         data: Dict[str, Any] = {"format": _SAVE_FORMAT, "format_version": _SAVE_FORMAT_VERSION,
                                 "obs_rms": _obs_rms_to_data(self.obs_rms), "ret_rms": _rms_to_data(self.ret_rms)}

@@ -305,7 +305,7 @@ class ARS(Sb3ModelApi, BaseRLModel):
         """
         observation, vectorized = self._check_obs(observation)
         actions = self.policy_tf.predict_actions(observation)
-        return (actions if vectorized else actions[0]), None
+        return (actions if vectorized else np.asarray(actions[0])), None
 
     def action_probability(self, observation, state=None, mask=None, actions=None, logp=False):
         """ARS policies are deterministic: no action distribution (returns None, as SB2 does for DDPG)."""

@@ -147,7 +147,7 @@ class MaskablePPO(PPO):
         if action_masks is not None:
             masks = self.policy_tf.dist.check_masks(action_masks, observation.shape[0])
         actions, _, _ = self.policy_tf.step_masked(observation, masks, deterministic=deterministic)
-        return (actions if vectorized else actions[0]), None
+        return (actions if vectorized else np.asarray(actions[0])), None
 
     def _proba_outputs(self, observation, state, mask):
         if isinstance(self.action_space, gym.spaces.MultiBinary):  # two logits per bit: P(bit = 1)

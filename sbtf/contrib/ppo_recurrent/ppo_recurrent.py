@@ -403,7 +403,7 @@ class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
         actions, _, new_rows, _ = policy.step(observation, rows, starts, deterministic=deterministic)
         actions = policy.env_actions(actions)  # Box: clipped, in the space's shape
         if not vectorized:
-            actions = actions[0]
+            actions = np.asarray(actions[0])
         return actions, policy.to_sb3_state(new_rows)
 
     def action_probability(self, observation, state=None, mask=None, actions=None, logp=False, *,

@@ -106,6 +106,32 @@ class ContribOffPolicyAlgorithm(Sb3ModelApi, OffPolicyAlgorithm):
         self._current_progress_remaining = 1.0
         self._current_lr = None
 
+    def _make_replay_buffer(self):
+        """SB3's ``replay_buffer_kwargs`` also take ``handle_timeout_termination`` (default True: a time-limit cut is
+        stored with ``done = False`` and bootstrapped; False: stored as a terminal). A buffer class whose constructor
+        takes it gets it too."""
+        import inspect
+
+        from sbtf.common.buffers import ReplayBuffer
+
+        options = dict(self.replay_buffer_kwargs or {})
+        self._handle_timeout_termination = bool(options.get("handle_timeout_termination", True))
+        accepted = inspect.signature((self.replay_buffer_class or ReplayBuffer).__init__).parameters
+        if "handle_timeout_termination" in options and "handle_timeout_termination" not in accepted:
+            del options["handle_timeout_termination"]
+            given, self.replay_buffer_kwargs = self.replay_buffer_kwargs, options
+            try:
+                return super()._make_replay_buffer()
+            finally:
+                self.replay_buffer_kwargs = given
+        return super()._make_replay_buffer()
+
+    def _transitions(self, obs_, new_obs, new_obs_, rewards_, dones, infos):
+        next_obs, store_dones = super()._transitions(obs_, new_obs, new_obs_, rewards_, dones, infos)
+        if not getattr(self, "_handle_timeout_termination", True):
+            store_dones = dones.astype(np.float32)  # time-limit cuts stored as terminals, as SB3 with False
+        return next_obs, store_dones
+
     def _check_spaces(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         """Dict observations are taken (``MultiInputPolicy``; the loop sees them packed, see ``VecPackDictObs``)."""
         if isinstance(observation_space, gym.spaces.Dict):
@@ -422,7 +448,7 @@ class ActorCriticOffPolicyAlgorithm(ContribOffPolicyAlgorithm):
         observation, vectorized = self._check_obs(observation)
         actions = self._policy_actions(observation, deterministic)
         if not vectorized:
-            actions = actions[0]
+            actions = np.asarray(actions[0])  # a 0-d array for a Discrete action, as SB3's
         return actions, state
 
     # ------------------------------------------------------------------ export and behaviour cloning

@@ -190,8 +190,10 @@ class OnPolicyAlgorithm(OnPolicySDEMixin, Sb3OnPolicyAlgorithm):
     # ------------------------------------------------------------------ setup
     @property
     def lr_schedule(self):
-        """SB3's ``lr_schedule``: the learning rate as a function of the remaining progress."""
-        return get_schedule_fn(self.learning_rate)
+        """SB3's ``lr_schedule``: the learning rate (a Python ``float``) as a function of the remaining progress."""
+        from sbtf.sb3.common.utils import FloatSchedule
+
+        return FloatSchedule(get_schedule_fn(self.learning_rate))
 
     def _make_policy(self, n_env: int, n_steps: int, n_batch: Optional[int]) -> ActorCriticPolicy:
         """The policy, built as SB3 builds it: ``policy_class(observation_space, action_space, lr_schedule,

@@ -401,7 +401,7 @@ class QLearningAlgorithm(ContribOffPolicyAlgorithm):
         observation, vectorized = self._check_obs(observation)
         actions = self._policy_actions(observation, deterministic)
         if not vectorized:
-            actions = actions[0]
+            actions = np.asarray(actions[0])  # a 0-d array for one observation, as SB3's
         return actions, state
 
     # ------------------------------------------------------------------ logging
