@@ -2,6 +2,6 @@
 ``sbtf.contrib`` algorithm has (``isinstance(model, BaseAlgorithm)`` holds for each of them)."""
 from __future__ import annotations
 
-from sbtf.common.sb3_api import Sb3ModelApi as BaseAlgorithm
+from sbtf.common.algo.sb3_api import Sb3ModelApi as BaseAlgorithm
 
 __all__ = ["BaseAlgorithm"]

@@ -6,13 +6,13 @@ from __future__ import annotations
 import glob
 import os
 import random
-from typing import Any, Callable, Union
+from typing import Callable, Union
 
 import numpy as np
 
 from sbtf.common.math_util import explained_variance, safe_mean
 from sbtf.common.schedules import get_schedule_fn
-from sbtf.common.sb3_api import Device, current_device, get_system_info
+from sbtf.common.algo.sb3_api import Device, current_device, get_system_info
 
 __all__ = ["set_random_seed", "get_device", "Device", "get_latest_run_id", "get_schedule_fn", "get_linear_fn",
            "constant_fn", "ConstantSchedule", "FloatSchedule", "LinearSchedule", "safe_mean", "explained_variance",
