@@ -31,7 +31,6 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
 
 import pytest
 
@@ -54,16 +53,16 @@ class Block:
     path: str
     line: int
     code: str
-    skip: Optional[str] = None
+    skip: str | None = None
     slow: bool = False
     continues: bool = False
-    outputs: List[str] = field(default_factory=list)
-    timeout: Optional[int] = None
-    error: Optional[str] = None
+    outputs: list[str] = field(default_factory=list)
+    timeout: int | None = None
+    error: str | None = None
 
     @property
     def id(self) -> str:
-        return "{}:L{}".format(self.path, self.line)
+        return f"{self.path}:L{self.line}"
 
 
 def _parse_directive(body: str, block: Block) -> None:
@@ -88,14 +87,14 @@ def _parse_directive(body: str, block: Block) -> None:
             raise ExampleSyntaxError("a timeout needs a whole number of seconds: <!-- example: timeout 600 -->")
         block.timeout = int(match.group("seconds"))
     else:
-        raise ExampleSyntaxError("unknown directive <!-- example: {} -->: use skip \"reason\", slow, continue, "
-                                 "output \"text\" or timeout N".format(body))
+        raise ExampleSyntaxError(f"unknown directive <!-- example: {body} -->: use skip \"reason\", slow, continue, "
+                                 "output \"text\" or timeout N")
 
 
-def parse_blocks(text: str, path: str) -> List[Block]:
+def parse_blocks(text: str, path: str) -> list[Block]:
     """The ```python blocks of a Markdown text, with their directives (``path`` only names them)."""
     lines = text.splitlines()
-    blocks: List[Block] = []
+    blocks: list[Block] = []
     index = 0
     while index < len(lines):
         match = _FENCE_OPEN.match(lines[index])
@@ -104,7 +103,7 @@ def parse_blocks(text: str, path: str) -> List[Block]:
             continue
         fence, info, indent = match.group("fence"), match.group("info").lower(), len(match.group("indent"))
         start = index
-        body: List[str] = []
+        body: list[str] = []
         index += 1
         while index < len(lines) and not re.match(r"^ {0,3}" + re.escape(fence[0]) + "{" + str(len(fence)) + r",}\s*$",
                                                   lines[index]):
@@ -120,7 +119,7 @@ def parse_blocks(text: str, path: str) -> List[Block]:
             try:
                 _parse_directive(_DIRECTIVE.match(lines[above]).group("body"), block)
             except ExampleSyntaxError as error:
-                block.error = "{}:{}: {}".format(path, above + 1, error)
+                block.error = f"{path}:{above + 1}: {error}"
             above -= 1
         blocks.append(block)
     return blocks
@@ -132,27 +131,27 @@ class Example:
 
     id: str
     code: str
-    skip: Optional[str]
+    skip: str | None
     slow: bool
-    outputs: List[str]
+    outputs: list[str]
     timeout: int
-    error: Optional[str]
+    error: str | None
 
 
-def build_examples(blocks: List[Block]) -> List[Example]:
+def build_examples(blocks: list[Block]) -> list[Example]:
     """One example per block of one page; a block continued by the next one is skipped, naming the chain's end."""
-    examples: List[Example] = []
-    chain: List[Block] = []
+    examples: list[Example] = []
+    chain: list[Block] = []
     for position, block in enumerate(blocks):
         if block.continues and not chain:
-            block.error = block.error or ("{}: <!-- example: continue --> but no ```python block before it on "
-                                          "this page".format(block.id))
+            block.error = block.error or (f"{block.id}: <!-- example: continue --> but no ```python block before it on "
+                                          "this page")
         chain = chain + [block] if block.continues else [block]
         continued_by = blocks[position + 1] if position + 1 < len(blocks) and blocks[position + 1].continues else None
         errors = [b.error for b in chain if b.error]
-        skips = ["{} ({})".format(b.skip, b.id) if b is not block else b.skip for b in chain if b.skip]
+        skips = [f"{b.skip} ({b.id})" if b is not block else b.skip for b in chain if b.skip]
         if continued_by is not None and not errors:
-            skips = ["runs as the start of {} (the next block continues it)".format(continued_by.id)]
+            skips = [f"runs as the start of {continued_by.id} (the next block continues it)"]
         slow = any(b.slow for b in chain)
         timeouts = [b.timeout for b in chain if b.timeout]
         examples.append(Example(
@@ -167,21 +166,21 @@ def build_examples(blocks: List[Block]) -> List[Example]:
     return examples
 
 
-def documented_pages() -> List[Path]:
+def documented_pages() -> list[Path]:
     """README.md and every Markdown page under docs/, globbed now (pages added later are picked up)."""
     pages = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("**/*.md"))
     return [page for page in pages if page.is_file()]
 
 
-def collect_examples() -> List[Example]:
-    examples: List[Example] = []
+def collect_examples() -> list[Example]:
+    examples: list[Example] = []
     for page in documented_pages():
         relative = page.relative_to(ROOT).as_posix()
         examples.extend(build_examples(parse_blocks(page.read_text(encoding="utf-8"), relative)))
     return examples
 
 
-def _params():
+def _params() -> list:
     params = []
     for example in collect_examples():
         marks = []
@@ -193,7 +192,7 @@ def _params():
     return params
 
 
-def _subprocess_env() -> Dict[str, str]:
+def _subprocess_env() -> dict[str, str]:
     """This process's environment, quiet TensorFlow, no display, and the imported sbtf's checkout first."""
     env = dict(os.environ)
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
@@ -218,23 +217,33 @@ def _subprocess_env() -> Dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("example", _params())
-def test_example_runs(example: Example, tmp_path: Path) -> None:
+def run_example(example: Example, workdir: Path) -> str:
+    """Run ``example`` as a script in ``workdir``; fail the test unless it exits with 0 and prints its texts."""
     if example.error:
         pytest.fail(example.error)
-    script = tmp_path / "example.py"
+    script = workdir / "example.py"
     script.write_text(example.code, encoding="utf-8")
     try:
-        result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=_subprocess_env(),
+        result = subprocess.run([sys.executable, str(script)], check=False, cwd=workdir, env=_subprocess_env(),
                                 capture_output=True, text=True, timeout=example.timeout, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as expired:
-        pytest.fail("{} did not finish within {} s (a hang, an endless loop or too much work for the default suite: "
-                    "bound it, or mark it <!-- example: slow -->)\n--- stdout ---\n{}".format(
-                        example.id, example.timeout, expired.stdout or ""))
-    report = "--- stdout ---\n{}\n--- stderr ---\n{}".format(result.stdout[-6000:], result.stderr[-6000:])
-    assert result.returncode == 0, "{} exited with status {}\n{}".format(example.id, result.returncode, report)
+        # the output collected before the kill comes as bytes, even with text=True
+        stdout = expired.stdout.decode(errors="replace") if isinstance(expired.stdout, bytes) else expired.stdout
+        pytest.fail(f"{example.id} did not finish within {example.timeout} s (a hang, an endless loop or too much work "
+                    f"for the default suite: bound it, or mark it <!-- example: slow -->)\n--- stdout ---\n"
+                    f"{(stdout or '')[-6000:]}")
+    report = f"--- stdout ---\n{result.stdout[-6000:]}\n--- stderr ---\n{result.stderr[-6000:]}"
+    if result.returncode != 0:
+        pytest.fail(f"{example.id} exited with status {result.returncode}\n{report}")
     for text in example.outputs:
-        assert text in result.stdout, "{} should print {!r}\n{}".format(example.id, text, report)
+        if text not in result.stdout:
+            pytest.fail(f"{example.id} should print {text!r}\n{report}")
+    return result.stdout
+
+
+@pytest.mark.parametrize("example", _params())
+def test_example_runs(example: Example, tmp_path: Path) -> None:
+    run_example(example, tmp_path)
 
 
 # The collector itself: the directives' grammar and the chains.
@@ -287,10 +296,36 @@ def test_build_examples_runs_a_chain_once():
     ("output Mean", "an output check needs its text in double quotes"),
 ])
 def test_a_malformed_directive_fails_that_block(directive, message):
-    (example,) = build_examples(parse_blocks("<!-- example: {} -->\n```python\npass\n```\n".format(directive), "d.md"))
+    (example,) = build_examples(parse_blocks(f"<!-- example: {directive} -->\n```python\npass\n```\n", "d.md"))
     assert example.error.startswith("d.md:1: " + message)
 
 
 def test_continue_without_a_block_before_fails():
     (example,) = build_examples(parse_blocks("<!-- example: continue -->\n```python\npass\n```\n", "d.md"))
     assert example.error == "d.md:L2: <!-- example: continue --> but no ```python block before it on this page"
+
+
+def _example(code: str, outputs: tuple = (), timeout: int = DEFAULT_TIMEOUT) -> Example:
+    return Example(id="d.md:L1", code=code, skip=None, slow=False, outputs=list(outputs), timeout=timeout, error=None)
+
+
+def test_run_example_checks_the_output_in_the_working_directory(tmp_path):
+    code = "import os\nopen('made.txt', 'w').close()\nprint('Mean reward:', os.environ['TF_CPP_MIN_LOG_LEVEL'])\n"
+    assert run_example(_example(code, outputs=("Mean reward: 3",)), tmp_path) == "Mean reward: 3\n"
+    assert (tmp_path / "made.txt").is_file()
+
+
+@pytest.mark.parametrize("code, outputs, message", [
+    ("print('Mean reward: 1')", ("Mean return",), "d.md:L1 should print 'Mean return'"),
+    ("import numpy as np\nnp.zeros(obs)", (), "d.md:L1 exited with status 1"),
+])
+def test_run_example_fails_naming_the_block(tmp_path, code, outputs, message):
+    with pytest.raises(pytest.fail.Exception, match=message) as failure:
+        run_example(_example(code, outputs), tmp_path)
+    assert ("NameError: name 'obs' is not defined" in str(failure.value)) == ("obs" in code)
+
+
+def test_run_example_bounds_an_endless_loop(tmp_path):
+    # what it printed before the kill is shown when there is any (none if the busy machine never started it)
+    with pytest.raises(pytest.fail.Exception, match=r"d.md:L1 did not finish within 1 s .*\n--- stdout ---\n"):
+        run_example(_example("print('started', flush=True)\nwhile True:\n    pass\n", timeout=1), tmp_path)
