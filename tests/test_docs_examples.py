@@ -38,7 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TIMEOUT = 600
 SLOW_TIMEOUT = 3600
 
-_FENCE_OPEN = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)")
+# any indentation: a block may sit in a list item, an admonition (!!! note) or a content tab
+_FENCE_OPEN = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)")
 _DIRECTIVE = re.compile(r"^\s*<!--\s*example:\s*(?P<body>.*?)\s*-->\s*$")
 
 
@@ -105,7 +106,7 @@ def parse_blocks(text: str, path: str) -> list[Block]:
         start = index
         body: list[str] = []
         index += 1
-        while index < len(lines) and not re.match(r"^ {0,3}" + re.escape(fence[0]) + "{" + str(len(fence)) + r",}\s*$",
+        while index < len(lines) and not re.match(r"^ *" + re.escape(fence[0]) + "{" + str(len(fence)) + r",}\s*$",
                                                   lines[index]):
             line = lines[index]
             body.append(line[indent:] if line[:indent].strip() == "" else line.lstrip())
@@ -329,3 +330,9 @@ def test_run_example_bounds_an_endless_loop(tmp_path):
     # what it printed before the kill is shown when there is any (none if the busy machine never started it)
     with pytest.raises(pytest.fail.Exception, match=r"d.md:L1 did not finish within 1 s .*\n--- stdout ---\n"):
         run_example(_example("print('started', flush=True)\nwhile True:\n    pass\n", timeout=1), tmp_path)
+
+
+def test_an_indented_block_is_collected_dedented():
+    page = "!!! note\n\n    <!-- example: output \"2\" -->\n    ```python\n    if True:\n        print(2)\n    ```\n"
+    (block,) = parse_blocks(page, "d.md")
+    assert (block.line, block.code, block.outputs) == (4, "if True:\n    print(2)\n", ["2"])
