@@ -456,7 +456,7 @@ def summary_section(all_results: dict) -> str:
         "| case | sbtf steps/s | SB3 steps/s | sbtf/SB3 | sbtf eval | SB3 eval | measured |",
         "|---|---|---|---|---|---|---|",
     ]
-    for name, case in CASES.items():
+    for name, _case in CASES.items():
         result = all_results.get(name)
         if result is None:
             out.append(f"| `{name}` | | | | | | not yet |")

@@ -18,21 +18,19 @@ import base64
 import bz2
 import io
 import json
-import lzma
 import pickle
 import struct
 import tracemalloc
 import zipfile
-import zlib
 from pathlib import Path
-from typing import Callable, List, Tuple
+from typing import Callable, List
 
 import numpy as np
 import pytest
 
 from sbtf.common.fileio import safe_pickle as sp
 from sbtf.common import save_util
-from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
+from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelFileError,
                                      describe_value, load_limits)
 from sbtf.common.fileio.safe_zip import open_zip, output_budget, read_member, read_npz
 
@@ -224,7 +222,7 @@ def test_lzma_properties_and_truncated_streams_are_corrupted_file_errors():
         "truncated header": comp[:3],
         "truncated stream": comp[: len(comp) // 2],
     }
-    for label, stream in cases.items():
+    for _label, stream in cases.items():
         with open_zip(build_zip([(name, method, stream, size, crc)])) as archive:
             raises_within(CorruptedFileError, lambda: read_member(archive, "data", 1 << 20), max_peak=1 << 20)
     with open_zip(build_zip([(name, method, comp, size, crc ^ 1)])) as archive:

@@ -20,7 +20,7 @@ from sbtf.common.fileio import safe_yaml
 from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelFileError, UnsafeFileError
 from sbtf.common.fileio.safe_yaml import MAX_YAML_BYTES, load_yaml, read_yaml
 from sbtf.zoo import load_zoo_agent, read_zoo_yaml
-from sbtf.zoo.config import (MAX_FRAME_STACK, check_env_kwargs, check_frame_stack, check_n_envs,
+from sbtf.zoo.config import (check_env_kwargs, check_frame_stack, check_n_envs,
                              check_normalize_kwargs, check_seed, check_wrapper_kwargs)
 from sbtf.zoo.errors import ConfigLimitError, UnsafeConfigError, ZooConfigError
 

@@ -737,7 +737,7 @@ def _build_model(cls: Any, parsed: ParsedSB2, env: Any, kwargs: dict) -> Any:
                                   exc.stored_shape, exc.model_shape) from exc
     model_names = set(model.get_parameters())
     if isinstance(params, dict):
-        for name, value in params.items():
+        for name, _value in params.items():
             if name in model_names:
                 report.parameters.append((name, name, _shape(parsed.params[name])))
             else:
