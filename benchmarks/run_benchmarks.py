@@ -526,7 +526,7 @@ def update_docs(path: str, ran: dict, all_results: dict) -> None:
         else:
             continue  # keep the section of a case that was not run
         if present:
-            text = section_re.sub(lambda _m: section, text, count=1)
+            text = section_re.sub(lambda _m, section=section: section, text, count=1)
         else:
             text = text.rstrip("\n") + "\n\n" + section + "\n"
     tmp = path + ".tmp"

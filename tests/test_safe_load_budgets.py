@@ -158,7 +158,8 @@ def test_a_bzip2_member_of_1000_bytes_inflating_to_1_2_gb_stops_after_1000_bytes
     for name in ("parameters", "data"):
         path = model_with(good_model, tmp_path / f"bomb_{name}.zip",
                           {name: bomb(name, zipfile.ZIP_BZIP2, 1000, 1_200_000_000)})
-        raises_within(CorruptedFileError, lambda: PPO2.load(path), max_peak=2 << 20, match="declared size")
+        raises_within(CorruptedFileError, lambda path=path: PPO2.load(path), max_peak=2 << 20,
+                      match="declared size")
     # sbtf export's detection of the algorithm reads sbtf_format the same way
     from sbtf_converters.export import detect_algorithm
 
@@ -361,7 +362,7 @@ def test_hostile_pickles_reach_the_sb2_reader_and_vecnormalize_bounded(tmp_path)
         path = tmp_path / f"{name}.pkl"
         path.write_bytes(payload)
         with load_limits(max_items=50_000):
-            raises_within(ModelFileError, lambda: VecNormalize.load(str(path), venv), max_peak=8 << 20)
+            raises_within(ModelFileError, lambda path=path: VecNormalize.load(str(path), venv), max_peak=8 << 20)
 
 
 @pytest.mark.skipif(not SB2_ACKTR.exists(), reason="shared stable-baselines fixtures are not there")
@@ -398,8 +399,8 @@ def test_json_values_are_counted_before_json_loads():
 
 def test_json_depth_is_bounded():
     for text in (b'{"gamma": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", b'{"gamma": ' + b"[" * 200 + b"]" * 200 + b"}"):
-        raises_within(FileLimitError, lambda: save_util.json_to_data(text), max_peak=8 * len(text) + (1 << 20),
-                      match="deep")
+        raises_within(FileLimitError, lambda text=text: save_util.json_to_data(text),
+                      max_peak=8 * len(text) + (1 << 20), match="deep")
 
 
 def test_dict_items_with_keys_sharing_a_hash_are_refused_with_bounded_work():
