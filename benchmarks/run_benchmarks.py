@@ -473,7 +473,9 @@ def summary_section(all_results: dict) -> str:
             evals.append(_num(agg.get("eval_mean"), 1) if agg and "eval_mean" in agg else "")
         date = result["meta"]["date"][:10]
         out.append(f"| `{name}` | {cells[0]} | {cells[1]} | {'n/a' if ratio is None else f'{ratio:.2f}'} | "
-                   f"{evals[0]} | {evals[1]} | {date}{', ' + result['meta']['cpu_isa'] if result['meta'].get('cpu_isa') else ''}, threads={result['meta']['threads']}, "
+                   f"{evals[0]} | {evals[1]} | {date}"
+                   f"{', ' + result['meta']['cpu_isa'] if result['meta'].get('cpu_isa') else ''}, "
+                   f"threads={result['meta']['threads']}, "
                    f"{result['meta']['repeats']} seed(s) |")
     out.append("<!-- END SUMMARY -->")
     return "\n".join(out)
@@ -559,7 +561,8 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=2, help="runs per library and case (default 2)")
     parser.add_argument("--seeds", default=None,
                         help="comma-separated seeds, one per repeat (default 0..repeats-1)")
-    parser.add_argument("--threads", type=int, default=1, help="threads per run, both libraries (default 1; 0: each library's default thread pools, "
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads per run, both libraries (default 1; 0: each library's default thread pools, "
                              "results in results/threads-default/)")
     parser.add_argument("--libs", default="sbtf,sb3", help="which sides to run: sbtf,sb3 (default both)")
     parser.add_argument("--first", choices=LIBS, default="sbtf", help="which library runs first in each pair")
