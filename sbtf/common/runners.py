@@ -1,6 +1,6 @@
 """Rollout collection shared by the on-policy algorithms (SB2 ``common/runners.py``): runners fill a
-``RolloutBuffer`` and return a named ``RolloutBatch`` (``sbtf.common.storage.rollout``); ``traj_segment_generator`` yields the
-MPI family's ``TrajectorySegment`` items."""
+``RolloutBuffer`` and return a named ``RolloutBatch`` (``sbtf.common.storage.rollout``); ``traj_segment_generator``
+yields the MPI family's ``TrajectorySegment`` items."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod

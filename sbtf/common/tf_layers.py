@@ -612,12 +612,16 @@ class FullyConnected(Dense):
 
 
 def sb2_layer_norm_scope(index: int) -> str:
-    """The scope ``tf.contrib.layers.layer_norm`` gets for its ``index``-th call in a scope (LayerNorm, LayerNorm_1...)."""
+    """
+    The scope ``tf.contrib.layers.layer_norm`` gets for its ``index``-th call in a scope (LayerNorm, LayerNorm_1...).
+    """
     return "LayerNorm" if index == 0 else f"LayerNorm_{index}"
 
 
 def sb2_fully_connected_scope(index: int) -> str:
-    """The scope ``fully_connected`` gets for its ``index``-th call in a scope (fully_connected, fully_connected_1...)."""
+    """
+    The scope ``fully_connected`` gets for its ``index``-th call in a scope (fully_connected, fully_connected_1...).
+    """
     return "fully_connected" if index == 0 else f"fully_connected_{index}"
 
 
