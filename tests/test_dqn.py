@@ -37,8 +37,9 @@ class SmallImageEnv(gym.Env):
 
     def step(self, action):
         self._t += 1
-        reward = float(np.all(np.asarray(action) == self._state)) if isinstance(self.action_space, gym.spaces.Discrete) \
-            else -float(np.sum(np.abs(np.asarray(action) - 0.5 * self._state)))
+        reward = (float(np.all(np.asarray(action) == self._state))
+                  if isinstance(self.action_space, gym.spaces.Discrete)
+                  else -float(np.sum(np.abs(np.asarray(action) - 0.5 * self._state))))
         self._state = int(self.np_random.integers(0, 3))
         return self._obs(), reward, False, self._t >= self.ep_length, {}
 

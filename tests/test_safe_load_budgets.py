@@ -208,7 +208,8 @@ def test_corrupt_compressed_data_is_a_corrupted_file_error(good_model, tmp_path,
     with open_zip(build_zip([corrupt("data", METHODS[method])]), "model file") as archive:
         raises_within(CorruptedFileError, lambda: read_member(archive, "data", 1 << 20, "model file"),
                       max_peak=1 << 20, match="corrupt")
-    path = model_with(good_model, tmp_path / f"corrupt_{method}.zip", {"parameters": corrupt("parameters", METHODS[method])})
+    path = model_with(good_model, tmp_path / f"corrupt_{method}.zip",
+                      {"parameters": corrupt("parameters", METHODS[method])})
     raises_within(CorruptedFileError, lambda: PPO2.load(path), max_peak=4 << 20, match="parameters")
     expert = tmp_path / f"corrupt_{method}.npz"
     expert.write_bytes(build_zip([corrupt("obs.npy", METHODS[method])]))
@@ -398,7 +399,8 @@ def test_json_values_are_counted_before_json_loads():
 
 
 def test_json_depth_is_bounded():
-    for text in (b'{"gamma": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", b'{"gamma": ' + b"[" * 200 + b"]" * 200 + b"}"):
+    for text in (b'{"gamma": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+                 b'{"gamma": ' + b"[" * 200 + b"]" * 200 + b"}"):
         raises_within(FileLimitError, lambda text=text: save_util.json_to_data(text),
                       max_peak=8 * len(text) + (1 << 20), match="deep")
 

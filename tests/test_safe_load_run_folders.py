@@ -207,7 +207,8 @@ def test_messages_never_repr_a_huge_value():
 
 
 @pytest.mark.parametrize("path, kwargs, error, fragment", [
-    ("sbtf.common.monitor.Monitor", {"filename": "/tmp/anywhere"}, ZooConfigError, "the argument 'filename' names a file"),
+    ("sbtf.common.monitor.Monitor", {"filename": "/tmp/anywhere"}, ZooConfigError,
+     "the argument 'filename' names a file"),
     ("gymnasium.wrappers.RecordVideo", {"video_folder": "/tmp/v"}, ZooConfigError, "'video_folder' names a file"),
     ("gymnasium.wrappers.RecordVideo", {"name_prefix": "../x"}, ZooConfigError, "'name_prefix' names a file"),
     ("gymnasium.wrappers.FrameStackObservation", {"stack_size": 3e8}, ConfigLimitError,
