@@ -714,8 +714,8 @@ _add(Case(
               policy="MultiInputPolicy", env_entry="sbtf.common.multi_input_envs:SimpleMultiObsEnv"),
     notes=("Minibatch: SB3 `batch_size=64` = SB2 `n_steps * n_envs / nminibatches` = 128 * 8 / 16.",
            "Same network on both sides: `CombinedExtractor` (NatureCNN to 256 features for the image, the vector "
-           "flattened), then separate pi and vf layers of [64, 64] sharing the extractor (376,421 parameters in SB3; sbtf "
-           "has 260 more: SB2's unused Q-value head `q`, never trained by PPO2).",
+           "flattened), then separate pi and vf layers of [64, 64] sharing the extractor (376,421 parameters in SB3; "
+           "sbtf has 260 more: SB2's unused Q-value head `q`, never trained by PPO2).",
            "The env draws its column vectors and row images from NumPy's global generator when created: each of "
            "the 8 training envs and the evaluation env have their own random images, so the evaluation reward "
            "measures generalisation to unseen images, not the training task.",

@@ -69,7 +69,7 @@ def tf_kernels() -> None:
             # ten products per call, so that the call's own cost does not count
             products = tf.function(lambda x, y: tf.add_n([tf.matmul(x + float(i), y) for i in range(10)]),
                                    jit_compile=jit, autograph=False)
-            seconds = best_seconds(lambda: products(a, b).numpy()) / 10
+            seconds = best_seconds(lambda products=products, a=a, b=b: products(a, b).numpy()) / 10
             print(f"tf {'xla' if jit else 'graph'} product {(m, k, n)}: {2 * m * k * n / seconds / 1e9:.0f} GFLOP/s")
     route = "dilated route" if dilated_filter_gradient_pays(4, "VALID") else "oneDNN's gradients"
     weights = [tf.Variable(rng.normal(0, 0.05, shape).astype(np.float32))
@@ -88,7 +88,7 @@ def tf_kernels() -> None:
                 loss = tf.reduce_sum(h * h)
             return tape.gradient(loss, weights)
 
-        seconds = best_seconds(lambda: [g.numpy() for g in forward_backward(frames)])
+        seconds = best_seconds(lambda frames=frames: [g.numpy() for g in forward_backward(frames)])
         print(f"tf Nature CNN fwd+bwd batch {batch} ({route}): {seconds * 1e3:.1f} ms")
 
 
@@ -100,7 +100,7 @@ def torch_kernels() -> None:
     for m, k, n in PRODUCT_SHAPES:
         a = torch.from_numpy(rng.random((m, k), dtype=np.float32))
         b = torch.from_numpy(rng.random((k, n), dtype=np.float32))
-        seconds = best_seconds(lambda: a @ b, inner=20)
+        seconds = best_seconds(lambda a=a, b=b: a @ b, inner=20)
         print(f"torch product {(m, k, n)}: {2 * m * k * n / seconds / 1e9:.0f} GFLOP/s")
     nn = torch.nn
     net = nn.Sequential(nn.Conv2d(4, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(), nn.Conv2d(64, 64, 3, 1),
@@ -108,7 +108,7 @@ def torch_kernels() -> None:
     for batch in CNN_BATCHES:
         frames = torch.from_numpy(rng.integers(0, 255, (batch, 4, 84, 84)).astype(np.uint8))
 
-        def forward_backward():
+        def forward_backward(frames=frames):
             net.zero_grad()
             h = net(frames.float() / 255.0)
             (h * h).sum().backward()
@@ -121,7 +121,7 @@ def numpy_kernels() -> None:
     for m, k, n in PRODUCT_SHAPES:
         a = rng.random((m, k), dtype=np.float32)
         b = rng.random((k, n), dtype=np.float32)
-        seconds = best_seconds(lambda: a @ b, inner=20)
+        seconds = best_seconds(lambda a=a, b=b: a @ b, inner=20)
         print(f"numpy product {(m, k, n)}: {2 * m * k * n / seconds / 1e9:.0f} GFLOP/s")
 
 

@@ -456,7 +456,7 @@ def summary_section(all_results: dict) -> str:
         "| case | sbtf steps/s | SB3 steps/s | sbtf/SB3 | sbtf eval | SB3 eval | measured |",
         "|---|---|---|---|---|---|---|",
     ]
-    for name, case in CASES.items():
+    for name, _case in CASES.items():
         result = all_results.get(name)
         if result is None:
             out.append(f"| `{name}` | | | | | | not yet |")
@@ -473,7 +473,9 @@ def summary_section(all_results: dict) -> str:
             evals.append(_num(agg.get("eval_mean"), 1) if agg and "eval_mean" in agg else "")
         date = result["meta"]["date"][:10]
         out.append(f"| `{name}` | {cells[0]} | {cells[1]} | {'n/a' if ratio is None else f'{ratio:.2f}'} | "
-                   f"{evals[0]} | {evals[1]} | {date}{', ' + result['meta']['cpu_isa'] if result['meta'].get('cpu_isa') else ''}, threads={result['meta']['threads']}, "
+                   f"{evals[0]} | {evals[1]} | {date}"
+                   f"{', ' + result['meta']['cpu_isa'] if result['meta'].get('cpu_isa') else ''}, "
+                   f"threads={result['meta']['threads']}, "
                    f"{result['meta']['repeats']} seed(s) |")
     out.append("<!-- END SUMMARY -->")
     return "\n".join(out)
@@ -526,7 +528,7 @@ def update_docs(path: str, ran: dict, all_results: dict) -> None:
         else:
             continue  # keep the section of a case that was not run
         if present:
-            text = section_re.sub(lambda _m: section, text, count=1)
+            text = section_re.sub(lambda _m, section=section: section, text, count=1)
         else:
             text = text.rstrip("\n") + "\n\n" + section + "\n"
     tmp = path + ".tmp"
@@ -559,7 +561,8 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=2, help="runs per library and case (default 2)")
     parser.add_argument("--seeds", default=None,
                         help="comma-separated seeds, one per repeat (default 0..repeats-1)")
-    parser.add_argument("--threads", type=int, default=1, help="threads per run, both libraries (default 1; 0: each library's default thread pools, "
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads per run, both libraries (default 1; 0: each library's default thread pools, "
                              "results in results/threads-default/)")
     parser.add_argument("--libs", default="sbtf,sb3", help="which sides to run: sbtf,sb3 (default both)")
     parser.add_argument("--first", choices=LIBS, default="sbtf", help="which library runs first in each pair")

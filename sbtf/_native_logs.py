@@ -101,7 +101,8 @@ def _warm_up(tf: Any) -> None:
 class _TensorFlowImportHook(importlib.abc.MetaPathFinder):
     """Wraps the loader of the first ``import tensorflow`` (then removes itself)."""
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Optional[importlib.machinery.ModuleSpec]:
+    def find_spec(self, fullname: str, path: Any = None,
+                  target: Any = None) -> Optional[importlib.machinery.ModuleSpec]:
         if fullname != "tensorflow":
             return None
         _remove_hook()

@@ -319,8 +319,8 @@ def make_cases(good: Dict[str, Path], folder: Path) -> List[Case]:
                                                                         "pickle": cloudpickle_blob(touch)}}))
     add("json_callable_pickle", "model_stub_ok", path, "load")  # an inert stand-in, never unpickled
     for key in ("load_parameters", "predict", "_from_data", "set_env"):
-        add(f"method_key_{key}", "model", with_data(model, folder / f"key_{key}.zip", lambda d, k=key: d.update({k: 1})),
-            "load")
+        add(f"method_key_{key}", "model",
+            with_data(model, folder / f"key_{key}.zip", lambda d, k=key: d.update({k: 1})), "load")
     # --- hangs, depth, memory in the sbtf zip ----------------------------------------------------
     add("json_colliding_keys", "model", with_data(
         model, folder / "json_collide.zip",
@@ -328,7 +328,8 @@ def make_cases(good: Dict[str, Path], folder: Path) -> List[Case]:
     members = zip_members(model)
     members["data"] = b'{"gamma": ' + b"[" * 100000 + b"]" * 100000 + b"}"
     add("json_deep", "model", write_zip(folder / "json_deep.zip", members))
-    add("npy_subarray_dtype", "model", with_param(model, folder / "npy_subarray.zip", npy_bytes("(20000,20000)<f4", (1,))))
+    add("npy_subarray_dtype", "model",
+        with_param(model, folder / "npy_subarray.zip", npy_bytes("(20000,20000)<f4", (1,))))
     add("npy_huge_shape", "model", with_param(model, folder / "npy_shape.zip", npy_bytes("<f4", (20000, 20000))))
     add("npy_object", "model", with_param(model, folder / "npy_object.zip", npy_bytes("|O", (3,))))
     for name, array in (("strings", np.array(["a", "b"])), ("datetimes", np.array([1, 2], "M8[s]")),
@@ -428,7 +429,8 @@ def make_cases(good: Dict[str, Path], folder: Path) -> List[Case]:
         add(f"bzip2_bomb_{target}", "model", raw_model(f"bzip2_bomb_{target}", {
             target: bomb(target, zipfile.ZIP_BZIP2, 1000, 1_200_000_000)}))
         add(f"bzip2_bomb_{target}_params", "params", raw_model(f"bzip2_bomb_{target}", {
-            target: bomb(target, zipfile.ZIP_BZIP2, 1000, 1_200_000_000)}), "error" if target == "parameters" else "load")
+            target: bomb(target, zipfile.ZIP_BZIP2, 1000, 1_200_000_000)}),
+            "error" if target == "parameters" else "load")
     for method, label in ((zipfile.ZIP_DEFLATED, "deflate"), (zipfile.ZIP_LZMA, "lzma"), (zipfile.ZIP_BZIP2, "bzip2")):
         add(f"{label}_corrupt_parameters", "model", raw_model(f"{label}_corrupt_parameters", {
             "parameters": corrupt("parameters", method)}))

@@ -1,5 +1,4 @@
 """Invalid hyperparameters are refused in the constructor with the valid range, for every algorithm (issue #32)."""
-import gymnasium as gym
 import numpy as np
 import pytest
 

@@ -274,7 +274,7 @@ def test_max_and_skip_frame_advance_keeps_trajectories(game):
             skip._frame_advance = None
         return wrap_deepmind(env, episode_life=True, clip_rewards=False), skip
 
-    (fast_env, fast_skip), (slow_env, slow_skip) = make(True), make(False)
+    (fast_env, fast_skip), (slow_env, _) = make(True), make(False)
     advanced = []
     real_advance = fast_skip._frame_advance
 

@@ -332,7 +332,7 @@ def test_shipped_hyperparameter_files():
             cls = cli.load_algorithm(algo)
         except CLIError:  # not in this version yet
             continue
-        for env_id, hyperparams in cli.load_default_hyperparams(algo).items():
+        for _env_id, hyperparams in cli.load_default_hyperparams(algo).items():
             delegate, model_class = None, None
             if algo == "her":
                 model_class, delegate = cli.her_model_class(hyperparams)

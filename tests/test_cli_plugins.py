@@ -34,7 +34,8 @@ def test_every_part_reads_the_one_algorithm_list():
     names = sorted(algorithms.ALGORITHMS)
     assert names == ["A2C", "ACER", "ACKTR", "DDPG", "DQN", "GAIL", "HER", "PPO1", "PPO2", "SAC", "TD3", "TRPO"]
     contrib_top_level = sorted(a.name for a in algorithms.CONTRIB_ALGORITHMS.values() if a.top_level)
-    assert contrib_top_level == ["ARS", "MaskablePPO", "QRDQN", "RecurrentPPO", "TQC"]  # sb3-contrib's TRPO stays sbtf.contrib.TRPO
+    # sb3-contrib's TRPO stays sbtf.contrib.TRPO
+    assert contrib_top_level == ["ARS", "MaskablePPO", "QRDQN", "RecurrentPPO", "TQC"]
     sb3_top_level = sorted(a.name for a in algorithms.SB3_ALGORITHMS.values() if a.top_level)
     assert "PPO" in sb3_top_level and "A2C" not in sb3_top_level  # sbtf.A2C stays stable-baselines 2's
     assert sorted(set(sbtf.__all__) - {"__version__"}) == sorted(names + contrib_top_level + sb3_top_level)

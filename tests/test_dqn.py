@@ -11,7 +11,7 @@ import tensorflow as tf
 from conftest import evaluate
 from sbtf import DQN
 from sbtf.common import make_vec_env
-from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from sbtf.common.buffers import PrioritizedReplayBuffer
 from sbtf.common.distributions import softmax_np
 from sbtf.deepq import CnnPolicy, LnCnnPolicy, LnMlpPolicy, MlpPolicy
 
@@ -37,8 +37,9 @@ class SmallImageEnv(gym.Env):
 
     def step(self, action):
         self._t += 1
-        reward = float(np.all(np.asarray(action) == self._state)) if isinstance(self.action_space, gym.spaces.Discrete) \
-            else -float(np.sum(np.abs(np.asarray(action) - 0.5 * self._state)))
+        reward = (float(np.all(np.asarray(action) == self._state))
+                  if isinstance(self.action_space, gym.spaces.Discrete)
+                  else -float(np.sum(np.abs(np.asarray(action) - 0.5 * self._state))))
         self._state = int(self.np_random.integers(0, 3))
         return self._obs(), reward, False, self._t >= self.ep_length, {}
 
@@ -259,7 +260,7 @@ def test_multiple_envs_collect_one_transition_per_env():
     storage = model.replay_buffer.storage
     dones = np.array([entry[4] for entry in storage])
     assert dones.sum() > 0  # CartPole terminations are stored as done ...
-    for obs_t, _, _, obs_tp1, done in storage:
+    for _obs_t, _, _, obs_tp1, done in storage:
         if done:  # ... with the terminal observation (out of bounds), not the reset observation
             assert abs(obs_tp1[0]) > 2.4 or abs(obs_tp1[2]) > 0.2095
 

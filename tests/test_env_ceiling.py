@@ -1,7 +1,6 @@
 """benchmarks/env_ceiling.py: the env-only rate of a case's VecEnv and the ceiling ratio built from it."""
 import json
 import os
-import sys
 
 import pytest
 

@@ -50,7 +50,7 @@ def test_time_limit_truncation_is_kept_apart_and_episodes_are_reported(tmp_path)
     env.reset()
     returns = np.zeros(3)
     episodes = []
-    for obs, rewards, dones, infos in _run(env, 60, None):
+    for _obs, rewards, dones, infos in _run(env, 60, None):
         returns += rewards
         for i in np.flatnonzero(dones):
             episode = infos[i]["episode"]

@@ -104,7 +104,7 @@ def test_tfjs_of_the_sb3_zips_equals_predict(tmp_path, capsys):
         obs = _obs(run)
         runs.append((folder, {"observation": obs}))
         wanted.append((run, model.predict(obs, deterministic=True)[0]))
-    for (run, want), got in zip(wanted, _run_tfjs(node, runs)):
+    for (_run, want), got in zip(wanted, _run_tfjs(node, runs)):
         _assert_actions(got["action"], want)
 
 

@@ -255,7 +255,8 @@ def seeds(good: Dict[str, Path]) -> List[Seed]:
         ("sbtf_obs_rms", "running_average", good["stats"] / "obs_rms.pkl", [byte_mutation, pickle_budget_mutation]),
         ("sbtf_expert_npz", "expert", good["expert"], [compression_mutation, zip_mutation]),
     ]
-    for algo, path in (("PPO2", SHARED_ZOO / "ppo2" / "CartPole-v1.pkl"), ("DQN", SHARED_ZOO / "dqn" / "CartPole-v1.pkl"),
+    for algo, path in (("PPO2", SHARED_ZOO / "ppo2" / "CartPole-v1.pkl"),
+                       ("DQN", SHARED_ZOO / "dqn" / "CartPole-v1.pkl"),
                        ("ACKTR", SHARED_ZOO / "acktr" / "Pendulum-v0.zip")):
         if path.exists():
             mutators = ([zip_mutation, byte_mutation, compression_mutation, pickle_zip_mutation]

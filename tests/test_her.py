@@ -153,7 +153,7 @@ def test_replay_wrapper_goal_strategies(strategy):
     achieved = [env.convert_obs_to_dict(t[0])["achieved_goal"] for t in episode]
     all_achieved = [env.convert_obs_to_dict(o)["achieved_goal"] for o in buffer._obs_t[:len(buffer)]]
     position = 0
-    for t, (obs, action, reward, next_obs, done, _) in enumerate(episode):
+    for t, (obs, action, reward, _next_obs, done, _) in enumerate(episode):
         real = stored[position]
         np.testing.assert_array_equal(real[0], obs)
         assert real[1] == action and real[2] == reward and real[4] == float(done)

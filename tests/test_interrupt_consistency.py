@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import inspect
 
-import gymnasium as gym
 import numpy as np
 import pytest
 

@@ -150,7 +150,7 @@ def test_maskable_eval_callback_and_target_kl(tmp_path):
     assert model._n_train_updates < 2 * 20  # the tiny target_kl stopped the epochs early
 
 
-# ------------------------------------------------------------------------------------------------ files, export, tracing
+# ---------------------------------------------------------------------------------- files, export, tracing
 @pytest.fixture(scope="module")
 def trained():
     env = InvalidActionEnvDiscrete(dim=8, n_invalid_actions=4)

@@ -362,7 +362,8 @@ def test_ppo2_update_on_the_whole_batch_does_not_depend_on_sample_order(nminibat
     rng = np.random.default_rng(0)
     n = 2 * 16
     obs = rng.normal(size=(n, 4)).astype(np.float32)
-    batch = dict(obs=obs, returns=rng.normal(size=n).astype(np.float32), actions=rng.integers(0, 2, n).astype(np.float32),
+    batch = dict(obs=obs, returns=rng.normal(size=n).astype(np.float32),
+                 actions=rng.integers(0, 2, n).astype(np.float32),
                  values=rng.normal(size=n).astype(np.float32), neglogpacs=np.full(n, 0.69, np.float32),
                  lr=3e-4, cliprange=0.2, cliprange_vf=0.2)
     order = rng.permutation(n) if nminibatches == 1 else np.arange(n)

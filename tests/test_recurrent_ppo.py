@@ -42,7 +42,8 @@ def test_defaults_and_names():
     from sbtf.contrib import RecurrentPPO as ContribRecurrentPPO
 
     assert ContribRecurrentPPO is RecurrentPPO
-    assert "ppo_lstm" in CONTRIB_ALGORITHMS and "RecurrentPPO" not in ALGORITHMS and "RecurrentPPO" not in SB2_ALGORITHMS
+    assert "ppo_lstm" in CONTRIB_ALGORITHMS
+    assert "RecurrentPPO" not in ALGORITHMS and "RecurrentPPO" not in SB2_ALGORITHMS
     defaults = {k: v.default for k, v in inspect.signature(RecurrentPPO).parameters.items()}
     assert (defaults["n_steps"], defaults["batch_size"], defaults["n_epochs"], defaults["learning_rate"]) == \
         (128, 128, 10, 3e-4)

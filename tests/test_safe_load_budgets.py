@@ -18,21 +18,19 @@ import base64
 import bz2
 import io
 import json
-import lzma
 import pickle
 import struct
 import tracemalloc
 import zipfile
-import zlib
 from pathlib import Path
-from typing import Callable, List, Tuple
+from typing import Callable, List
 
 import numpy as np
 import pytest
 
 from sbtf.common.fileio import safe_pickle as sp
 from sbtf.common import save_util
-from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, ModelFileError,
+from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelFileError,
                                      describe_value, load_limits)
 from sbtf.common.fileio.safe_zip import open_zip, output_budget, read_member, read_npz
 
@@ -160,7 +158,8 @@ def test_a_bzip2_member_of_1000_bytes_inflating_to_1_2_gb_stops_after_1000_bytes
     for name in ("parameters", "data"):
         path = model_with(good_model, tmp_path / f"bomb_{name}.zip",
                           {name: bomb(name, zipfile.ZIP_BZIP2, 1000, 1_200_000_000)})
-        raises_within(CorruptedFileError, lambda: PPO2.load(path), max_peak=2 << 20, match="declared size")
+        raises_within(CorruptedFileError, lambda path=path: PPO2.load(path), max_peak=2 << 20,
+                      match="declared size")
     # sbtf export's detection of the algorithm reads sbtf_format the same way
     from sbtf_converters.export import detect_algorithm
 
@@ -209,7 +208,8 @@ def test_corrupt_compressed_data_is_a_corrupted_file_error(good_model, tmp_path,
     with open_zip(build_zip([corrupt("data", METHODS[method])]), "model file") as archive:
         raises_within(CorruptedFileError, lambda: read_member(archive, "data", 1 << 20, "model file"),
                       max_peak=1 << 20, match="corrupt")
-    path = model_with(good_model, tmp_path / f"corrupt_{method}.zip", {"parameters": corrupt("parameters", METHODS[method])})
+    path = model_with(good_model, tmp_path / f"corrupt_{method}.zip",
+                      {"parameters": corrupt("parameters", METHODS[method])})
     raises_within(CorruptedFileError, lambda: PPO2.load(path), max_peak=4 << 20, match="parameters")
     expert = tmp_path / f"corrupt_{method}.npz"
     expert.write_bytes(build_zip([corrupt("obs.npy", METHODS[method])]))
@@ -224,7 +224,7 @@ def test_lzma_properties_and_truncated_streams_are_corrupted_file_errors():
         "truncated header": comp[:3],
         "truncated stream": comp[: len(comp) // 2],
     }
-    for label, stream in cases.items():
+    for _label, stream in cases.items():
         with open_zip(build_zip([(name, method, stream, size, crc)])) as archive:
             raises_within(CorruptedFileError, lambda: read_member(archive, "data", 1 << 20), max_peak=1 << 20)
     with open_zip(build_zip([(name, method, comp, size, crc ^ 1)])) as archive:
@@ -363,7 +363,7 @@ def test_hostile_pickles_reach_the_sb2_reader_and_vecnormalize_bounded(tmp_path)
         path = tmp_path / f"{name}.pkl"
         path.write_bytes(payload)
         with load_limits(max_items=50_000):
-            raises_within(ModelFileError, lambda: VecNormalize.load(str(path), venv), max_peak=8 << 20)
+            raises_within(ModelFileError, lambda path=path: VecNormalize.load(str(path), venv), max_peak=8 << 20)
 
 
 @pytest.mark.skipif(not SB2_ACKTR.exists(), reason="shared stable-baselines fixtures are not there")
@@ -399,9 +399,10 @@ def test_json_values_are_counted_before_json_loads():
 
 
 def test_json_depth_is_bounded():
-    for text in (b'{"gamma": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", b'{"gamma": ' + b"[" * 200 + b"]" * 200 + b"}"):
-        raises_within(FileLimitError, lambda: save_util.json_to_data(text), max_peak=8 * len(text) + (1 << 20),
-                      match="deep")
+    for text in (b'{"gamma": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+                 b'{"gamma": ' + b"[" * 200 + b"]" * 200 + b"}"):
+        raises_within(FileLimitError, lambda text=text: save_util.json_to_data(text),
+                      max_peak=8 * len(text) + (1 << 20), match="deep")
 
 
 def test_dict_items_with_keys_sharing_a_hash_are_refused_with_bounded_work():

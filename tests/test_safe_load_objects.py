@@ -4,13 +4,9 @@ messages bounded. Each case is a crafted file built here; memory is bounded with
 allocations), never with seconds."""
 from __future__ import annotations
 
-import io
-import json
 import pickle
 import struct
 import tracemalloc
-import zipfile
-from collections import OrderedDict
 from pathlib import Path
 
 import gymnasium as gym
@@ -18,7 +14,7 @@ import numpy as np
 import pytest
 
 import legacy_fixtures as lf
-from crafted_files import with_data, write_zip, zip_members
+from crafted_files import with_data
 from sbtf import A2C, ACKTR, DQN, PPO2, SAC
 from sbtf.common.fileio import load_budget
 from sbtf.common.buffers import MAX_BUFFER_SIZE, PrioritizedReplayBuffer, ReplayBuffer, load_buffer

@@ -20,7 +20,7 @@ from sbtf.common.fileio import safe_yaml
 from sbtf.common.file_errors import CorruptedFileError, FileLimitError, ModelFileError, UnsafeFileError
 from sbtf.common.fileio.safe_yaml import MAX_YAML_BYTES, load_yaml, read_yaml
 from sbtf.zoo import load_zoo_agent, read_zoo_yaml
-from sbtf.zoo.config import (MAX_FRAME_STACK, check_env_kwargs, check_frame_stack, check_n_envs,
+from sbtf.zoo.config import (check_env_kwargs, check_frame_stack, check_n_envs,
                              check_normalize_kwargs, check_seed, check_wrapper_kwargs)
 from sbtf.zoo.errors import ConfigLimitError, UnsafeConfigError, ZooConfigError
 
@@ -207,7 +207,8 @@ def test_messages_never_repr_a_huge_value():
 
 
 @pytest.mark.parametrize("path, kwargs, error, fragment", [
-    ("sbtf.common.monitor.Monitor", {"filename": "/tmp/anywhere"}, ZooConfigError, "the argument 'filename' names a file"),
+    ("sbtf.common.monitor.Monitor", {"filename": "/tmp/anywhere"}, ZooConfigError,
+     "the argument 'filename' names a file"),
     ("gymnasium.wrappers.RecordVideo", {"video_folder": "/tmp/v"}, ZooConfigError, "'video_folder' names a file"),
     ("gymnasium.wrappers.RecordVideo", {"name_prefix": "../x"}, ZooConfigError, "'name_prefix' names a file"),
     ("gymnasium.wrappers.FrameStackObservation", {"stack_size": 3e8}, ConfigLimitError,

@@ -120,7 +120,8 @@ def test_values_of_the_wrong_type_raise_model_data_errors(tmp_path, ppo2_file, k
 def test_data_and_format_must_be_json_objects(tmp_path, ppo2_file):
     for member, payload in (("data", b"[1, 2]"), ("sbtf_format", b"7"), ("parameter_list", b"{\"a\": 1}"),
                             ("data", b"\xff\xfe"), ("data", b"[" * 100000 + b"]" * 100000)):
-        path = _rewrite(ppo2_file[0], tmp_path / "shape.zip", members_edit=lambda m: m.update({member: payload}))
+        path = _rewrite(ppo2_file[0], tmp_path / "shape.zip",
+                        members_edit=lambda m, member=member, payload=payload: m.update({member: payload}))
         with pytest.raises(ModelFileError):
             PPO2.load(path)
 
@@ -271,7 +272,7 @@ def test_files_written_together_are_replaced_together(tmp_path, monkeypatch):
 
 def test_a_good_file_loads_after_bad_ones(tmp_path, ppo2_file):
     for entry in ({"__enum__": "os:system", "value": "true"}, {"__class__": "os:system"}):
-        path = _rewrite(ppo2_file[0], tmp_path / "bad.zip", lambda d: d.update(policy=entry))
+        path = _rewrite(ppo2_file[0], tmp_path / "bad.zip", lambda d, entry=entry: d.update(policy=entry))
         with pytest.raises(ModelFileError):
             PPO2.load(path)
     with warnings.catch_warnings():

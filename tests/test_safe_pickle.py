@@ -353,7 +353,7 @@ def test_mutated_real_pickles_raise_only_typed_errors(tmp_path):
             if rng.random() < 0.2:
                 data = data[: int(rng.integers(len(data)))]
             try:
-                _bounded(bytes(data), lambda: materialize(restricted_loads(bytes(data))))
+                _bounded(bytes(data), lambda data=data: materialize(restricted_loads(bytes(data))))
             except ModelFileError:
                 pass
 

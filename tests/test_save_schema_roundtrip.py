@@ -3,8 +3,9 @@ so a class added later is covered without touching this file), every constructor
 model file (its data schema) or declared in ``_not_saved_arguments`` with a reason; and a non-default value of each
 stored argument comes back from a file unchanged (not as the constructor's default).
 
-The round trip runs at the level of the file's ``data`` (constructor with ``_init_setup_model=False``, ``_get_save_data``,
-the zip writer, the zip reader, the schema check): no network is built, so every class is checked in seconds.
+The round trip runs at the level of the file's ``data`` (constructor with ``_init_setup_model=False``,
+``_get_save_data``, the zip writer, the zip reader, the schema check): no network is built, so every class is checked
+in seconds.
 """
 from __future__ import annotations
 

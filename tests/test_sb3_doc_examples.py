@@ -173,8 +173,8 @@ def test_custom_cnn_features_extractor():
 
 
 class _ImageAndVectorEnv(gym.Env):
-    """Dict observations {"image": 36x36x1 uint8 (NatureCNN's smallest input), "vector": 3 floats}; reward 1 for the action matching the sign of
-    vector[0]."""
+    """Dict observations {"image": 36x36x1 uint8 (NatureCNN's smallest input), "vector": 3 floats}; reward 1 for the
+    action matching the sign of vector[0]."""
 
     observation_space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (36, 36, 1), np.uint8),
                                          "vector": gym.spaces.Box(-1, 1, (3,), np.float32)})

@@ -129,7 +129,7 @@ def test_exploration_rate_and_target_updates_are_counted_per_vec_env_step():
     assert model._n_calls == 100 and model.num_timesteps == 300
     assert updates == list(range(2, 101, 2))  # 7 // 3 = 2: every second VecEnv step
     # the rate a step's callback sees is the one set after the previous step, at progress 1 - timesteps / 300
-    for (timesteps, rate), (prev_timesteps, _) in zip(rates[1:], rates[:-1]):
+    for (_timesteps, rate), (prev_timesteps, _) in zip(rates[1:], rates[:-1]):
         assert rate == pytest.approx(exploration_rate(1 - prev_timesteps / 300, 1.0, 0.05, 0.5))
     assert model.exploration_rate == pytest.approx(0.05)
     with pytest.warns(UserWarning, match="greater than the target network update interval"):

@@ -48,8 +48,8 @@ def test_dqn_with_her_solves_discrete_bit_flipping():
     env_fn = lambda: BitFlippingEnv(4, max_steps=4)  # noqa: E731
     model = sbtf.sb3.DQN("MultiInputPolicy", env_fn(), replay_buffer_class=HerReplayBuffer,
                          replay_buffer_kwargs=HER_KWARGS, learning_rate=1e-3, learning_starts=200,
-                         exploration_fraction=0.5, exploration_final_eps=0.05, batch_size=64, target_update_interval=200,
-                         policy_kwargs=dict(net_arch=[64]), seed=0)
+                         exploration_fraction=0.5, exploration_final_eps=0.05, batch_size=64,
+                         target_update_interval=200, policy_kwargs=dict(net_arch=[64]), seed=0)
     before = success_rate(model, env_fn())
     model.learn(2000)
     after = success_rate(model, env_fn())

@@ -222,7 +222,8 @@ def test_multi_input_policy_with_an_image_key(tmp_path):
                 seed=0)
     assert not model.policy_tf.acts_in_numpy  # the image key's CNN acts through one compiled TF call
     names = list(model.get_parameters()["policy"])
-    assert "model/actor/features_extractor/img/c1/w:0" in names and "model/critic/features_extractor/img/c1/w:0" in names
+    assert "model/actor/features_extractor/img/c1/w:0" in names
+    assert "model/critic/features_extractor/img/c1/w:0" in names
     model.learn(60)
     obs = model.get_env().reset()
     actions, _ = model.predict(obs, deterministic=True)

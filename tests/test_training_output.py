@@ -30,7 +30,7 @@ def test_tensorboard_and_logger_output(tmp_path, capsys, algo):
     runs = sorted(glob.glob(str(tmp_path / "tb" / "run_*")))
     assert [p.rsplit("_", 1)[1] for p in runs] == ["1", "2"]
     tags = set()
-    for event_file in glob.glob(runs[0] + "/events*"):
+    for _event_file in glob.glob(runs[0] + "/events*"):
         tags |= set(logger.read_tb(runs[0]).columns) if hasattr(logger.read_tb(runs[0]), "columns") else set()
     assert "episode_reward" in tags
     assert any(tag.startswith("loss/") for tag in tags)

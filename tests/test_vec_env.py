@@ -645,7 +645,8 @@ def test_vec_normalize_training_flag_and_clipping():
     np.testing.assert_array_equal(obs, raw)
     assert plain.step(np.zeros((2, 1)))[1].tolist() == [1.0, 2.0]
     assert plain.obs_rms.count > 1  # statistics are still updated while training
-    with pytest.raises(ValueError, match="Tuple"):  # Dict spaces are normalised per entry (tests/test_vec_env_dict_normalize.py)
+    # Dict spaces are normalised per entry (tests/test_vec_env_dict_normalize.py)
+    with pytest.raises(ValueError, match="Tuple"):
         VecNormalize(DummyVecEnv([functools.partial(SpaceEnv, spaces.Tuple((spaces.Discrete(2),)))]))
 
 
@@ -901,7 +902,8 @@ class _ReferenceStack:
     ("vector", 1, None, -1),
 ])
 def test_vec_frame_stack_matches_plain_stacking(space_name, n_stack, channels_order, axis):
-    space = {"grey image": spaces.Box(0, 255, (5, 6, 1), np.uint8), "rgb image": spaces.Box(0, 255, (5, 6, 3), np.uint8),
+    space = {"grey image": spaces.Box(0, 255, (5, 6, 1), np.uint8),
+             "rgb image": spaces.Box(0, 255, (5, 6, 3), np.uint8),
              "channel-first image": spaces.Box(0, 255, (2, 5, 6), np.uint8),
              "vector": spaces.Box(-1, 1, (3,), np.float32)}[space_name]
     inner = DummyVecEnv([functools.partial(_RandomEpisodeEnv, space, seed) for seed in range(3)])

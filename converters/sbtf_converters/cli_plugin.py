@@ -8,8 +8,9 @@ they drive -- :mod:`sbtf_converters.convert` (``convert``), :mod:`sbtf_converter
 (``python -m sbtf_converters.convert convert ...``, ``python -m sbtf_converters.export ...``).
 
 ``sbtf convert`` converts one stable-baselines 2 model file, stable-baselines3 / sb3-contrib zip or RL-Zoo3 run
-folder (``sbtf convert OLD NEW [--algo ALGO]``), or an rl-baselines-zoo agent folder into an sbtf run folder (``sbtf convert --folder trained_agents/ --algo A --env E
--f LOG_FOLDER``, which :func:`sbtf.zoo.convert_zoo_folder` writes and ``sbtf enjoy`` plays).
+folder (``sbtf convert OLD NEW [--algo ALGO]``), or an rl-baselines-zoo agent folder into an sbtf run folder
+(``sbtf convert --folder trained_agents/ --algo A --env E -f LOG_FOLDER``, which :func:`sbtf.zoo.convert_zoo_folder`
+writes and ``sbtf enjoy`` plays).
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from sbtf_converters import convert, export_cli
 
 __all__ = ["register_subcommands"]
 
-CONVERT_HELP = ("convert a stable-baselines 2.x model file, a stable-baselines3 / sb3-contrib zip, an RL-Zoo3 run folder "
-                "or an rl-baselines-zoo agent folder to sbtf")
+CONVERT_HELP = ("convert a stable-baselines 2.x model file, a stable-baselines3 / sb3-contrib zip, an RL-Zoo3 run "
+                "folder or an rl-baselines-zoo agent folder to sbtf")
 CONVERT_DESCRIPTION = (convert.CLI_DESCRIPTION + " With --folder ZOO_FOLDER --algo ALGO --env ENV_ID: write the "
                        "rl-baselines-zoo agent of that folder (model, normalisation statistics, config) as an sbtf "
                        "run folder LOG_FOLDER/ALGO/ENV_ID_N that 'sbtf enjoy' plays.")

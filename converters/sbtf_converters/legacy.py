@@ -641,7 +641,8 @@ def _parse_sb2(source: Source, custom_objects: Optional[dict] = None, allow_pick
         policy_module = getattr(policy_class, "__module__", "")
         out_kwargs = kwargs
         mapped_params = params
-        what = "the cnn_extractor given in policy_kwargs" if custom_extractor else f"policy {choice.sb2_path} is a user class"
+        what = ("the cnn_extractor given in policy_kwargs" if custom_extractor
+                else f"policy {choice.sb2_path} is a user class")
         report.notes.append(f"{what}: parameters are matched by "
                             f"{'name' if isinstance(params, dict) else 'position'} when the model is built")
     report.sbtf_policy = f"{policy_module}.{policy_name}"
@@ -669,8 +670,8 @@ def _inference_hint(spec: AlgoSpec, family: PolicyFamily, params: Union[list, di
     except (LegacyModelError, ValueError, KeyError, TypeError):
         return ""
     name, kwargs = family.policy_for_arch(arch, "", {})
-    return (f" Its parameters fit {family.sbtf_module}.{name} with policy_kwargs={describe_value(kwargs, 200)} (same activation "
-            "function assumed: check it).")
+    return (f" Its parameters fit {family.sbtf_module}.{name} with policy_kwargs={describe_value(kwargs, 200)} "
+            "(same activation function assumed: check it).")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -737,7 +738,7 @@ def _build_model(cls: Any, parsed: ParsedSB2, env: Any, kwargs: dict) -> Any:
                                   exc.stored_shape, exc.model_shape) from exc
     model_names = set(model.get_parameters())
     if isinstance(params, dict):
-        for name, value in params.items():
+        for name, _value in params.items():
             if name in model_names:
                 report.parameters.append((name, name, _shape(parsed.params[name])))
             else:

@@ -1,8 +1,9 @@
 """Read stable-baselines 2.x model files (``.pkl`` and ``.zip``) into ``(data, parameters)`` without running code.
 
 Split from :mod:`sbtf_converters.legacy` (which maps what is read onto sbtf models): zip members and npz arrays are
-size-checked before they are decompressed, pickles go through :mod:`sbtf.common.fileio.safe_pickle` with the allow-list of
-:mod:`sbtf_converters.sb2_pickle`, and the spaces a pickle describes are bounded by the arrays the file carries.
+size-checked before they are decompressed, pickles go through :mod:`sbtf.common.fileio.safe_pickle` with the
+allow-list of :mod:`sbtf_converters.sb2_pickle`, and the spaces a pickle describes are bounded by the arrays the file
+carries.
 """
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ from sbtf.common.file_errors import ModelDataError, ModelFileError
 from sbtf.common.running_mean_std import RunningMeanStd
 from sbtf.common.vec_env.vec_normalize import VecNormalize, running_mean_std_from_data
 from sbtf_converters.legacy_read import _read_limited, _unpickle
-from sbtf_converters.sb2_pickle import RefusedGlobalError, describe, find_unknown_globals, pickle_globals, rms_from_state
+from sbtf_converters.sb2_pickle import (RefusedGlobalError, describe, find_unknown_globals, pickle_globals,
+                                        rms_from_state)
 
 __all__ = ["read_running_mean_std", "read_vec_normalize", "read_sb2_statistics", "is_sb2_pickle",
            "write_vecnormalize"]

@@ -34,7 +34,9 @@ def read_sb2_model(cls: type, payload: bytes, env: Any = None, custom_objects: A
 
 def read_sb3_model(cls: type, payload: bytes, env: Any = None, custom_objects: Any = None, allow_pickle: bool = False,
                    **kwargs: Any) -> Any:
-    """The model reader of stable-baselines3 / sb3-contrib zips (see :func:`sbtf_converters.sb3_reader.load_sb3_model`)."""
+    """
+    The model reader of stable-baselines3 / sb3-contrib zips (see :func:`sbtf_converters.sb3_reader.load_sb3_model`).
+    """
     from sbtf_converters.sb3_reader import load_sb3_model  # pylint: disable=import-outside-toplevel  # on first use
 
     return load_sb3_model(cls, payload, env=env, custom_objects=custom_objects, allow_pickle=allow_pickle, **kwargs)

@@ -1,4 +1,5 @@
-"""Find what a stable-baselines3 / sb3-contrib file or RL-Zoo3 run folder holds, for ``sbtf convert`` and ``sbtf export``.
+"""Find what a stable-baselines3 / sb3-contrib file or RL-Zoo3 run folder holds, for ``sbtf convert`` and
+``sbtf export``.
 
 * :func:`sb3_algorithm_name` -- the algorithm that wrote an SB3 zip (from its policy class's module, read as a name,
   and for the shared ``ActorCriticPolicy`` from the hyperparameters only that algorithm saves);

@@ -25,8 +25,8 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from sbtf.common.fileio import safe_pickle
-from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, UnsafeFileError, describe_value,
-                                     get_load_limits)
+from sbtf.common.file_errors import (CorruptedFileError, FileLimitError, ModelDataError, UnsafeFileError,
+                                     describe_value, get_load_limits)
 from sbtf.common.fileio.safe_zip import open_zip, read_member
 
 __all__ = ["TORCH_STORAGE_DTYPES", "TensorSpec", "read_torch_file", "torch_resolver"]

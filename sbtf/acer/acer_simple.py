@@ -241,7 +241,8 @@ class ACER(NStepActorCriticRLModel):
     _not_saved_arguments = {"num_procs": "stable-baselines 2's deprecated name of n_cpu_tf_sess, which is stored"}
     _save_schema = dict(
         gamma=ms.Real(), n_steps=ms.Integer(1, ms.MAX_ROLLOUT), q_coef=ms.Real(), ent_coef=ms.Real(),
-        max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(), lr_schedule=ms.AnyOf(ms.Text(), ms.Schedule()),
+        max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(),
+        lr_schedule=ms.AnyOf(ms.Text(), ms.Schedule()),
         rprop_alpha=ms.Real(), rprop_epsilon=ms.Real(), replay_ratio=ms.Real(), replay_start=ms.Integer(0),
         buffer_size=ms.Integer(1), correction_term=ms.Real(), trust_region=ms.Flag(), alpha=ms.Real(), delta=ms.Real())
 

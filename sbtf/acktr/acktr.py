@@ -62,7 +62,8 @@ class ACKTR(NStepActorCriticRLModel):
 
     _not_saved_arguments = {"nprocs": "stable-baselines 2's deprecated name of n_cpu_tf_sess, which is stored"}
     _save_schema = dict(
-        gamma=ms.Real(), gae_lambda=ms.Nullable(ms.Real()), n_steps=ms.Integer(1, ms.MAX_ROLLOUT), vf_coef=ms.Real(), ent_coef=ms.Real(),
+        gamma=ms.Real(), gae_lambda=ms.Nullable(ms.Real()), n_steps=ms.Integer(1, ms.MAX_ROLLOUT), vf_coef=ms.Real(),
+        ent_coef=ms.Real(),
         vf_fisher_coef=ms.Real(), max_grad_norm=ms.Nullable(ms.Real()), learning_rate=ms.Schedule(),
         kfac_clip=ms.Real(), lr_schedule=ms.AnyOf(ms.Text(), ms.Schedule()), kfac_update=ms.Integer(1),
         async_eigen_decomp=ms.Flag())

@@ -64,7 +64,8 @@ from sbtf.cli.plot import find_runs, run_plot, save_run_curve
 from sbtf.cli.optimize import run_optimize
 
 __all__ = [
-    "main", "build_parser", "CLIError", "DECODER_ERRORS", "FILE_READ_ERRORS", "file_error", "Subcommand", "register_subcommand", "registered_subcommands",
+    "main", "build_parser", "CLIError", "DECODER_ERRORS", "FILE_READ_ERRORS", "file_error", "Subcommand",
+    "register_subcommand", "registered_subcommands",
     "ENTRY_POINT_GROUP", "SUBCOMMAND_MODULES", "ALGOS", "MULTI_ENV_ALGOS", "OFF_POLICY_ALGOS", "SCHEDULE_ALGOS",
     "SCHEDULE_KEYS", "NOISE_ALGOS", "NOISE_TYPES", "HER_MODEL_CLASSES", "ENV_KEYS", "NOISE_KEYS", "HER_KEYS",
     "GAIL_KEYS", "FLAG_KEYS", "VEC_NORMALIZE_KEYS", "ZOO_POLICIES", "ZOO_WRAPPERS", "SBTF_ENVS", "HYPERPARAMS_PACKAGE",

@@ -295,7 +295,9 @@ def check_vec_env(kind: str, env_id: str, algo: str = "") -> None:
     if kind != "envpool":
         return
     try:
+        # a probe: the import only checks that EnvPool is installed; the name is not used (del: for pyflakes too)
         import envpool  # noqa: F401  # pylint: disable=import-outside-toplevel,unused-import
+        del envpool
     except ImportError as exc:
         raise CLIError("--vec-env envpool needs EnvPool, which is not installed: pip install 'sbtf[envpool]' "
                        "(or use --vec-env subproc)", exit_code=1) from exc

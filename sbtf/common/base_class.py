@@ -213,7 +213,9 @@ def _accepting_episode_start(method):
 
 @contextlib.contextmanager
 def _logging_to(logger_: Any) -> Iterator[None]:
-    """Within the block, ``sbtf.logger``'s functions write to ``logger_`` (a model's ``set_logger``); None: no change."""
+    """
+    Within the block, ``sbtf.logger``'s functions write to ``logger_`` (a model's ``set_logger``); None: no change.
+    """
     from sbtf import logger as sbtf_logger
 
     if logger_ is None:
@@ -477,7 +479,8 @@ class BaseRLModel(ModelFilesMixin, PretrainMixin, ABC):
             raise ValueError("Error: trying to replace the current environment with None")
         env = self._make_vec_env(env)
         observation_space = _model_observation_space(env.observation_space)
-        obs_differs = self.observation_space is not None and not _spaces_equal(observation_space, self.observation_space)
+        obs_differs = (self.observation_space is not None
+                       and not _spaces_equal(observation_space, self.observation_space))
         act_differs = self.action_space is not None and not _spaces_equal(env.action_space, self.action_space)
         if obs_differs or act_differs:
             from sbtf.common.space_checks import env_space_mismatch_message

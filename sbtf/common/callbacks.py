@@ -361,7 +361,7 @@ class EvalCallback(EventCallback):
 
     def _init_callback(self) -> None:
         # Does not work in some corner cases, where the wrapper is not the same
-        if not type(self.training_env) is type(self.eval_env):
+        if type(self.training_env) is not type(self.eval_env):
             warnings.warn(
                 "Training and eval env are not of the same type {} != {}".format(self.training_env, self.eval_env)
             )

@@ -26,7 +26,8 @@ from typing import Any, Iterator
 
 __all__ = [
     "ModelFileError", "CorruptedFileError", "UnsafeFileError", "FileLimitError", "ModelDataError",
-    "WrongAlgorithmError", "ParameterShapeError", "MissingParametersError", "LoadLimits", "get_load_limits", "set_load_limits", "load_limits",
+    "WrongAlgorithmError", "ParameterShapeError", "MissingParametersError", "LoadLimits", "get_load_limits",
+    "set_load_limits", "load_limits",
     "describe_value",
 ]
 

@@ -449,5 +449,6 @@ def mpi_rank_or_zero() -> int:
 
 __all__ = ["SingleProcessComm", "MPIUnavailableError", "MpiSyncError", "INSTALL_HINT", "launched_by_mpi",
            "launcher_size", "get_mpi", "get_comm", "mpi_in_use", "get_rank", "get_size", "is_root", "allreduce_sum",
-           "allreduce_mean", "allreduce_tf", "any_rank", "allgather", "allreduce_object_sum", "broadcast_array", "sync_check", "abort_job",
+           "allreduce_mean", "allreduce_tf", "any_rank", "allgather", "allreduce_object_sum", "broadcast_array",
+           "sync_check", "abort_job",
            "abort_on_exception", "install_abort_excepthook", "rank_seed", "mpi_rank_or_zero"]

@@ -1,6 +1,6 @@
 """Rollout collection shared by the on-policy algorithms (SB2 ``common/runners.py``): runners fill a
-``RolloutBuffer`` and return a named ``RolloutBatch`` (``sbtf.common.storage.rollout``); ``traj_segment_generator`` yields the
-MPI family's ``TrajectorySegment`` items."""
+``RolloutBuffer`` and return a named ``RolloutBatch`` (``sbtf.common.storage.rollout``); ``traj_segment_generator``
+yields the MPI family's ``TrajectorySegment`` items."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -142,7 +142,7 @@ class RolloutRunner(AbstractEnvRunner):
         is_box = isinstance(space, gym.spaces.Box)
         buffer.reset(self.states)
         ep_infos: list = []
-        for step in range(self.n_steps):
+        for step in range(self.n_steps):  # noqa: B007  # callbacks receive locals(), step included
             states_before = self.states
             if self.with_neg_log_probs:
                 actions, values, states, neglogpacs = policy.step(self.obs, self.states, self.dones)

@@ -577,7 +577,8 @@ def parse_json(text: Union[str, bytes], what: str) -> Any:
     except ModelFileError:
         raise
     except MemoryError as exc:
-        raise FileLimitError(f"The {what} needs more memory than is available; the file is damaged or hostile.") from exc
+        raise FileLimitError(f"The {what} needs more memory than is available; "
+                             "the file is damaged or hostile.") from exc
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, int digit limit
         raise CorruptedFileError(f"The {what} is not valid JSON ({type(exc).__name__}: {describe_value(str(exc))}); "
                                  "the file is truncated or corrupted.") from exc

@@ -3,8 +3,8 @@
 The tree is stored in one NumPy array of ``2 * stored`` nodes (node 1 is the root, node ``i`` has the
 children ``2i`` and ``2i + 1``, leaf ``j`` is node ``stored + j``), where ``stored`` is the smallest power of two
 that holds every leaf set so far (the others are neutral): memory follows the data, not the capacity. Setting
-items and searching a prefix sum accept whole index arrays, so a batch of priorities is updated and a batch of indices is sampled with a few
-NumPy operations per tree level instead of a Python loop per element.
+items and searching a prefix sum accept whole index arrays, so a batch of priorities is updated and a batch of indices
+is sampled with a few NumPy operations per tree level instead of a Python loop per element.
 """
 from __future__ import annotations
 
@@ -60,7 +60,9 @@ class SegmentTree(object):
 
     # ------------------------------------------------------------------ storage
     def _allocate(self, stored: int, leaves: Optional[np.ndarray] = None) -> None:
-        """Store ``stored`` leaves (a power of two): ``leaves`` first, the neutral element after; inner nodes rebuilt."""
+        """
+        Store ``stored`` leaves (a power of two): ``leaves`` first, the neutral element after; inner nodes rebuilt.
+        """
         self._stored = stored
         self._depth = stored.bit_length() - 1
         self._value = np.full(2 * stored, self.neutral_element, dtype=np.float64)

@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - threadpoolctl is a dependency; without
     _threadpool_limits = None
 
 from sbtf.common.nn.conv_ops import conv2d
-from sbtf.common.nn.network_ops import (TF_OPS, NoNumpyForm, activation_name,  # noqa: F401 (re-exported)
+from sbtf.common.nn.network_ops import (TF_OPS, NoNumpyForm, activation_name,  # re-exported: see __all__
                                         get_activation, numpy_activation)
 
 
@@ -612,12 +612,16 @@ class FullyConnected(Dense):
 
 
 def sb2_layer_norm_scope(index: int) -> str:
-    """The scope ``tf.contrib.layers.layer_norm`` gets for its ``index``-th call in a scope (LayerNorm, LayerNorm_1...)."""
+    """
+    The scope ``tf.contrib.layers.layer_norm`` gets for its ``index``-th call in a scope (LayerNorm, LayerNorm_1...).
+    """
     return "LayerNorm" if index == 0 else f"LayerNorm_{index}"
 
 
 def sb2_fully_connected_scope(index: int) -> str:
-    """The scope ``fully_connected`` gets for its ``index``-th call in a scope (fully_connected, fully_connected_1...)."""
+    """
+    The scope ``fully_connected`` gets for its ``index``-th call in a scope (fully_connected, fully_connected_1...).
+    """
     return "fully_connected" if index == 0 else f"fully_connected_{index}"
 
 
@@ -686,3 +690,13 @@ class SB2Mlp(keras.layers.Layer):
             if self.layer_norm:
                 ordered.append(self.norm_layers[i])
         return ordered
+
+
+__all__ = [
+    "ortho_init", "SB2Layer", "Linear", "GaussianHead", "Conv", "LayerNorm", "Lstm", "NatureCNN", "nature_cnn", "conv",
+    "linear", "conv_to_fc", "batch_to_seq", "seq_to_batch", "lstm", "lnlstm", "FunctionalCnnExtractor",
+    "make_cnn_extractor", "glorot_uniform_init", "Dense", "FullyConnected", "sb2_layer_norm_scope",
+    "sb2_fully_connected_scope", "SB2Mlp",
+    # re-exported from sbtf.common.nn (imported from here by sbtf.common.save_util and older code)
+    "TF_OPS", "NoNumpyForm", "activation_name", "get_activation", "numpy_activation", "conv2d",
+]

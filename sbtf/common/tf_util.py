@@ -1,4 +1,5 @@
-"""Flat-parameter helpers on TF2 variables (the parts of stable-baselines 2.x ``common/tf_util.py`` that TF2 still needs).
+"""Flat-parameter helpers on TF2 variables (the parts of stable-baselines 2.x ``common/tf_util.py`` that TF2 still
+needs).
 
 TRPO's natural-gradient step and MpiAdam work on one flat vector holding a list of variables: ``GetFlat`` reads it,
 ``SetFromFlat`` writes it (each one compiled call), ``flatgrad`` / ``flatten_tensors`` concatenate gradients (a

@@ -34,7 +34,7 @@ import tensorflow as tf
 
 from sbtf.common.fileio import model_schema as ms
 from sbtf.common.nn.sde import refuse_sde
-from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from sbtf.common.buffers import PrioritizedReplayBuffer
 from sbtf.common.math_util import unscale_action
 from sbtf.common.mpi_adam import MpiAdam
 from sbtf.common.mpi.mpi_mixin import MpiDataParallelMixin

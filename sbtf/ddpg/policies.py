@@ -295,7 +295,8 @@ class FeedForwardPolicy(ActorCriticLayers, DDPGPolicy):
         if self.critic_out is not None:
             action_spec = tf.TensorSpec((None, self.n_act), tf.float32)
             self._critic_path = self._new_acting_path(
-                {"value": (lambda ops, obs, action: self.critic_network(ops, self.normalize_obs(ops, obs), action)[:, 0],
+                {"value": (lambda ops, obs, action:
+                           self.critic_network(ops, self.normalize_obs(ops, obs), action)[:, 0],
                            [obs_spec, action_spec])},
                 install_from_train_steps=False)
 

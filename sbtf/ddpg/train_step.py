@@ -65,8 +65,10 @@ class DDPGTraining:
         spec = self.param_noise
         desired = float(spec.desired_action_stddev) if spec is not None else 0.0
         coefficient = float(spec.adoption_coefficient) if spec is not None else 1.0
-        inputs = {"obs": tf.TensorSpec(k_b + obs_shape, obs_dtype), "next_obs": tf.TensorSpec(k_b + obs_shape, obs_dtype),
-                  "actions": tf.TensorSpec(k_b + (policy.n_act,), tf.float32), "rewards": tf.TensorSpec(k_b, tf.float32),
+        inputs = {"obs": tf.TensorSpec(k_b + obs_shape, obs_dtype),
+                  "next_obs": tf.TensorSpec(k_b + obs_shape, obs_dtype),
+                  "actions": tf.TensorSpec(k_b + (policy.n_act,), tf.float32),
+                  "rewards": tf.TensorSpec(k_b, tf.float32),
                   "dones": tf.TensorSpec(k_b, tf.float32), "actor_lr": tf.TensorSpec((), tf.float32),
                   "critic_lr": tf.TensorSpec((), tf.float32), "param_noise_std": tf.TensorSpec((), tf.float32),
                   # stateless-RNG seeds below 2 ** 24 (exact in float32, so they travel in the packed vector)

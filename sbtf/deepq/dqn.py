@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer  # noqa: F401 (SB2 imported it from here)
+from sbtf.common.buffers import PrioritizedReplayBuffer, ReplayBuffer  # ReplayBuffer: SB2's path, in __all__
 from sbtf.common.distributions import softmax_np
 from sbtf.common.compile.fast_call import TrainStep
 from sbtf.common.algo.off_policy_algorithm import REPLAY_BUFFER_SCHEMA, OffPolicyAlgorithm, learn_doc
@@ -547,4 +547,4 @@ class DQN(OffPolicyAlgorithm):
         return list(self._q_vars)
 
 
-__all__ = ["DQN"]
+__all__ = ["DQN", "ReplayBuffer"]  # ReplayBuffer: stable_baselines.deepq.dqn imported it, so can its users

@@ -82,7 +82,8 @@ class SAC(ActorCriticOffPolicyAlgorithm):
         train_freq=ms.Integer(1), batch_size=ms.Integer(1), tau=ms.Real(),
         ent_coef=ms.AnyOf(ms.Real(), ms.Text(("auto",), prefixes=True)),
         target_entropy=ms.AnyOf(ms.Real(), ms.Text(("auto",))), gamma=ms.Real(), action_noise=ms.Noise(),
-        random_exploration=ms.Real(), target_update_interval=ms.Integer(1), gradient_steps=ms.Integer(0), **REPLAY_BUFFER_SCHEMA,
+        random_exploration=ms.Real(), target_update_interval=ms.Integer(1), gradient_steps=ms.Integer(0),
+        **REPLAY_BUFFER_SCHEMA,
         use_sde=ms.Flag(), sde_sample_freq=ms.Integer(-1), use_sde_at_warmup=ms.Flag())
     _supported_action_spaces = (gym.spaces.Box,)
     #: SB2's graph subtracts ``ent_coef * logp_pi`` (shape (B,)) from ``min_qf_pi`` (shape (B, 1)), a (B, B) broadcast,

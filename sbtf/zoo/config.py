@@ -31,8 +31,8 @@ from sbtf.zoo.errors import ConfigLimitError, UnsafeConfigError, ZooConfigError
 
 __all__ = ["ORDERED_DICT_TAG", "ZooConfigLoader", "read_zoo_yaml", "ZooSettings", "zoo_settings", "parse_env_wrappers",
            "is_time_feature_wrapper", "plain_config", "VEC_NORMALIZE_KEYS", "MAX_CONFIG_BYTES", "MAX_FRAME_STACK",
-           "MAX_N_ENVS", "MAX_SEED", "MAX_WRAPPERS", "check_frame_stack", "check_wrapper_count", "check_seed", "check_n_envs", "check_normalize_kwargs",
-           "check_wrapper_kwargs", "check_env_kwargs"]
+           "MAX_N_ENVS", "MAX_SEED", "MAX_WRAPPERS", "check_frame_stack", "check_wrapper_count", "check_seed",
+           "check_n_envs", "check_normalize_kwargs", "check_wrapper_kwargs", "check_env_kwargs"]
 
 #: the loader of :func:`read_zoo_yaml` (sbtf's one YAML loader; the name earlier versions gave it)
 ZooConfigLoader = SafeYamlLoader

@@ -309,7 +309,8 @@ class Sb3ModelApi:
         include = [str(name) for name in (include or ())]
         not_stored = [name for name in include if name not in data]
         if not_stored:
-            raise ValueError(f"Error: save(include={not_stored}): sbtf's model files store only {type(self).__name__}'s "
+            raise ValueError(f"Error: save(include={not_stored}): sbtf's model files store only "
+                             f"{type(self).__name__}'s "
                              f"declared attributes ({', '.join(sorted(data))}), never arbitrary objects; "
                              "save a replay buffer with save_replay_buffer() and a VecNormalize with its save().")
         excluded = {str(name) for name in (exclude or ())} - set(include)

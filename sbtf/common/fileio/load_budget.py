@@ -112,8 +112,8 @@ def check_space_elements(count: int, what: str = "A space of the file") -> None:
     count = int(count)
     cap = _max_space_elements()
     if count > cap:
-        raise FileLimitError(f"{what} has {count_text(count)} elements, beyond the {cap:,} of any real agent; the file is "
-                             "damaged or hostile. If you trust it, raise the limit with "
+        raise FileLimitError(f"{what} has {count_text(count)} elements, beyond the {cap:,} of any real agent; "
+                             "the file is damaged or hostile. If you trust it, raise the limit with "
                              "sbtf.common.file_errors.load_limits(max_space_elements=...).")
     stack = getattr(_STATE, "spaces", None)
     if not stack:
@@ -208,6 +208,6 @@ def checked_prod(shape: Any, what: str, limit: Optional[int] = None) -> int:
     product = math.prod(sizes)
     limit = get_load_limits().max_items if limit is None else int(limit)
     if product > limit:
-        raise FileLimitError(f"{what} {describe_value(tuple(sizes), 120)} holds {count_text(product)} elements, beyond the "
-                             f"limit ({limit:,}); the file is damaged or hostile.")
+        raise FileLimitError(f"{what} {describe_value(tuple(sizes), 120)} holds {count_text(product)} elements, "
+                             f"beyond the limit ({limit:,}); the file is damaged or hostile.")
     return product

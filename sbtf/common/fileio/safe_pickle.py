@@ -136,8 +136,8 @@ class SafeUnpickler:
                                   f"(at byte {self.pos}).")
 
     def refuse(self, path: str, action: str) -> UnsafeFileError:
-        return UnsafeFileError(f"Refusing to load {_clip(path)} from {self.what} (the file asks to {action} it): it is not "
-                               f"on sbtf's allow-list of data, so loading it could run code.{self.advice}")
+        return UnsafeFileError(f"Refusing to load {_clip(path)} from {self.what} (the file asks to {action} it): "
+                               f"it is not on sbtf's allow-list of data, so loading it could run code.{self.advice}")
 
     def limit(self, detail: str) -> FileLimitError:
         return FileLimitError(f"{self.what[:1].upper()}{self.what[1:]} {detail}; no real file of this kind does "

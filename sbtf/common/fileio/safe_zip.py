@@ -381,7 +381,8 @@ def check_member_size(info: zipfile.ZipInfo, max_bytes: int, what: str) -> None:
                              f"once decompressed, more than the limit of {max_bytes:,} for it; the file is damaged or "
                              "hostile (a zip bomb). If you trust it, raise the limit with "
                              "sbtf.common.file_errors.load_limits().")
-    if info.file_size > _RATIO_FREE_BYTES and info.file_size > limits.max_compression_ratio * max(info.compress_size, 1):
+    if (info.file_size > _RATIO_FREE_BYTES
+            and info.file_size > limits.max_compression_ratio * max(info.compress_size, 1)):
         raise FileLimitError(f"Member {describe_value(info.filename)} of the {what} inflates {info.compress_size:,} "
                              f"bytes to {info.file_size:,}, a ratio no real model file has (a zip bomb). If you trust "
                              "it, raise max_compression_ratio with sbtf.common.file_errors.load_limits().")

@@ -68,7 +68,8 @@ class MpiActorCriticRLModel(MpiDataParallelMixin, OnPolicyAlgorithm):
         self._check_policy_class(ActorCriticPolicy)
         if getattr(self.policy_class, "recurrent", False):
             raise ValueError(f"Error: {type(self).__name__} does not support recurrent policies "
-                             f"({self.policy_class.__name__}), as in stable-baselines; use PPO2 or A2C for LSTM policies.")
+                             f"({self.policy_class.__name__}), as in stable-baselines; "
+                             "use PPO2 or A2C for LSTM policies.")
 
     def _make_vec_env(self, env):
         vec_env = super()._make_vec_env(env)

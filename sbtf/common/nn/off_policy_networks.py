@@ -491,5 +491,5 @@ class ActorCriticNetworks(ActorCriticLayers):
 
 __all__ = ["ActorCriticLayers", "ActorCriticNetworks", "OffPolicyArch", "ScopedExtractor", "make_features_extractor",
            "accepted_policy_keys", "setup_dict_observations", "preprocess_ops", "SB3_DEFAULT_NET_ARCH",
-           "feed_forward_layer_sizes", "image_scaling", "is_image_space", "resolve_activation", "resolve_off_policy_arch", "scoped_cnn",
-           "split_net_arch", "unknown_keywords_error"]
+           "feed_forward_layer_sizes", "image_scaling", "is_image_space", "resolve_activation",
+           "resolve_off_policy_arch", "scoped_cnn", "split_net_arch", "unknown_keywords_error"]

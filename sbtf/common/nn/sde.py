@@ -328,7 +328,8 @@ class OnPolicySDEMixin:
             return super()._make_policy(n_env, n_steps, n_batch)
         if not (isinstance(self.policy_class, type) and issubclass(self.policy_class, FeedForwardPolicy)):
             raise ValueError(f"Error: use_sde=True in {type(self).__name__} needs a feed-forward policy "
-                             f"(MlpPolicy, CnnPolicy, MultiInputPolicy), got {getattr(self.policy_class, '__name__', self.policy_class)}"
+                             "(MlpPolicy, CnnPolicy, MultiInputPolicy), "
+                             f"got {getattr(self.policy_class, '__name__', self.policy_class)}"
                              " (gSDE has no recurrent form).")
         kwargs = dict(self.policy_kwargs, use_sde=True)
         return self.policy_class(None, self.observation_space, self.action_space, n_env, n_steps, n_batch, reuse=False,
@@ -366,8 +367,8 @@ def sde_kwarg_error(algorithm: str, has_sde: Optional[bool] = None) -> ValueErro
     if algorithm in SDE_ALGORITHMS if has_sde is None else has_sde:
         return ValueError(f"Error: pass use_sde to {algorithm}(..., use_sde=True), not in policy_kwargs.")
     return ValueError(f"Error: {algorithm} does not support gSDE (use_sde); stable-baselines3 has gSDE for PPO, A2C "
-                      "and SAC only, sb3-contrib for TQC, TRPO and RecurrentPPO (sbtf: sbtf.sb3.PPO / A2C / SAC, PPO2, A2C, "
-                      "SAC, sbtf.contrib.TQC / TRPO / RecurrentPPO).")
+                      "and SAC only, sb3-contrib for TQC, TRPO and RecurrentPPO (sbtf: sbtf.sb3.PPO / A2C / SAC, PPO2, "
+                      "A2C, SAC, sbtf.contrib.TQC / TRPO / RecurrentPPO).")
 
 
 class FeedForwardSDEMixin:
@@ -441,6 +442,7 @@ class FeedForwardSDEMixin:
         action, value, _ = self._sde_act(obs, deterministic)
         return action, value, None
 
-__all__ = ["SDE_ALGORITHMS", "sde_kwarg_error", "SDE_EPSILON", "SDEHead", "SDELogStd", "sde_log_std", "gaussian_log_prob", "sde_std", "sde_flat", "ExplorationNoise", "OnPolicySDEMixin", "refuse_sde",
-           "TANH_CLIP_EPS", "clip_squashed", "tanh_inverse", "squashed_neglogp_np", "SquashedSDEDistribution", "mean_entropy", "scale_action",
-           "unscale_action", "FeedForwardSDEMixin"]
+__all__ = ["SDE_ALGORITHMS", "sde_kwarg_error", "SDE_EPSILON", "SDEHead", "SDELogStd", "sde_log_std",
+           "gaussian_log_prob", "sde_std", "sde_flat", "ExplorationNoise", "OnPolicySDEMixin", "refuse_sde",
+           "TANH_CLIP_EPS", "clip_squashed", "tanh_inverse", "squashed_neglogp_np", "SquashedSDEDistribution",
+           "mean_entropy", "scale_action", "unscale_action", "FeedForwardSDEMixin"]

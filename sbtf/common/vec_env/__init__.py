@@ -22,7 +22,8 @@ from sbtf.common.vec_env.vec_video_recorder import VecVideoRecorder
 
 __all__ = [
     "AlreadySteppingError", "NotSteppingError", "VecEnv", "VecEnvWrapper", "CloudpickleWrapper", "DummyVecEnv",
-    "SubprocVecEnv", "VecEnvWorkerError", "EnvPoolVecEnv", "VecFrameStack", "VecNormalize", "VecVideoRecorder", "VecCheckNan",
+    "SubprocVecEnv", "VecEnvWorkerError", "EnvPoolVecEnv", "VecFrameStack", "VecNormalize", "VecVideoRecorder",
+    "VecCheckNan",
     "VecMonitor", "VecTransposeImage", "VecExtractDictObs",
     "copy_obs_dict", "dict_to_obs", "obs_space_info", "tile_images", "unwrap_vec_normalize",
     "sync_envs_normalization", "unwrap_vec_wrapper", "is_vecenv_wrapped",

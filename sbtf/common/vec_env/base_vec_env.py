@@ -199,8 +199,8 @@ class VecEnv(ABC):
         """
         try:
             imgs = self.get_images()
-        except NotImplementedError:
-            raise NotImplementedError('{} does not implement get_images()'.format(type(self).__name__))
+        except NotImplementedError as exc:
+            raise NotImplementedError('{} does not implement get_images()'.format(type(self).__name__)) from exc
 
         # Create a big image by tiling images from subprocesses
         bigimg = tile_images(imgs)

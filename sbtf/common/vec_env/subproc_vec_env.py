@@ -225,9 +225,9 @@ class SubprocVecEnv(VecEnv):
         self._pending, self._send_errors = [], []
         try:
             results = self._recv_all(pending)
-        except VecEnvWorkerError:
-            if send_errors:
-                raise send_errors[0]
+        except VecEnvWorkerError as exc:
+            if send_errors:  # the first error is the one reported; the later receive error stays attached
+                raise send_errors[0] from exc
             raise
         if send_errors:
             raise send_errors[0]

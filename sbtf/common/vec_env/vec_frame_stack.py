@@ -94,7 +94,8 @@ def _stream_order(space: spaces.Box, channels_order: Optional[str], key: str = "
         return "first" if first else "last"
     if channels_order not in ("last", "first"):
         where = f" for key {key!r}" if key else ""
-        raise ValueError(f"VecFrameStack: channels_order{where} must be 'last', 'first' or None, got {channels_order!r}")
+        raise ValueError(f"VecFrameStack: channels_order{where} must be 'last', 'first' or None, "
+                         f"got {channels_order!r}")
     return channels_order
 
 

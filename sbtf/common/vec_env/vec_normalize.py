@@ -121,8 +121,8 @@ def _rms_from_data(data: Any, where: str = "The statistics") -> RunningMeanStd:
     if mean.shape != var.shape:
         raise ModelDataError(f"{where}: the mean has shape {mean.shape} but the variance {var.shape}.")
     if not np.all(np.isfinite(mean)):
-        raise ModelDataError(f"{where}: the mean holds NaN or infinite values; the statistics are corrupted (they would "
-                             "turn every observation into NaN).")
+        raise ModelDataError(f"{where}: the mean holds NaN or infinite values; the statistics are corrupted "
+                             "(they would turn every observation into NaN).")
     if not np.all(np.isfinite(var)) or np.any(var < 0):
         raise ModelDataError(f"{where}: the variance must be finite and >= 0, but it holds "
                              f"{'negative' if np.any(var < 0) else 'NaN or infinite'} values; the statistics are "
@@ -173,9 +173,9 @@ class VecNormalize(VecEnvWrapper):
     Observations are normalised with the running mean / variance of the observations, rewards are divided by the
     running standard deviation of the discounted return. Both are clipped. With a ``Dict`` observation space, each
     ``Box`` entry (or each entry of ``norm_obs_keys``) has its own statistics (``obs_rms`` is then a dict of them,
-    as in stable-baselines 3) and the other entries pass through unchanged; ``Tuple`` spaces are not supported. Normalised observations and rewards are
-    float32 (statistics are kept in float64). ``terminal_observation`` entries in the infos are normalised too, so
-    that bootstrapping from them sees the same inputs as the policy.
+    as in stable-baselines 3) and the other entries pass through unchanged; ``Tuple`` spaces are not supported.
+    Normalised observations and rewards are float32 (statistics are kept in float64). ``terminal_observation``
+    entries in the infos are normalised too, so that bootstrapping from them sees the same inputs as the policy.
 
     ``save`` writes the statistics and settings only (never the wrapped venv); ``load`` restores them around a venv.
 

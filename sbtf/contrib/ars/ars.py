@@ -9,8 +9,9 @@ a time (the policy outputs of all of them are one batched NumPy product), and ta
 episode ends. With a ``SubprocVecEnv`` the episodes run in its worker processes. sb3-contrib's ``AsyncEval``
 (:class:`sbtf.contrib.common.vec_env.async_eval.AsyncEval`, ``learn(..., async_eval=...)``) runs them in worker
 processes with environments of their own: candidate ``i`` on worker ``i % n_workers``, its return, the episode
-statistics and ``num_timesteps`` counted as the side-by-side evaluation counts them. Observations are normalised online by a ``VecNormalize`` around the env (as rl-zoo does for ARS):
-its statistics keep updating during the evaluations.
+statistics and ``num_timesteps`` counted as the side-by-side evaluation counts them. Observations are normalised
+online by a ``VecNormalize`` around the env (as rl-zoo does for ARS): its statistics keep updating during the
+evaluations.
 """
 from __future__ import annotations
 

@@ -251,14 +251,16 @@ class RecurrentActorCriticPolicy(BasePolicy):
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, net_arch=None, activation_fn=tf.nn.tanh,
                  ortho_init: bool = True, use_sde: bool = False, log_std_init: float = 0.0, full_std: bool = True,
-                 use_expln: bool = False, squash_output: bool = False, features_extractor_class=None, features_extractor_kwargs: Optional[Dict[str, Any]] = None,
+                 use_expln: bool = False, squash_output: bool = False, features_extractor_class=None,
+                 features_extractor_kwargs: Optional[Dict[str, Any]] = None,
                  share_features_extractor: bool = True, normalize_images: bool = True, optimizer_class=None,
                  optimizer_kwargs: Optional[Dict[str, Any]] = None, lstm_hidden_size: int = 256,
                  n_lstm_layers: int = 1, shared_lstm: bool = False, enable_critic_lstm: bool = True,
                  lstm_kwargs: Optional[Dict[str, Any]] = None):
         super().__init__(None, observation_space, action_space)
         if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box)):
-            raise NotImplementedError(f"Error: RecurrentPPO policies take Discrete or Box actions, got {action_space!r}.")
+            raise NotImplementedError("Error: RecurrentPPO policies take Discrete or Box actions, "
+                                      f"got {action_space!r}.")
         check_obs_space(observation_space, "RecurrentPPO", allow_dict=True)
         if squash_output:
             raise ValueError("Error: squash_output=True is not supported by sbtf's RecurrentPPO policies (gSDE "

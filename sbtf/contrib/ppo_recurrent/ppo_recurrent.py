@@ -118,7 +118,8 @@ class RecurrentPPO(Sb3ModelApi, OnPolicyAlgorithm):
         learning_rate=ms.Schedule(), n_steps=ms.Integer(1), batch_size=ms.Integer(1), n_epochs=ms.Integer(1),
         gamma=ms.Real(), gae_lambda=ms.Real(), clip_range=ms.Schedule(), clip_range_vf=ms.Nullable(ms.Schedule()),
         normalize_advantage=ms.Flag(), ent_coef=ms.Real(), vf_coef=ms.Real(), max_grad_norm=ms.Real(),
-        use_sde=ms.Flag(), sde_sample_freq=ms.Integer(-1), target_kl=ms.Nullable(ms.Real()), stats_window_size=ms.Integer(1), _n_train_updates=ms.Integer(0))
+        use_sde=ms.Flag(), sde_sample_freq=ms.Integer(-1), target_kl=ms.Nullable(ms.Real()),
+        stats_window_size=ms.Integer(1), _n_train_updates=ms.Integer(0))
 
     def __init__(self, policy, env, learning_rate=3e-4, n_steps: int = 128, batch_size: Optional[int] = 128,
                  n_epochs: int = 10, gamma: float = 0.99, gae_lambda: float = 0.95, clip_range=0.2,

@@ -63,7 +63,8 @@ class TRPO(OnPolicySDEMixin, Sb3OnPolicyAlgorithm):
 
     Paper: https://arxiv.org/abs/1502.05477
 
-    :param policy: (str or class) ``"MlpPolicy"``, ``"CnnPolicy"``, ``"MultiInputPolicy"`` or an ``ActorCriticPolicy`` subclass
+    :param policy: (str or class) ``"MlpPolicy"``, ``"CnnPolicy"``, ``"MultiInputPolicy"`` or an
+        ``ActorCriticPolicy`` subclass
     :param env: (gymnasium.Env, VecEnv or str) the environment
     :param learning_rate: (float or callable) the learning rate of the value function's Adam optimiser
     :param n_steps: (int) steps per environment per update
@@ -132,7 +133,8 @@ class TRPO(OnPolicySDEMixin, Sb3OnPolicyAlgorithm):
     # ------------------------------------------------------------------ setup
     def _make_policy(self, n_env: int, n_steps: int, n_batch: Optional[int]) -> ActorCriticPolicy:
         if not (isinstance(self.policy_class, type) and issubclass(self.policy_class, ActorCriticPolicy)):
-            raise ValueError(f"Error: the policy of TRPO must be a subclass of ActorCriticPolicy, got {self.policy_class!r}")
+            raise ValueError("Error: the policy of TRPO must be a subclass of ActorCriticPolicy, "
+                             f"got {self.policy_class!r}")
         if getattr(self.policy_class, "recurrent", False):
             raise ValueError("TRPO (sb3-contrib) takes feed-forward policies only, got a recurrent policy")
         kwargs = sb3_policy_kwargs_to_sb2(self.policy_kwargs)

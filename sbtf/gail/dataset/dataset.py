@@ -170,7 +170,7 @@ def _resolve_image_paths(paths: np.ndarray, base_dir: Optional[str]) -> np.ndarr
             candidates.append(("relative", os.path.join(base_dir, first)))
         candidates.append(("folder", os.path.join(base_dir, os.path.basename(os.path.dirname(first)),
                                                   os.path.basename(first))))
-    for rule, candidate in candidates:
+    for rule, candidate in candidates:  # noqa: B007  # rule is read after the loop
         if os.path.isfile(candidate):
             break
     else:

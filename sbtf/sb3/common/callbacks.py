@@ -56,6 +56,7 @@ class StopTrainingOnMaxEpisodes(BaseCallback):
         self.n_episodes += int(np.sum(dones))
         keep_going = self.n_episodes < self._total_max_episodes
         if self.verbose >= 1 and not keep_going:
-            print(f"Stopping training with a total of {self.num_timesteps} steps because the {self.model.__class__.__name__} "
+            print(f"Stopping training with a total of {self.num_timesteps} steps because the "
+                  f"{self.model.__class__.__name__} "
                   f"model reached max_episodes={self.max_episodes}, by playing for {self.n_episodes} episodes")
         return keep_going

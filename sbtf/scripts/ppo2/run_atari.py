@@ -35,7 +35,8 @@ def train(env_id: str, num_timesteps: int, seed: int, policy: str, n_envs: int =
     :param n_steps: (int) steps per env and update
     """
     env = VecFrameStack(make_atari_env(env_id, n_envs, seed), 4)
-    model = PPO2(policy=policy_choice(POLICIES, policy), env=env, n_steps=n_steps, nminibatches=nminibatches, lam=0.95, gamma=0.99,
+    model = PPO2(policy=policy_choice(POLICIES, policy), env=env, n_steps=n_steps, nminibatches=nminibatches,
+                 lam=0.95, gamma=0.99,
                  noptepochs=4, ent_coef=.01, learning_rate=lambda f: f * 2.5e-4, cliprange=lambda f: f * 0.1,
                  verbose=1)
     model.learn(total_timesteps=num_timesteps)

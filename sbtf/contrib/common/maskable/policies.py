@@ -4,8 +4,9 @@ The network is sb3's default actor-critic: features (flattened observations, a N
 ``CombinedExtractor`` for Dict observations or any Keras extractor of the user's), separate
 policy and value MLPs (``net_arch=dict(pi=[64, 64], vf=[64, 64])``, ``activation_fn=tanh``, orthogonal init with gain
 sqrt(2), 0.01 for the action logits and 1 for the value), written once against a backend ``ops`` so that acting runs
-in NumPy (through one compiled TF call when the extractor has no NumPy form). The action logits are flat over every categorical component (``MultiBinary(n)`` has ``2 n`` logits, as in
-sb3-contrib); the masked maths is :class:`~sbtf.contrib.common.maskable.distributions.MaskableDistribution`.
+in NumPy (through one compiled TF call when the extractor has no NumPy form). The action logits are flat over every
+categorical component (``MultiBinary(n)`` has ``2 n`` logits, as in sb3-contrib); the masked maths is
+:class:`~sbtf.contrib.common.maskable.distributions.MaskableDistribution`.
 """
 from __future__ import annotations
 

@@ -6,10 +6,11 @@ Evaluation of ARS's candidate policies in worker processes (sb3-contrib's
 (a gymnasium env or a VecEnv, e.g. ``VecNormalize(make_vec_env(...))``) and waits for jobs. ``ARS.learn(...,
 async_eval=async_eval)`` sends the ``2 n_delta`` candidate weight vectors, candidate ``i`` to worker
 ``i % n_workers``; a worker runs ``n_eval_episodes`` episodes of each of its candidates one after the other and returns
-their rewards and lengths. The workers act in NumPy with the policy's :class:`~sbtf.contrib.ars.candidates.CandidateActor`
-(plain data: no Keras model crosses the process boundary). The observation statistics of a ``VecNormalize`` in the
-workers are merged into the model's own VecNormalize after each update and sent back (``get_obs_rms`` /
-``sync_obs_rms``), as sb3-contrib does. ``ARS.learn`` closes the object when it returns.
+their rewards and lengths. The workers act in NumPy with the policy's
+:class:`~sbtf.contrib.ars.candidates.CandidateActor` (plain data: no Keras model crosses the process boundary). The
+observation statistics of a ``VecNormalize`` in the workers are merged into the model's own VecNormalize after each
+update and sent back (``get_obs_rms`` / ``sync_obs_rms``), as sb3-contrib does. ``ARS.learn`` closes the object when
+it returns.
 """
 from __future__ import annotations
 
