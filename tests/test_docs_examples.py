@@ -18,7 +18,8 @@ in any order (see docs/contributing.md, "Examples in the docs"):
   block that runs it), so a chain costs one run. A chain is slow or skipped when one of its blocks is.
 - ``<!-- example: output "text" -->``: the standard output must contain ``text`` (repeat for several texts);
   a chain checks the texts of all its blocks.
-- ``<!-- example: timeout 600 -->``: seconds before the run counts as a hang (default 600, 3600 for slow blocks: a bound on a busy machine, not a speed check).
+- ``<!-- example: timeout 600 -->``: seconds before the run counts as a hang (default 600, 3600 for slow blocks:
+  a bound on a busy machine, not a speed check).
 
 An unknown directive, a skip without a reason or a ``continue`` with no block before it fails the collection of
 that block with a message naming the file and line, never silently.
