@@ -52,8 +52,10 @@ def test_constructor_and_learn_match_stable_baselines3():
     assert {name: learn[name].default for name in SB3_PPO_LEARN} == SB3_PPO_LEARN
     model = PPO("MlpPolicy", "CartPole-v1", _init_setup_model=False)
     for name, default in SB3_PPO_DEFAULTS.items():
-        if name not in ("policy_kwargs", "_init_setup_model", "rollout_buffer_class", "rollout_buffer_kwargs"):
+        if name not in ("policy_kwargs", "_init_setup_model", "rollout_buffer_class", "rollout_buffer_kwargs",
+                        "device"):
             assert getattr(model, name) == default, name
+    assert model.device.type == "cpu"  # SB3: device="auto" resolves to a torch.device (cpu without CUDA)
     assert sbtf.PPO is PPO and sbtf.algorithms.get("ppo").load() is PPO and sbtf.algorithms.get("PPO").load() is PPO
     assert (MlpPolicy, CnnPolicy, MultiInputPolicy) == tuple(PPO.policy_aliases[name] for name in
                                                                ("MlpPolicy", "CnnPolicy", "MultiInputPolicy"))
